@@ -1,0 +1,51 @@
+"""The ``normlab`` command line. Subcommands are registered in ``COMMANDS`` (one place).
+
+Each entry is a module exposing ``register(subparsers)``, which adds its parser and sets
+``func`` (a callable taking the parsed args and returning an exit status). Modules are
+imported only when the CLI starts, and heavy imports stay inside ``func``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from normlab import __version__
+
+COMMANDS = [
+    "normlab.cli.config_cmd",   # presets, config
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, status 2, like every user error
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="normlab", description="A laboratory for normalization placement "
+                     "in Transformers: train, probe, compare, report.")
+    parser.add_argument("--version", action="version", version=f"normlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from normlab.errors import UserError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"normlab {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("normlab: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,22 @@
+"""Arguments shared by commands that build a RunConfig (train, config, study, ...)."""
+
+from __future__ import annotations
+
+import argparse
+
+from normlab.config import RunConfig
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """--config, --preset, --placement, --set: the way every command names a run."""
+    p.add_argument("--config", metavar="FILE.toml", help="TOML file with [model], [optim], ... tables")
+    p.add_argument("--preset", metavar="NAME", help="start from a preset (see `normlab presets`)")
+    p.add_argument("--placement", metavar="NAME", help="shortcut for --set model.placement=NAME")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one option, e.g. --set model.n_layer=12 (repeatable)")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    from normlab.config import resolve
+
+    return resolve(args.preset, args.config, args.placement, args.overrides)

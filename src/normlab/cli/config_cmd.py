@@ -1,0 +1,38 @@
+"""``normlab presets`` and ``normlab config``: see what a run would use before running it."""
+
+from __future__ import annotations
+
+import argparse
+
+from normlab.cli.common import add_config_args, config_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("presets", help="list run presets")
+    p.set_defaults(func=_presets)
+    p = sub.add_parser("config", help="print the resolved config as JSON (or --explain every option)")
+    add_config_args(p)
+    p.add_argument("--explain", action="store_true", help="list every option with its type, default and meaning")
+    p.set_defaults(func=_config)
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from normlab.presets import PRESETS
+
+    for name, fn in PRESETS.items():
+        first = " ".join((fn.__doc__ or "").split())
+        print(f"{name:<18} {first}")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    if args.explain:
+        from normlab.config import RunConfig
+        from normlab.schema import explain
+
+        for key, tp, default, help in explain(RunConfig):
+            print(f"{key:<24} {tp:<28} {default!r:<16} {help}")
+        return 0
+    print(cfg.to_json())
+    return 0

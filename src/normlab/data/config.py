@@ -1,0 +1,28 @@
+"""Data configuration (section ``data``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from normlab.schema import Section, doc
+
+TOKENIZERS = ("char", "byte", "bpe")
+
+
+@dataclass
+class DataConfig(Section):
+    """Which corpus, how it is tokenised and split."""
+
+    section = "data"
+    corpus: str = doc("'tinyshakespeare' or a path to a UTF-8 text file", "tinyshakespeare")
+    data_dir: str | None = doc("directory holding tinyshakespeare.txt (else $NORMLAB_DATA_DIR, "
+                               "else the user cache, downloading if missing)", None)
+    tokenizer: str = doc("char (vocabulary from the corpus), byte (256) or bpe (needs extra 'bpe')", "char")
+    bpe_vocab: int = doc("vocabulary size when tokenizer=bpe", 512)
+    train_fraction: float = doc("leading fraction of tokens used for training; the rest validates", 0.9)
+
+    def __post_init__(self) -> None:
+        self.check(bool(self.corpus), "corpus", "name a corpus ('tinyshakespeare') or a text file path")
+        self.check(self.tokenizer in TOKENIZERS, "tokenizer", f"use one of {', '.join(TOKENIZERS)}")
+        self.check(self.bpe_vocab >= 257, "bpe_vocab", "must be >= 257 (bytes plus merges)")
+        self.check(0 < self.train_fraction < 1, "train_fraction", "must be in (0, 1), e.g. 0.9")

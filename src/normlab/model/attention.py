@@ -1,0 +1,129 @@
+"""Causal multi-head self-attention and the feed-forward sub-layers (the branches F)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab.model.config import ModelConfig
+from normlab.model.norms import QK_NORMS
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding (Su et al. 2021), rotating pairs (i, i + Dh/2) of q and k."""
+
+    def __init__(self, head_dim: int, context: int, base: float = 10000.0) -> None:
+        super().__init__()
+        inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        ang = torch.outer(torch.arange(context, dtype=torch.float32), inv)  # (T, Dh/2)
+        # Not persistent: derived from the config, so checkpoints stay weights-only.
+        self.register_buffer("cos", ang.cos(), persistent=False)
+        self.register_buffer("sin", ang.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x (B, H, T, Dh)
+        T = x.size(-2)
+        x1, x2 = x.chunk(2, dim=-1)
+        cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """softmax(q k^T * scale + causal mask) v, heads concatenated, then W_O.
+
+    ``qkv`` holds W_Q, W_K, W_V stacked along the output dimension (rows 0:d, d:2d, 2d:3d).
+    With ``qk_norm`` q and k are normalised per head before the dot product; with
+    ``qk_norm="l2"`` (Henry et al. 2020) the 1/sqrt(d_head) factor is replaced by a learned
+    scalar g, initialised to log2(T^2 - T) for context T as in that paper.
+    Set ``record = True`` to take the explicit (slower) path that stores the maximum
+    |logit| and the minimum attention entropy of the last call in ``self.stats``.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        d, self.n_head, self.head_dim = cfg.d_model, cfg.n_head, cfg.head_dim
+        self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
+        self.proj = nn.Linear(d, d, bias=cfg.bias)
+        self.proj.residual = True  # marks a residual output projection for init (GPT-2 scaling)
+        self.dropout = cfg.dropout
+        self.drop = nn.Dropout(cfg.dropout)
+        make = QK_NORMS.get(cfg.qk_norm) if cfg.qk_norm else None
+        self.q_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make else nn.Identity()
+        self.k_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make else nn.Identity()
+        self.v_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
+        self.scale = None
+        if cfg.qk_norm == "l2":
+            T = max(cfg.context, 2)
+            self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
+        self.rotary = Rotary(self.head_dim, cfg.context) if cfg.pos == "rope" else None
+        self.record = False
+        self.stats: dict[str, torch.Tensor] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        # q, k, v: (B, H, T, Dh)
+        q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        scale = self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+        if self.record:
+            y = self._explicit(q, k, v, scale)
+        elif isinstance(scale, torch.Tensor):
+            # SDPA takes a float scale only; folding the learned g into q keeps autograd right.
+            y = F.scaled_dot_product_attention(q * scale, k, v, is_causal=True, scale=1.0,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, d)
+        return self.drop(self.proj(y))
+
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  scale: float | torch.Tensor) -> torch.Tensor:
+        T = q.size(-2)
+        logits = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, T)
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        logits = logits.masked_fill(~mask, float("-inf"))
+        att = logits.softmax(dim=-1)
+        with torch.no_grad():
+            ent = -(att * att.clamp_min(1e-30).log()).sum(-1)  # (B, H, T)
+            self.stats = {"max_logit": logits.masked_fill(~mask, 0).abs().amax(),
+                          "min_entropy": ent.amin(), "mean_entropy": ent.mean()}
+        if self.training and self.dropout:
+            att = F.dropout(att, self.dropout)
+        return att @ v
+
+
+class MLP(nn.Module):
+    """GELU FFN: W_2 gelu(W_1 x), tanh-approximate GELU as in GPT-2."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.ff_width, bias=cfg.bias)    # W_1
+        self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)  # W_2
+        self.proj.residual = True
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.proj(F.gelu(self.fc(x), approximate="tanh")))
+
+
+class SwiGLU(nn.Module):
+    """SwiGLU FFN (Shazeer 2020): W_2 (silu(W_1a x) * W_1b x); W_1a, W_1b stacked in ``fc``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, 2 * cfg.ff_width, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)
+        self.proj.residual = True
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.fc(x).chunk(2, dim=-1)
+        return self.drop(self.proj(F.silu(gate) * up))
+
+
+FFNS = {"gelu": MLP, "swiglu": SwiGLU}

@@ -1,0 +1,79 @@
+"""Model configuration (section ``model``): every architectural switch of the lab."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from normlab.schema import Section, doc
+
+# A placement is one name for every layer, a per-layer list, and per layer optionally a
+# mapping by sub-layer: "pre", ["post", "pre"], [{"attn": "pre", "ffn": "post"}, "pre"].
+LayerPlacement = Union[str, dict[str, str]]
+Placement = Union[str, list[LayerPlacement]]
+
+
+@dataclass
+class ModelConfig(Section):
+    """A decoder-only Transformer language model."""
+
+    section = "model"
+    vocab_size: int = doc("tokens in the vocabulary (set from the tokenizer by `normlab train`)", 65)
+    context: int = doc("maximum sequence length", 128)
+    n_layer: int = doc("number of blocks (each has an attention and an FFN sub-layer)", 6)
+    d_model: int = doc("residual stream width", 128)
+    n_head: int = doc("attention heads; must divide d_model", 4)
+    placement: Placement = doc("norm placement: a name (see `normlab placements`), a per-layer "
+                               "list, or per layer a table {attn=..., ffn=...}", "pre")
+    norm: str = doc("norm used by the placement: layernorm, rmsnorm, scalenorm, dyt, none", "layernorm")
+    qk_norm: str | None = doc("normalise q and k per head: layernorm, rmsnorm, l2 (or none)", None)
+    qkv_norm: bool = doc("also normalise v with qk_norm's norm (HybridNorm)", False)
+    final_norm: bool | None = doc("norm after the last block (none = the placement's default)", None)
+    init: str = doc("weight init: gpt2 or xavier (see `normlab inits`)", "gpt2")
+    ffn: str = doc("feed-forward type: gelu or swiglu", "gelu")
+    d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
+    pos: str = doc("positions: learned or rope", "learned")
+    bias: bool = doc("biases in linear layers and LayerNorm", True)
+    dropout: float = doc("dropout on attention weights, residual branches and embeddings", 0.0)
+    tie_embeddings: bool = doc("share the token embedding with the output head", True)
+    norm_eps: float = doc("epsilon inside norms", 1e-5)
+    mix_fraction: float = doc("Mix-LN: fraction of layers (from the bottom) that are Post-LN", 0.25)
+    admin_omega: str = doc("Admin omega: 'profile' (one batch at init) or 'closed_form'", "profile")
+    rezero: bool = doc("placement 'none': gate each branch by a zero-initialised scalar (ReZero)", False)
+
+    @property
+    def ff_width(self) -> int:
+        return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context", "n_layer", "d_model", "n_head"):
+            self.check(getattr(self, name) >= 1, name, "must be >= 1")
+        if self.d_model % self.n_head:
+            divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0][:8]
+            raise self.fail("n_head", f"must divide model.d_model={self.d_model}; "
+                                      f"choose one of {', '.join(map(str, divisors))}, ...")
+        self.check(self.d_ff is None or self.d_ff >= 1, "d_ff", "must be >= 1 or none (= 4*d_model)")
+        self.check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        self.check(0.0 <= self.mix_fraction <= 1.0, "mix_fraction", "must be in [0, 1], e.g. 0.25")
+        self.check(self.norm_eps > 0, "norm_eps", "must be > 0, e.g. 1e-5")
+        self.check(self.admin_omega in ("profile", "closed_form"), "admin_omega",
+                   "use 'profile' or 'closed_form'")
+        self.check(self.ffn in ("gelu", "swiglu"), "ffn", "use gelu or swiglu")
+        self.check(self.pos in ("learned", "rope"), "pos", "use learned or rope")
+        if self.pos == "rope":
+            self.check(self.head_dim % 2 == 0, "pos", "rope needs an even head dim (d_model/n_head)")
+        from normlab.model.layout import resolve_layout
+        from normlab.model.norms import NORMS, QK_NORMS
+        from normlab.model.init import INITS
+
+        NORMS.get(self.norm)
+        if self.qk_norm is not None:
+            QK_NORMS.get(self.qk_norm, "model.qk_norm")
+        self.check(not self.qkv_norm or self.qk_norm is not None, "qkv_norm",
+                   "set model.qk_norm too (it picks the norm applied to q, k and v)")
+        INITS.get(self.init)
+        resolve_layout(self)  # validates placement names and combinations

@@ -1,0 +1,103 @@
+"""Weight initialisation schemes by name, and the one ``init_weights`` that applies them."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from normlab.registry import Registry
+
+if TYPE_CHECKING:
+    from normlab.model.config import ModelConfig
+    from normlab.model.transformer import TransformerLM
+
+
+class InitScheme:
+    """Base: per-tensor standard deviations and the embedding multiplier of a scheme."""
+
+    description = ""
+
+    def embed_scale(self, cfg: "ModelConfig") -> float:
+        """Multiplier applied to token embeddings in the forward pass."""
+        return 1.0
+
+    def embed_std(self, cfg: "ModelConfig") -> float:
+        raise NotImplementedError
+
+    def linear_std(self, layer: nn.Linear, cfg: "ModelConfig") -> float:
+        raise NotImplementedError
+
+
+INITS: Registry[InitScheme] = Registry("init", "model.init")
+
+
+class GPT2Init(InitScheme):
+    description = ("N(0, 0.02) everywhere; residual output projections (W_O, W_2) "
+                   "N(0, 0.02/sqrt(2L)) (GPT-2, nanoGPT)")
+
+    def embed_std(self, cfg: "ModelConfig") -> float:
+        return 0.02
+
+    def linear_std(self, layer: nn.Linear, cfg: "ModelConfig") -> float:
+        # GPT-2 scales the projections that write into the residual stream by 1/sqrt(N),
+        # N = 2L residual additions, so the stream's variance does not grow with depth.
+        return 0.02 / math.sqrt(2 * cfg.n_layer) if getattr(layer, "residual", False) else 0.02
+
+
+class XavierInit(InitScheme):
+    description = ("N(0, 1/fan_in) for every linear layer (the setting of Xiong et al. 2020); "
+                   "token embeddings N(0, 1/d) multiplied by sqrt(d) in the forward pass "
+                   "(Vaswani et al. 2017 §3.4), so the stream starts with unit variance")
+
+    def embed_scale(self, cfg: "ModelConfig") -> float:
+        return math.sqrt(cfg.d_model)
+
+    def embed_std(self, cfg: "ModelConfig") -> float:
+        return 1.0 / math.sqrt(cfg.d_model)
+
+    def linear_std(self, layer: nn.Linear, cfg: "ModelConfig") -> float:
+        return 1.0 / math.sqrt(layer.in_features)
+
+
+INITS.add("gpt2", GPT2Init())
+INITS.add("xavier", XavierInit())
+
+
+@torch.no_grad()
+def init_weights(model: "TransformerLM") -> None:
+    """Initialise every tensor of ``model``; the scheme is ``model.cfg.init``.
+
+    | tensor                         | gpt2                  | xavier                          |
+    |--------------------------------|-----------------------|---------------------------------|
+    | wte (token emb., tied head)    | N(0, 0.02)            | N(0, 1/d); forward x sqrt(d)    |
+    | wpe (learned positions)        | N(0, 0.02)            | N(0, 1/d)                       |
+    | attn.qkv.weight (W_Q,W_K,W_V)  | N(0, 0.02)            | N(0, 1/d)                       |
+    | attn.proj.weight (W_O)         | N(0, 0.02/sqrt(2L))   | N(0, 1/d)                       |
+    | ffn.fc.weight (W_1; SwiGLU W_1a,W_1b) | N(0, 0.02)     | N(0, 1/d)                       |
+    | ffn.proj.weight (W_2)          | N(0, 0.02/sqrt(2L))   | N(0, 1/d_ff)                    |
+    | lm_head (untied only)          | N(0, 0.02)            | N(0, 1/d)                       |
+    | every linear bias              | 0                     | 0                               |
+    | norm gains / biases            | 1 / 0 (ScaleNorm g = sqrt(d); DyT alpha = 0.5), set by the norm |
+    | qk-norm l2 scale g             | log2(T^2 - T) (Henry et al. 2020), set by the attention         |
+
+    Then each placement's ``init_()`` adjusts its own tensors: DeepNorm multiplies W_V,
+    W_O, W_1, W_2 by beta = (8L)^(-1/4); ReZero gates start at 0; Admin's omega and nGPT's
+    parameters are set by their classes (see ``normlab placements``).
+    """
+    from normlab.model.placement import Placement
+
+    cfg = model.cfg
+    scheme = INITS.get(cfg.init)
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, 0.0, scheme.linear_std(module, cfg))
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, scheme.embed_std(cfg))
+    for module in model.modules():
+        if isinstance(module, Placement):
+            module.init_()

@@ -1,0 +1,78 @@
+"""Resolve ``model.placement`` into one placement name per sub-layer.
+
+Accepted forms:
+  "pre"                                   every sub-layer of every block
+  ["post", "post", "pre", ...]            one entry per block (length n_layer)
+  [{"attn": "pre", "ffn": "post"}, ...]   per block, per sub-layer (both keys required)
+  "mix"                                   a layout macro (see ``LAYOUTS``) that expands to a list
+
+Layout macros are names that stand for a per-layer list; they are not placements and
+cannot appear inside a list. Mixing a two-stream placement (ResiDual) with any other is
+refused: the two streams have no meaning for the neighbouring single-stream blocks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from normlab.errors import ConfigError
+from normlab.registry import Registry
+
+if TYPE_CHECKING:
+    from normlab.model.config import ModelConfig
+
+Layout = list[tuple[str, str]]  # per block: (attention placement, FFN placement)
+LayoutMacro = Callable[["ModelConfig"], list[str]]
+LAYOUTS: Registry[LayoutMacro] = Registry("layout", "model.placement")
+SUBLAYERS = ("attn", "ffn")
+
+
+@LAYOUTS.register("mix")
+def mix(cfg: "ModelConfig") -> list[str]:
+    """Mix-LN (Li et al. 2024): Post-LN for the first round(alpha*L) blocks, Pre-LN after.
+
+    alpha = ``model.mix_fraction`` (0.25 by default, as in the paper).
+    """
+    n_post = round(cfg.mix_fraction * cfg.n_layer)
+    return ["post"] * n_post + ["pre"] * (cfg.n_layer - n_post)
+
+
+mix.formula = "post for the first round(alpha*L) blocks, pre after (alpha = model.mix_fraction)"  # type: ignore[attr-defined]
+mix.source = "Mix-LN (Li et al. 2024)"  # type: ignore[attr-defined]
+
+
+def resolve_layout(cfg: "ModelConfig") -> Layout:
+    """Per-block (attn, ffn) placement names; raises ConfigError naming model.placement."""
+    from normlab.model import placements  # noqa: F401  (registers the placement classes)
+    from normlab.model.placement import PLACEMENTS
+
+    spec = cfg.placement
+    if isinstance(spec, str):
+        spec = LAYOUTS.get(spec)(cfg) if spec in LAYOUTS else [spec] * cfg.n_layer
+    if not isinstance(spec, list) or len(spec) != cfg.n_layer:
+        n = len(spec) if isinstance(spec, list) else "?"
+        raise ConfigError("model.placement", cfg.placement,
+                          f"a per-layer list needs model.n_layer={cfg.n_layer} entries, got {n}")
+    layout: Layout = []
+    for i, item in enumerate(spec):
+        field = f"model.placement[{i}]"
+        if isinstance(item, dict):
+            if set(item) != set(SUBLAYERS):
+                raise ConfigError(field, item, "a per-sub-layer table needs exactly the keys attn and ffn")
+            pair = (item["attn"], item["ffn"])
+        elif isinstance(item, str):
+            pair = (item, item)
+        else:
+            raise ConfigError(field, item, "use a placement name or a table {attn=..., ffn=...}")
+        for name in pair:
+            if name in LAYOUTS:
+                raise ConfigError(field, name, f"{name!r} is a layout for the whole model, not a "
+                                               "per-layer placement; write its list out instead")
+            PLACEMENTS.get(name, field)
+        layout.append(pair)
+    streams = {PLACEMENTS.get(n).streams for pair in layout for n in pair}
+    if len(streams) > 1:
+        raise ConfigError("model.placement", cfg.placement,
+                          "a two-stream placement (resi_dual) cannot be mixed with single-stream "
+                          "ones; use it for every sub-layer")
+    return layout

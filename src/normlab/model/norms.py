@@ -1,0 +1,106 @@
+"""Norms by name. Each is a module over the last dimension of size d.
+
+| name      | formula                                              | parameters, init          | source |
+|-----------|------------------------------------------------------|---------------------------|--------|
+| layernorm | gamma * (x - mean) / sqrt(var + eps) + beta          | gamma=1, beta=0 (if bias) | Ba et al. 2016 |
+| rmsnorm   | g * x / sqrt(mean(x^2) + eps)  (no re-centring)      | g=1                       | Zhang & Sennrich 2019; T5, LLaMA |
+| scalenorm | g * x / max(||x||, eps)                              | scalar g=sqrt(d)          | Nguyen & Salazar 2019 |
+| dyt       | gamma * tanh(alpha * x) + beta                       | scalar alpha=0.5, gamma=1, beta=0 | Zhu et al. 2025 |
+| none      | x                                                    | -                         | - |
+
+QK-norms (applied per head to q and k, over the head dimension): layernorm, rmsnorm,
+and l2 (Henry et al. 2020: unit-length q and k; the attention then uses a learned
+scale in place of 1/sqrt(d_head), see attention.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab.registry import Registry
+
+NormFactory = Callable[[int, float, bool], nn.Module]  # (d, eps, bias) -> module
+NORMS: Registry[NormFactory] = Registry("norm", "model.norm")
+QK_NORMS: Registry[NormFactory] = Registry("qk norm", "model.qk_norm")
+
+
+class LayerNorm(nn.Module):
+    """gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta; beta only when ``bias``."""
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(nn.Module):
+    """g * x / sqrt(mean(x^2) + eps): the square root is there (seed 001 drops it)."""
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+
+
+class ScaleNorm(nn.Module):
+    """g * x / ||x|| with one scalar g initialised to sqrt(d), so the output has RMS 1."""
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.tensor(math.sqrt(d)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * x / x.norm(dim=-1, keepdim=True).clamp_min(self.eps)
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh: gamma * tanh(alpha * x) + beta, learnable scalar alpha (init 0.5)."""
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, alpha0: float = 0.5) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(alpha0))
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.weight * torch.tanh(self.alpha * x)
+        return y + self.bias if self.bias is not None else y
+
+
+class L2Norm(nn.Module):
+    """x / ||x|| (no parameters): unit-length rows, for Henry et al.'s QK-norm."""
+
+    def __init__(self, d: int, eps: float = 1e-6, bias: bool = False) -> None:
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1, eps=self.eps)
+
+
+def _identity(d: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
+    return nn.Identity()
+
+
+NORMS.add("layernorm", LayerNorm)
+NORMS.add("rmsnorm", RMSNorm)
+NORMS.add("scalenorm", ScaleNorm)
+NORMS.add("dyt", DyT)
+NORMS.add("none", _identity)
+
+QK_NORMS.add("layernorm", LayerNorm)
+QK_NORMS.add("rmsnorm", RMSNorm)
+QK_NORMS.add("l2", L2Norm)

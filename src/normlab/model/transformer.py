@@ -1,0 +1,103 @@
+"""The decoder-only Transformer LM. Reads top to bottom: embed, blocks, final norm, head."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab.errors import UserError
+from normlab.model.attention import FFNS, CausalSelfAttention
+from normlab.model.config import ModelConfig
+from normlab.model.init import INITS, init_weights
+from normlab.model.layout import resolve_layout
+from normlab.model.placement import PLACEMENTS, Placement, Site
+
+
+class Block(nn.Module):
+    """One layer: an attention sub-layer then an FFN sub-layer, each wrapped by its placement."""
+
+    def __init__(self, cfg: ModelConfig, layer: int, pair: tuple[str, str]) -> None:
+        super().__init__()
+        attn_cls, ffn_cls = (PLACEMENTS.get(name) for name in pair)
+        self.attn = attn_cls(CausalSelfAttention(cfg), Site(cfg, layer, "attn", 2 * layer - 1))
+        self.ffn = ffn_cls(FFNS[cfg.ffn](cfg), Site(cfg, layer, "ffn", 2 * layer))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.attn(h)
+        return self.ffn(h)
+
+
+class TransformerLM(nn.Module):
+    """``model(idx)`` -> logits (B, T, V); ``model(idx, targets)`` -> (logits, mean CE loss)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.layout = resolve_layout(cfg)
+        d = cfg.d_model
+        self.wte = nn.Embedding(cfg.vocab_size, d)
+        self.wpe = nn.Embedding(cfg.context, d) if cfg.pos == "learned" else None
+        self.embed_scale = INITS.get(cfg.init).embed_scale(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.stream = PLACEMENTS.get(self.layout[0][0]).make_stream(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, i + 1, pair) for i, pair in enumerate(self.layout))
+        last = Site(cfg, cfg.n_layer, "final", 2 * cfg.n_layer + 1)
+        use_final = cfg.final_norm if cfg.final_norm is not None else PLACEMENTS.get(self.layout[-1][1]).final_norm
+        self.norm_f = last.norm() if use_final else nn.Identity()
+        self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
+        init_weights(self)
+        # Only placements that override after_step (nGPT) are called each step.
+        self._after_step = [m for m in self.modules() if isinstance(m, Placement)
+                            and type(m).after_step is not Placement.after_step]
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token (+ learned position) embeddings: (B, T) int64 -> (B, T, d)."""
+        x = self.wte(idx)
+        if self.embed_scale != 1.0:
+            x = x * self.embed_scale
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(idx.size(1), device=idx.device))
+        return self.drop(x)
+
+    def head(self, h: object) -> torch.Tensor:
+        """Residual state after the last block -> logits (B, T, V)."""
+        return self.lm_head(self.norm_f(self.stream.end(h)))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        self.check_tokens(idx, "idx")
+        h = self.stream.begin(self.embed(idx))
+        for block in self.blocks:
+            h = block(h)
+        logits = self.head(h)
+        if targets is None:
+            return logits
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    def check_tokens(self, idx: torch.Tensor, name: str) -> None:
+        """Refuse inputs the model cannot take, naming what to change."""
+        if not isinstance(idx, torch.Tensor) or idx.dtype not in (torch.int64, torch.int32):
+            raise UserError(f"{name}: expected an int64 tensor of token ids (B, T), got "
+                            f"{getattr(idx, 'dtype', type(idx).__name__)}; use tensor.long()")
+        if idx.dim() != 2:
+            raise UserError(f"{name}: expected shape (B, T), got {tuple(idx.shape)}")
+        if idx.size(1) > self.cfg.context:
+            raise UserError(f"{name}: sequence length {idx.size(1)} exceeds model.context="
+                            f"{self.cfg.context}; crop the input or raise model.context")
+        # The range check reads values, which would sync a GPU every step; on CUDA an
+        # out-of-range id trips the embedding's device assert instead.
+        if idx.device.type == "cpu" and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.cfg.vocab_size):
+            raise UserError(f"{name}: token ids must be in [0, model.vocab_size={self.cfg.vocab_size}), "
+                            f"got range [{int(idx.min())}, {int(idx.max())}]")
+
+    @torch.no_grad()
+    def after_step(self) -> None:
+        """Call after each optimizer step (nGPT re-normalises its weights here)."""
+        for m in self._after_step:
+            m.after_step()
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,246 @@
+"""Dataclass configs: strict loading from dicts, typed ``--set`` overrides, JSON dumps.
+
+Every config section is a dataclass whose fields carry ``metadata={"help": ...}`` and
+whose ``__post_init__`` validates values with :func:`check`. This module holds the
+generic machinery so that each section (model, data, optim, train) can live next to
+the code it configures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
+
+from normlab.errors import NO_VALUE, ConfigError
+
+C = TypeVar("C", bound="Section")
+
+
+def doc(help: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
+    """A dataclass field with a help string (shown by ``normlab config --explain``)."""
+    if isinstance(default, (list, dict)):
+        value = default
+        kw["default_factory"] = lambda: typing.cast(Any, type(value))(value)
+        return dataclasses.field(metadata={"help": help}, **kw)
+    return dataclasses.field(default=default, metadata={"help": help}, **kw)
+
+
+class Section:
+    """Base of every config dataclass. ``section`` is its dotted prefix (e.g. ``"model"``)."""
+
+    section: ClassVar[str] = ""
+
+    def fail(self, name: str, fix: str) -> ConfigError:
+        """The error for field ``name`` holding its current value; message says the fix."""
+        prefix = f"{self.section}." if self.section else ""
+        return ConfigError(prefix + name, getattr(self, name), fix)
+
+    def check(self, ok: bool, name: str, fix: str) -> None:
+        if not ok:
+            raise self.fail(name, fix)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain JSON/TOML-able data (tuples become lists)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def dotted_keys(cls: type, prefix: str = "") -> list[str]:
+    """All leaf keys of a (nested) config dataclass, e.g. ``model.n_layer``."""
+    keys: list[str] = []
+    for f in dataclasses.fields(cls):
+        tp = _hints(cls)[f.name]
+        if dataclasses.is_dataclass(tp):
+            keys += dotted_keys(tp, f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
+def _unknown_key(key: str, valid: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(valid)}"
+    return ConfigError(key, NO_VALUE, f"no such option; {hint}")
+
+
+def from_dict(cls: type[C], data: dict[str, Any], prefix: str = "") -> C:
+    """Build ``cls`` from plain data, refusing unknown keys and wrongly typed values."""
+    if not isinstance(data, dict):
+        raise ConfigError(prefix.rstrip(".") or "config", data, "expected a table of options")
+    hints = _hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            raise _unknown_key(prefix + key, dotted_keys(cls, prefix))
+    kwargs = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = from_dict(tp, value, f"{prefix}{name}.")
+        else:
+            kwargs[name] = coerce(value, tp, prefix + name)
+    return cls(**kwargs)
+
+
+def _describe(tp: Any) -> str:
+    if tp is type(None):
+        return "none"
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(tp))
+    if origin is not None:
+        return getattr(origin, "__name__", str(origin))
+    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def coerce(value: Any, tp: Any, field: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; ints widen to floats, lists to tuples."""
+    if tp is Any:
+        return value
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for arg in get_args(tp):
+            try:
+                return coerce(value, arg, field)
+            except ConfigError:
+                continue
+        raise ConfigError(field, value, f"expected {_describe(tp)}")
+    if tp is type(None):
+        if value is None:
+            return None
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif origin in (list, tuple):
+        if isinstance(value, (list, tuple)):
+            args = get_args(tp)
+            inner = args[0] if args else Any
+            items = [coerce(v, inner, f"{field}[{i}]") for i, v in enumerate(value)]
+            return tuple(items) if origin is tuple else items
+    elif origin is dict:
+        if isinstance(value, dict):
+            _, vt = get_args(tp) or (str, Any)
+            return {str(k): coerce(v, vt, f"{field}.{k}") for k, v in value.items()}
+    else:
+        return value
+    raise ConfigError(field, value, f"expected {_describe(tp)}")
+
+
+def parse_text(text: str, tp: Any, field: str) -> Any:
+    """Parse the right-hand side of ``--set key=value`` by the field's type.
+
+    Scalars parse directly (``12``, ``3e-4``, ``true``, ``none``); anything else
+    (lists, tables) is read as a TOML value, e.g. ``'["post","pre"]'``.
+    """
+    low = text.strip().lower()
+    if low in ("none", "null") and _accepts_none(tp):
+        return None
+    try:
+        literal = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        literal = text  # a bare word: treat as a string
+    if isinstance(literal, str) and _accepts(tp, int) and not _accepts(tp, str):
+        try:
+            literal = int(literal)
+        except ValueError:
+            pass
+    if _accepts(tp, str) and not isinstance(literal, str) and not _accepts(tp, type(literal)):
+        literal = text
+    try:
+        return coerce(literal, tp, field)
+    except ConfigError:
+        raise ConfigError(field, text, f"expected {_describe(tp)}") from None
+
+
+def _accepts(tp: Any, kind: type) -> bool:
+    if get_origin(tp) in (Union, types.UnionType):
+        return any(_accepts(a, kind) for a in get_args(tp))
+    return tp is kind or get_origin(tp) is kind
+
+
+def _accepts_none(tp: Any) -> bool:
+    return _accepts(tp, type(None))
+
+
+def field_type(cls: type, key: str) -> Any:
+    """The annotation of dotted ``key`` inside ``cls`` (raises for unknown keys)."""
+    parts = key.split(".")
+    tp: Any = cls
+    for i, part in enumerate(parts):
+        if not dataclasses.is_dataclass(tp) or part not in {f.name for f in dataclasses.fields(tp)}:
+            raise _unknown_key(key, dotted_keys(cls))
+        tp = _hints(tp)[part]
+    if dataclasses.is_dataclass(tp):
+        raise ConfigError(key, NO_VALUE, f"is a section; name a field inside it, e.g. {dotted_keys(tp, key + '.')[0]}")
+    return tp
+
+
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``a.b.c`` in nested dicts, creating intermediate tables."""
+    *heads, last = key.split(".")
+    node = data
+    for h in heads:
+        node = node.setdefault(h, {})
+    node[last] = value
+
+
+def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key=value`` strings onto plain ``data`` (parsed by the type of ``key`` in ``cls``)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError("--set", item, "write it as dotted.key=value, e.g. model.n_layer=12")
+        key, text = item.split("=", 1)
+        key = key.strip()
+        tp = field_type(cls, key)
+        set_dotted(data, key, parse_text(text, tp, key))
+    return data
+
+
+def merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge; ``top`` wins."""
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def explain(cls: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """(key, type, default, help) for every field: the documentation of a config."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        tp = _hints(cls)[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows += explain(tp, f"{prefix}{f.name}.")
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        rows.append((prefix + f.name, _describe(tp), default, f.metadata.get("help", "")))
+    return rows

@@ -1,0 +1,70 @@
+"""Optimiser and training-loop configuration (sections ``optim`` and ``train``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from normlab.schema import Section, doc
+
+
+@dataclass
+class OptimConfig(Section):
+    """AdamW with decoupled weight decay and a named learning-rate schedule."""
+
+    section = "optim"
+    lr: float = doc("peak learning rate", 1e-3)
+    min_lr: float = doc("floor of decaying schedules (cosine, linear)", 1e-4)
+    schedule: str = doc("lr schedule: constant, cosine, linear, inverse_sqrt, none", "cosine")
+    warmup_steps: int = doc("linear warm-up steps (0 = none)", 100)
+    weight_decay: float = doc("AdamW decoupled decay on matrices (never norms, biases, embeddings)", 0.1)
+    beta1: float = doc("Adam beta1", 0.9)
+    beta2: float = doc("Adam beta2", 0.99)
+    eps: float = doc("Adam epsilon", 1e-8)
+    grad_clip: float = doc("clip global grad norm to this (0 = off; the norm is logged either way)", 1.0)
+    z_loss: float = doc("coefficient of (log Z)^2 added to the loss (PaLM uses 1e-4; 0 = off)", 0.0)
+
+    def __post_init__(self) -> None:
+        from normlab.train.schedules import SCHEDULES
+
+        SCHEDULES.get(self.schedule)
+        self.check(self.lr > 0, "lr", "must be > 0, e.g. 1e-3")
+        self.check(0 <= self.min_lr <= self.lr, "min_lr", f"must be in [0, optim.lr={self.lr}]")
+        self.check(self.warmup_steps >= 0, "warmup_steps", "must be >= 0 (0 disables warm-up)")
+        self.check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        for name in ("beta1", "beta2"):
+            self.check(0 <= getattr(self, name) < 1, name, "must be in [0, 1)")
+        self.check(self.eps > 0, "eps", "must be > 0, e.g. 1e-8")
+        self.check(self.grad_clip >= 0, "grad_clip", "must be >= 0 (0 disables clipping)")
+        self.check(self.z_loss >= 0, "z_loss", "must be >= 0, e.g. 1e-4")
+
+
+@dataclass
+class TrainConfig(Section):
+    """The training loop: length, evaluation, checkpoints, device and numerics."""
+
+    section = "train"
+    steps: int = doc("optimizer steps", 2000)
+    batch_size: int = doc("sequences per optimizer step (before gradient accumulation split)", 12)
+    grad_accum: int = doc("micro-batches per step; batch_size must be divisible by it", 1)
+    eval_every: int = doc("validate every N steps (and at the end)", 250)
+    eval_batches: int = doc("fixed validation batches per evaluation", 20)
+    log_every: int = doc("write a metrics line every N steps", 10)
+    checkpoint_every: int = doc("save latest checkpoint every N steps (0 = only at the end)", 500)
+    diverge_loss: float = doc("a training loss above this (or non-finite) ends the run as diverged", 20.0)
+    diag_every: int = doc("in-training diagnostics every N steps (0 = off)", 0)
+    device: str = doc("auto, cpu, cuda or cuda:N", "auto")
+    dtype: str = doc("float32 or bfloat16 (autocast)", "float32")
+    compile: bool = doc("wrap the model in torch.compile", False)
+    threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "grad_accum", "eval_batches", "log_every"):
+            self.check(getattr(self, name) >= 1, name, "must be >= 1")
+        for name in ("eval_every", "checkpoint_every", "diag_every", "threads"):
+            self.check(getattr(self, name) >= 0, name, "must be >= 0")
+        self.check(self.batch_size % self.grad_accum == 0, "grad_accum",
+                   f"must divide train.batch_size={self.batch_size}")
+        self.check(self.diverge_loss > 0, "diverge_loss", "must be > 0, e.g. 20")
+        self.check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
+                   "device", "use auto, cpu, cuda or cuda:N")
+        self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")

@@ -1,0 +1,71 @@
+"""Learning-rate schedules by name: ``lr(step)`` as a multiple of ``optim.lr``.
+
+All schedules share linear warm-up from ~0 to the peak over ``warmup`` steps
+(warm-up 0 starts at the peak). Formulas, with s = step (0-based), W = warm-up,
+S = total steps, m = min_lr / lr:
+
+| name          | after warm-up                                              | source |
+|---------------|------------------------------------------------------------|--------|
+| constant      | 1                                                          |        |
+| cosine        | m + (1 - m) * (1 + cos(pi * p)) / 2, p = (s - W) / (S - W) | Loshchilov & Hutter 2017; nanoGPT |
+| linear        | 1 - (1 - m) * p                                            | BERT |
+| inverse_sqrt  | sqrt(W) / sqrt(s + 1)  (peak at the end of warm-up)        | Vaswani 2017; Xiong 2020 |
+| none          | 1, and warm-up is ignored                                  | |
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from normlab.registry import Registry
+
+ScheduleFn = Callable[[int, int, int, float], float]  # (step, warmup, total, min_ratio) -> factor
+SCHEDULES: Registry[ScheduleFn] = Registry("schedule", "optim.schedule")
+
+
+def _warm(step: int, warmup: int) -> float | None:
+    # (step + 1) / W so that the very first update already moves (nanoGPT does the same).
+    return (step + 1) / warmup if step < warmup else None
+
+
+def _progress(step: int, warmup: int, total: int) -> float:
+    return min(1.0, max(0.0, (step - warmup) / max(1, total - warmup)))
+
+
+@SCHEDULES.register("constant")
+def constant(step: int, warmup: int, total: int, m: float) -> float:
+    w = _warm(step, warmup)
+    return 1.0 if w is None else w
+
+
+@SCHEDULES.register("cosine")
+def cosine(step: int, warmup: int, total: int, m: float) -> float:
+    w = _warm(step, warmup)
+    if w is not None:
+        return w
+    return m + (1 - m) * 0.5 * (1 + math.cos(math.pi * _progress(step, warmup, total)))
+
+
+@SCHEDULES.register("linear")
+def linear(step: int, warmup: int, total: int, m: float) -> float:
+    w = _warm(step, warmup)
+    return w if w is not None else 1 - (1 - m) * _progress(step, warmup, total)
+
+
+@SCHEDULES.register("inverse_sqrt")
+def inverse_sqrt(step: int, warmup: int, total: int, m: float) -> float:
+    w = _warm(step, warmup)
+    if w is not None:
+        return w
+    return math.sqrt(max(1, warmup)) / math.sqrt(step + 1) if warmup else 1 / math.sqrt(step + 1)
+
+
+@SCHEDULES.register("none")
+def none(step: int, warmup: int, total: int, m: float) -> float:
+    return 1.0
+
+
+def lr_at(name: str, step: int, lr: float, warmup: int, total: int, min_lr: float) -> float:
+    """Absolute learning rate at ``step`` for the named schedule."""
+    return lr * SCHEDULES.get(name)(step, warmup, total, min_lr / lr if lr else 0.0)
