@@ -8,10 +8,11 @@ JSON and read back to an equal object.
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from normlab.data.config import DataConfig
 from normlab.errors import ConfigError, UserError

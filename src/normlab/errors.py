@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 NO_VALUE = object()  # ConfigError value for "the key itself is wrong"
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import tomllib
 import types
 import typing
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
+
+import tomllib
 
 from normlab.errors import NO_VALUE, ConfigError
 
@@ -88,7 +89,8 @@ def from_dict(cls: type[C], data: dict[str, Any], prefix: str = "") -> C:
     names = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in names:
-            raise _unknown_key(prefix + key, dotted_keys(cls, prefix))
+            level = [prefix + n for n in names]  # sections (e.g. "model") as well as leaves
+            raise _unknown_key(prefix + key, level + dotted_keys(cls, prefix))
     kwargs = {}
     for name, value in data.items():
         tp = hints[name]
@@ -194,7 +196,7 @@ def field_type(cls: type, key: str) -> Any:
     """The annotation of dotted ``key`` inside ``cls`` (raises for unknown keys)."""
     parts = key.split(".")
     tp: Any = cls
-    for i, part in enumerate(parts):
+    for part in parts:
         if not dataclasses.is_dataclass(tp) or part not in {f.name for f in dataclasses.fields(tp)}:
             raise _unknown_key(key, dotted_keys(cls))
         tp = _hints(tp)[part]
