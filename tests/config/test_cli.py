@@ -1,0 +1,81 @@
+"""The CLI skeleton: help, version, presets, and the error contract (one line, exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from normlab import __version__
+from normlab.cli import COMMANDS, build_parser, main
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "normlab", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_help_lists_every_registered_command(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert len(sub.choices) >= len(COMMANDS)
+    for name in sub.choices:
+        assert name in out
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_presets_lists_names(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("nanogpt-cpu", "baby-gpt", "seed-pet-project"):
+        assert name in out
+
+
+def test_bad_value_is_one_line_exit_2():
+    r = run("config", "--set", "model.n_layer=abc")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert "model.n_layer" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unknown_key_suggests_and_exits_2():
+    r = run("config", "--set", "optim.l=1e-3")
+    assert r.returncode == 2
+    assert "did you mean 'optim.lr'" in r.stderr
+
+
+def test_unknown_preset_lists_valid(capsys):
+    assert main(["config", "--preset", "nanogpt"]) == 2
+    err = capsys.readouterr().err
+    assert "--preset" in err and "nanogpt-cpu" in err
+
+
+def test_unknown_command_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["frobnicate"])
+    assert e.value.code == 2
+
+
+def test_internal_errors_keep_their_traceback(monkeypatch):
+    """A bug is not a user error: it must propagate (Python prints the traceback, exit 1)."""
+    import normlab.cli.config_cmd as cc
+
+    def boom(args):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(cc, "_presets", boom)
+    with pytest.raises(RuntimeError):
+        main(["presets"])
+
+
+def test_config_explain_documents_every_field(capsys):
+    assert main(["config", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "model.placement" in out and "optim.warmup_steps" in out
