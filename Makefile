@@ -9,16 +9,15 @@ PY     := $(VENV)/bin/python
 # torch is pinned first: this exact version is the CPU build pip finds locally; a bare
 # "torch" would pull a multi-GB CUDA build. The package itself then asks for torch>=2.4.
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,hf
+EXTRAS ?= dev,hf,ray
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean browser
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-*
@@ -30,7 +29,13 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
-test: $(STAMP)
+# The report tests open pages in Debian's headless Chromium; install it when we can (root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
+	  echo "note: chromium not installed; browser tests will be skipped"
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest
 
