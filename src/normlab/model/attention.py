@@ -53,7 +53,8 @@ class CausalSelfAttention(nn.Module):
         self.q_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make else nn.Identity()
         self.k_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make else nn.Identity()
         self.v_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
-        self.scale = None
+        # softmax temperature: a float, or a learned scalar (l2 QK-norm)
+        self.scale: float | nn.Parameter = 1.0 / math.sqrt(self.head_dim)
         if cfg.qk_norm == "l2":
             T = max(cfg.context, 2)
             self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
@@ -68,7 +69,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        scale = self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+        scale = self.scale
         if self.record:
             y = self._explicit(q, k, v, scale)
         elif isinstance(scale, torch.Tensor):
@@ -80,6 +81,12 @@ class CausalSelfAttention(nn.Module):
                                                dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, d)
         return self.drop(self.proj(y))
+
+    def set_qk(self, q_norm: nn.Module, k_norm: nn.Module, scale: float) -> None:
+        """Replace the q/k normalisation and the softmax scale (used by placements such as nGPT)."""
+        if isinstance(self.scale, nn.Parameter):
+            del self.scale  # drop the learned l2 scale: the new q/k norms own the scaling
+        self.q_norm, self.k_norm, self.scale = q_norm, k_norm, scale
 
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   scale: float | torch.Tensor) -> torch.Tensor:
@@ -107,6 +114,10 @@ class MLP(nn.Module):
         self.proj.residual = True
         self.drop = nn.Dropout(cfg.dropout)
 
+    def act_rows(self) -> slice:
+        """Rows of ``fc``'s output that feed the nonlinearity (nGPT scales them by sqrt(d))."""
+        return slice(0, self.fc.out_features)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.proj(F.gelu(self.fc(x), approximate="tanh")))
 
@@ -120,6 +131,10 @@ class SwiGLU(nn.Module):
         self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)
         self.proj.residual = True
         self.drop = nn.Dropout(cfg.dropout)
+
+    def act_rows(self) -> slice:
+        """Rows of ``fc``'s output that feed the nonlinearity: the gate half."""
+        return slice(0, self.proj.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.fc(x).chunk(2, dim=-1)

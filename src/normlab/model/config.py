@@ -66,9 +66,9 @@ class ModelConfig(Section):
         self.check(self.pos in ("learned", "rope"), "pos", "use learned or rope")
         if self.pos == "rope":
             self.check(self.head_dim % 2 == 0, "pos", "rope needs an even head dim (d_model/n_head)")
+        from normlab.model.init import INITS
         from normlab.model.layout import resolve_layout
         from normlab.model.norms import NORMS, QK_NORMS
-        from normlab.model.init import INITS
 
         NORMS.get(self.norm)
         if self.qk_norm is not None:
@@ -76,4 +76,14 @@ class ModelConfig(Section):
         self.check(not self.qkv_norm or self.qk_norm is not None, "qkv_norm",
                    "set model.qk_norm too (it picks the norm applied to q, k and v)")
         INITS.get(self.init)
-        resolve_layout(self)  # validates placement names and combinations
+        layout = resolve_layout(self)  # validates placement names and combinations
+        from normlab.model.placement import PLACEMENTS
+
+        if self.norm == "none":
+            strict = sorted({n for pair in layout for n in pair if PLACEMENTS.get(n).needs_norm})
+            if strict:
+                raise self.fail("norm", f"placement {', '.join(strict)} rescales the shortcut and needs a norm "
+                                        "after each sub-layer to undo it (without one the stream grows as "
+                                        "prod(omega)); choose layernorm, rmsnorm, scalenorm or dyt")
+        if self.rezero and not any("none" in pair for pair in layout):
+            raise self.fail("rezero", "only gates placement 'none'; set model.placement=none or rezero=false")

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 class InitScheme:
     """Base: per-tensor standard deviations and the embedding multiplier of a scheme."""
 
+    formula = ""
+    source = ""
     description = ""
 
     def embed_scale(self, cfg: "ModelConfig") -> float:
@@ -35,6 +37,8 @@ INITS: Registry[InitScheme] = Registry("init", "model.init")
 
 
 class GPT2Init(InitScheme):
+    formula = "N(0, 0.02); W_O, W_2: N(0, 0.02/sqrt(2L))"
+    source = "GPT-2 (Radford et al. 2019), nanoGPT"
     description = ("N(0, 0.02) everywhere; residual output projections (W_O, W_2) "
                    "N(0, 0.02/sqrt(2L)) (GPT-2, nanoGPT)")
 
@@ -48,6 +52,8 @@ class GPT2Init(InitScheme):
 
 
 class XavierInit(InitScheme):
+    formula = "linear N(0, 1/fan_in); token emb. N(0, 1/d) x sqrt(d)"
+    source = "Xiong et al. 2020 (setting of the analysis); Vaswani et al. 2017 §3.4"
     description = ("N(0, 1/fan_in) for every linear layer (the setting of Xiong et al. 2020); "
                    "token embeddings N(0, 1/d) multiplied by sqrt(d) in the forward pass "
                    "(Vaswani et al. 2017 §3.4), so the stream starts with unit variance")
@@ -83,9 +89,15 @@ def init_weights(model: "TransformerLM") -> None:
     | norm gains / biases            | 1 / 0 (ScaleNorm g = sqrt(d); DyT alpha = 0.5), set by the norm |
     | qk-norm l2 scale g             | log2(T^2 - T) (Henry et al. 2020), set by the attention         |
 
-    Then each placement's ``init_()`` adjusts its own tensors: DeepNorm multiplies W_V,
-    W_O, W_1, W_2 by beta = (8L)^(-1/4); ReZero gates start at 0; Admin's omega and nGPT's
-    parameters are set by their classes (see ``normlab placements``).
+    Then each placement's ``init_()`` adjusts its own tensors and the stream's ``init_``
+    the model-level ones:
+
+    | placement | adjustment                                                             |
+    |-----------|------------------------------------------------------------------------|
+    | deepnorm  | W_V, W_1 x beta; W_O, W_2 = beta x the non-residual std (beta replaces GPT-2's 1/sqrt(2L)); beta = (8L)^(-1/4) |
+    | none      | ReZero gate a = 0 (with ``model.rezero``)                              |
+    | admin     | omega buffer: profiled on one batch after init, or the closed form     |
+    | ngpt      | rows of W_Q,W_K,W_V,W_1, wte, wpe, lm_head and columns of W_O,W_2 normalised to 1; alpha = 0.05, s_qk = s_u = s_v = s_z = 1 (scaling trick) |
     """
     from normlab.model.placement import Placement
 
@@ -101,3 +113,4 @@ def init_weights(model: "TransformerLM") -> None:
     for module in model.modules():
         if isinstance(module, Placement):
             module.init_()
+    model.stream.init_(model)

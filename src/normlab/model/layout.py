@@ -7,15 +7,16 @@ Accepted forms:
   "mix"                                   a layout macro (see ``LAYOUTS``) that expands to a list
 
 Layout macros are names that stand for a per-layer list; they are not placements and
-cannot appear inside a list. Mixing a two-stream placement (ResiDual) with any other is
-refused: the two streams have no meaning for the neighbouring single-stream blocks.
+cannot appear inside a list. Mixing a placement that owns the residual stream (ResiDual's
+two streams, nGPT's unit sphere) with any other is refused: its state has no meaning for
+the neighbouring blocks.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from normlab.errors import ConfigError
+from normlab.errors import ConfigError, unknown_name
 from normlab.registry import Registry
 
 if TYPE_CHECKING:
@@ -44,10 +45,12 @@ mix.source = "Mix-LN (Li et al. 2024)"  # type: ignore[attr-defined]
 def resolve_layout(cfg: "ModelConfig") -> Layout:
     """Per-block (attn, ffn) placement names; raises ConfigError naming model.placement."""
     from normlab.model import placements  # noqa: F401  (registers the placement classes)
-    from normlab.model.placement import PLACEMENTS
+    from normlab.model.placement import PLACEMENTS, Placement
 
     spec = cfg.placement
     if isinstance(spec, str):
+        if spec not in LAYOUTS and spec not in PLACEMENTS:  # name the field itself, not [0]
+            raise unknown_name("model.placement", spec, PLACEMENTS.names() + LAYOUTS.names())
         spec = LAYOUTS.get(spec)(cfg) if spec in LAYOUTS else [spec] * cfg.n_layer
     if not isinstance(spec, list) or len(spec) != cfg.n_layer:
         n = len(spec) if isinstance(spec, list) else "?"
@@ -70,9 +73,13 @@ def resolve_layout(cfg: "ModelConfig") -> Layout:
                                                "per-layer placement; write its list out instead")
             PLACEMENTS.get(name, field)
         layout.append(pair)
-    streams = {PLACEMENTS.get(n).streams for pair in layout for n in pair}
+    # A placement with its own residual stream (resi_dual's two streams, ngpt's unit
+    # sphere) gives the neighbouring blocks a state they cannot read: refuse the mix.
+    names = sorted({n for pair in layout for n in pair})
+    streams = {PLACEMENTS.get(n).make_stream.__func__ for n in names}
     if len(streams) > 1:
+        own = [n for n in names if PLACEMENTS.get(n).make_stream.__func__ is not Placement.make_stream.__func__]
         raise ConfigError("model.placement", cfg.placement,
-                          "a two-stream placement (resi_dual) cannot be mixed with single-stream "
-                          "ones; use it for every sub-layer")
+                          f"{', '.join(own)} brings its own residual stream and cannot be mixed with "
+                          f"{', '.join(n for n in names if n not in own)}; use it for every sub-layer")
     return layout

@@ -32,6 +32,9 @@ QK_NORMS: Registry[NormFactory] = Registry("qk norm", "model.qk_norm")
 class LayerNorm(nn.Module):
     """gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta; beta only when ``bias``."""
 
+    formula = "gamma * (x - mean) / sqrt(var + eps) + beta"
+    source = "Ba et al. 2016"
+
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         self.eps = eps
@@ -45,6 +48,9 @@ class LayerNorm(nn.Module):
 class RMSNorm(nn.Module):
     """g * x / sqrt(mean(x^2) + eps): the square root is there (seed 001 drops it)."""
 
+    formula = "g * x / sqrt(mean(x^2) + eps)  (no re-centring)"
+    source = "Zhang & Sennrich 2019; T5, LLaMA"
+
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
         super().__init__()
         self.eps = eps
@@ -57,6 +63,9 @@ class RMSNorm(nn.Module):
 class ScaleNorm(nn.Module):
     """g * x / ||x|| with one scalar g initialised to sqrt(d), so the output has RMS 1."""
 
+    formula = "g * x / ||x||, scalar g = sqrt(d) at init"
+    source = "Nguyen & Salazar 2019"
+
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
         super().__init__()
         self.eps = eps
@@ -67,7 +76,13 @@ class ScaleNorm(nn.Module):
 
 
 class DyT(nn.Module):
-    """Dynamic Tanh: gamma * tanh(alpha * x) + beta, learnable scalar alpha (init 0.5)."""
+    """Dynamic Tanh: gamma * tanh(alpha * x) + beta, learnable scalar alpha (init 0.5).
+
+    "Transformers without Normalization" (Zhu et al. 2025).
+    """
+
+    formula = "gamma * tanh(alpha * x) + beta, scalar alpha = 0.5 at init"
+    source = "DyT, Zhu et al. 2025"
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, alpha0: float = 0.5) -> None:
         super().__init__()
@@ -83,6 +98,9 @@ class DyT(nn.Module):
 class L2Norm(nn.Module):
     """x / ||x|| (no parameters): unit-length rows, for Henry et al.'s QK-norm."""
 
+    formula = "x / ||x||; attention scale = learned g (init log2(T^2 - T))"
+    source = "Henry et al. 2020 (QKNorm)"
+
     def __init__(self, d: int, eps: float = 1e-6, bias: bool = False) -> None:
         super().__init__()
         self.eps = eps
@@ -93,6 +111,10 @@ class L2Norm(nn.Module):
 
 def _identity(d: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
     return nn.Identity()
+
+
+_identity.formula = "x"  # type: ignore[attr-defined]
+_identity.source = "no normalization"  # type: ignore[attr-defined]
 
 
 NORMS.add("layernorm", LayerNorm)

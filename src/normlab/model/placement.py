@@ -34,10 +34,18 @@ class Site:
 
 
 class Stream(nn.Module):
-    """How the residual state starts from the embedding and ends before the final norm.
+    """How the residual state starts from the embedding and ends before the output head.
 
-    One stream (the default) is the identity at both ends; two-stream placements
-    (ResiDual) override it.
+    The default is the identity at both ends. Placements that need model-level changes
+    return their own stream from ``make_stream``: ResiDual carries two streams (x, d);
+    nGPT normalises the embedding, scales the logits and keeps the embedding matrices on
+    the unit sphere. ``TransformerLM`` calls these hooks and never looks at names:
+
+      begin(x0) -> h            embedding (B, T, d) -> residual state entering block 1
+      end(h) -> x               residual state after the last block -> (B, T, d), before final norm
+      logits(z) -> z            (B, T, V) output of the head, e.g. a learned logit scale
+      init_(model)              after every weight is initialised
+      after_step(model)         after every optimizer step
     """
 
     def begin(self, x: torch.Tensor) -> Any:
@@ -45,6 +53,15 @@ class Stream(nn.Module):
 
     def end(self, h: Any) -> torch.Tensor:
         return h
+
+    def logits(self, z: torch.Tensor) -> torch.Tensor:
+        return z
+
+    def init_(self, model: nn.Module) -> None:
+        """Adjust model-level tensors (embeddings, head) after ``init_weights``."""
+
+    def after_step(self, model: nn.Module) -> None:
+        """Called by ``TransformerLM.after_step`` after each optimizer step."""
 
 
 class Placement(nn.Module):
@@ -54,13 +71,17 @@ class Placement(nn.Module):
       formula      one line, shown by ``normlab placements``
       source       paper or model that introduced it
       final_norm   default of ``model.final_norm`` when this is the last sub-layer
-      streams      1, or 2 for two-stream placements that cannot mix with others
+      needs_norm   True if the placement cannot work with ``model.norm="none"`` (refused)
+
+    Placements that override ``make_stream`` own the residual stream and cannot be mixed
+    with placements that do not (``layout.resolve_layout`` refuses it). Placements whose
+    state depends on the whole model (Admin's profiled omega) override ``calibrate``.
     """
 
     formula: ClassVar[str] = ""
     source: ClassVar[str] = ""
     final_norm: ClassVar[bool] = True
-    streams: ClassVar[int] = 1
+    needs_norm: ClassVar[bool] = False
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__()
@@ -70,6 +91,13 @@ class Placement(nn.Module):
     @classmethod
     def make_stream(cls, cfg: ModelConfig) -> Stream:
         return Stream()
+
+    @classmethod
+    def calibrate(cls, model: nn.Module, idx: torch.Tensor) -> None:
+        """Set data-dependent constants of this class's modules in ``model`` from tokens ``idx``.
+
+        Called once at init on random tokens and by ``TransformerLM.calibrate(idx)``.
+        """
 
     def init_(self) -> None:
         """Placement-specific init, applied after the base init (DeepNorm beta, ReZero 0, ...)."""

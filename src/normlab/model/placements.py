@@ -106,6 +106,9 @@ class DeepNorm(Placement):
 
     DeepNet (Wang et al. 2022), decoder-only with M = n_layer blocks:
     alpha = (2M)^(1/4), beta = (8M)^(-1/4). W_Q and W_K keep the base init.
+    DeepNet draws these weights with gain beta on a depth-independent init (Xavier); beta is
+    its depth scaling, so it replaces the init scheme's own (GPT-2's 1/sqrt(2L) on W_O and
+    W_2) instead of compounding it: W_O, W_2 get beta times the scheme's non-residual std.
     """
 
     formula = "x <- LN(alpha*x + F(x)), alpha=(2L)^(1/4), beta=(8L)^(-1/4)"
@@ -123,11 +126,17 @@ class DeepNorm(Placement):
 
     @torch.no_grad()
     def init_(self) -> None:
-        for name, p in self.branch.named_parameters():
-            if name == "qkv.weight":
-                p[2 * self.site.cfg.d_model:].mul_(self.beta)  # W_V only; W_Q, W_K untouched
-            elif name in ("proj.weight", "fc.weight"):
-                p.mul_(self.beta)                                 # W_O, W_1, W_2
+        from normlab.model.init import INITS
+
+        cfg = self.site.cfg
+        scheme = INITS.get(cfg.init)
+        for name, m in self.branch.named_modules():
+            if name == "qkv":
+                m.weight[2 * cfg.d_model:].mul_(self.beta)  # W_V only; W_Q, W_K untouched
+            elif name in ("proj", "fc"):                     # W_O or W_2; W_1
+                plain = nn.Linear(m.in_features, m.out_features, bias=False, device="meta")
+                undo = scheme.linear_std(plain, cfg) / scheme.linear_std(m, cfg)  # 1 unless residual
+                m.weight.mul_(self.beta * undo)
 
 
 @PLACEMENTS.register("lns")
@@ -165,3 +174,95 @@ class NoNorm(Placement):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.branch(x)
         return x + (self.gate * f if self.gate is not None else f)
+
+
+@PLACEMENTS.register("layerscale")
+class LayerScale(Placement):
+    """LayerScale: x <- x + diag(lambda) F(LN(x)), lambda learnable per channel. Final LN on.
+
+    CaiT (Touvron et al. 2021): lambda starts at 0.1 up to 18 layers, 1e-5 up to 24, 1e-6 beyond.
+    """
+
+    formula = "x <- x + lambda * F(LN(x)), lambda per channel, small at init"
+    source = "LayerScale, CaiT (Touvron et al. 2021)"
+
+    def __init__(self, branch: nn.Module, site: Site) -> None:
+        super().__init__(branch, site)
+        self.norm = site.norm()
+        L = site.cfg.n_layer
+        self.scale = nn.Parameter(torch.full((site.cfg.d_model,), 0.1 if L <= 18 else 1e-5 if L <= 24 else 1e-6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.scale * self.branch(self.norm(x))
+
+
+def admin_closed_form_omega(n_res: int) -> float:
+    """admin-torch's O(log N) closed form: omega = sqrt((N+1)/ln(N+1) - 1), N residual sub-layers.
+
+    ``admin_torch.admin.calculate_init(num_res_layers, 'O(logn)')`` (microsoft/admin-torch).
+    """
+    return math.sqrt((n_res + 1) / math.log(n_res + 1) - 1)
+
+
+@PLACEMENTS.register("admin")
+class Admin(Placement):
+    """Admin: x <- LN(omega * x + F(x)); Liu et al. 2020, "Understanding the Difficulty of
+    Training Transformers" (Post-LN with a rescaled shortcut).
+
+    ``model.admin_omega``:
+      profile      omega_i^2 = sum over earlier sub-layers j of Var[F_j], from one forward pass
+                   at init on random tokens (``TransformerLM.calibrate(idx)`` re-profiles on
+                   data). As in the authors' fairseq code (LiyuanLucasLiu/Transformer-Clinic,
+                   ``fairseq/modules/transformer_layer.py``: global ``encoder_ratio = 1.0``,
+                   then ``ratio = sqrt(var(residual * ratio) + var(F))``) the recurrence is
+                   omega_1 = 1 for the first sub-layer (empty sum: the shortcut is left
+                   alone) and omega_{i+1} = sqrt(Var[omega_i * x_i] + Var[F_i(x_i)]). For i > 1,
+                   x_i is a LayerNorm output (variance 1 at init), so omega_i^2 =
+                   Var[x_1] + sum_{j<i} Var[F_j]: the embedding counts as sub-layer 0.
+                   Variances are over all elements (ddof 0), as the authors' np.var.
+      closed_form  omega = sqrt((N+1)/ln(N+1) - 1), N = 2L (admin-torch, O(log N) output change).
+    omega is a persistent buffer, so checkpoints carry the profiled value.
+    """
+
+    formula = "x <- LN(omega*x + F(x)), omega^2 = sum_{j<i} Var[F_j] (profiled) or closed form"
+    source = "Admin (Liu et al. 2020); admin-torch closed form"
+    final_norm = False
+    # omega > 1 amplifies the shortcut; only the LN after each sub-layer brings it back.
+    needs_norm = True
+
+    def __init__(self, branch: nn.Module, site: Site) -> None:
+        super().__init__(branch, site)
+        self.norm = site.norm()
+        cfg = site.cfg
+        omega = admin_closed_form_omega(2 * cfg.n_layer) if cfg.admin_omega == "closed_form" else 1.0
+        self.register_buffer("omega", torch.tensor(omega))
+        self._profile: dict[str, float] | None = None  # shared running state during calibrate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.branch(x)
+        if self._profile is not None:
+            self.omega.fill_(self._profile["omega"])
+            acc = torch.promote_types(x.dtype, torch.float32)  # at least fp32 for the statistics
+            var = (self.omega * x).to(acc).var(unbiased=False) + f.to(acc).var(unbiased=False)
+            self._profile["omega"] = math.sqrt(float(var))
+        return self.norm(self.omega * x + f)
+
+    @classmethod
+    def calibrate(cls, model: nn.Module, idx: torch.Tensor) -> None:
+        mods = [m for m in model.modules() if isinstance(m, cls)]
+        if not mods or mods[0].site.cfg.admin_omega != "profile":
+            return
+        state = {"omega": 1.0}  # omega of the first Admin sub-layer (Transformer-Clinic)
+        for m in mods:
+            m._profile = state
+        try:
+            model(idx)  # sub-layers run bottom-up, each reading and advancing the state
+        finally:
+            for m in mods:
+                m._profile = None
+
+    def extra_repr(self) -> str:
+        return f"omega={float(self.omega):.4f}"
+
+
+from normlab.model import streams  # noqa: E402,F401  (registers resi_dual and ngpt)

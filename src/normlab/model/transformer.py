@@ -13,6 +13,8 @@ from normlab.model.init import INITS, init_weights
 from normlab.model.layout import resolve_layout
 from normlab.model.placement import PLACEMENTS, Placement, Site
 
+CALIBRATION_SEED = 20200817  # private generator for the init-time profiling batch
+
 
 class Block(nn.Module):
     """One layer: an attention sub-layer then an FFN sub-layer, each wrapped by its placement."""
@@ -48,10 +50,35 @@ class TransformerLM(nn.Module):
         self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
-        init_weights(self)
+        init_weights(self)  # also runs each placement's init_ and the stream's init_
         # Only placements that override after_step (nGPT) are called each step.
         self._after_step = [m for m in self.modules() if isinstance(m, Placement)
                             and type(m).after_step is not Placement.after_step]
+        # Data-dependent constants (Admin's omega) come from one pass over random tokens
+        # drawn from a private generator, so building a model never consumes the global RNG.
+        if any(type(p).calibrate.__func__ is not Placement.calibrate.__func__ for p in self._placements()):
+            gen = torch.Generator().manual_seed(CALIBRATION_SEED)
+            T = min(cfg.context, 64)
+            self.calibrate(torch.randint(0, cfg.vocab_size, (8, T), generator=gen))
+
+    def _placements(self) -> list[Placement]:
+        return [m for m in self.modules() if isinstance(m, Placement)]
+
+    @torch.no_grad()
+    def calibrate(self, idx: torch.Tensor) -> None:
+        """Re-profile data-dependent constants (Admin's omega) on real tokens ``idx`` (B, T).
+
+        Runs in eval mode (no dropout) without gradients and restores the training flag.
+        Call it before training if you want Admin's omega from data instead of random tokens.
+        """
+        self.check_tokens(idx, "idx")
+        was_training = self.training
+        self.eval()
+        try:
+            for cls in dict.fromkeys(type(p) for p in self._placements()):
+                cls.calibrate(self, idx.to(self.wte.weight.device))
+        finally:
+            self.train(was_training)
 
     def embed(self, idx: torch.Tensor) -> torch.Tensor:
         """Token (+ learned position) embeddings: (B, T) int64 -> (B, T, d)."""
@@ -64,7 +91,7 @@ class TransformerLM(nn.Module):
 
     def head(self, h: object) -> torch.Tensor:
         """Residual state after the last block -> logits (B, T, V)."""
-        return self.lm_head(self.norm_f(self.stream.end(h)))
+        return self.stream.logits(self.lm_head(self.norm_f(self.stream.end(h))))
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         self.check_tokens(idx, "idx")
@@ -96,8 +123,16 @@ class TransformerLM(nn.Module):
     @torch.no_grad()
     def after_step(self) -> None:
         """Call after each optimizer step (nGPT re-normalises its weights here)."""
+        self.stream.after_step(self)
         for m in self._after_step:
             m.after_step()
+
+    @classmethod
+    def from_hf_gpt2(cls, hf_model_or_state_dict: object, config: object = None) -> "TransformerLM":
+        """A ``pre`` model with the weights of a transformers GPT-2 (see ``normlab.model.interop``)."""
+        from normlab.model.interop import from_hf_gpt2
+
+        return from_hf_gpt2(hf_model_or_state_dict, config)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

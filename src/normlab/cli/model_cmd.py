@@ -1,0 +1,53 @@
+"""``normlab placements``, ``normlab norms``, ``normlab inits``: what each switch name means."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("placements", help="list norm placements with formula and source")
+    p.set_defaults(func=_placements)
+    p = sub.add_parser("norms", help="list norms (model.norm) and QK-norms (model.qk_norm)")
+    p.set_defaults(func=_norms)
+    p = sub.add_parser("inits", help="list weight init schemes (model.init)")
+    p.set_defaults(func=_inits)
+
+
+def _table(rows: list[tuple[str, str, str]], header: tuple[str, str, str] = ("name", "formula", "source")) -> None:
+    rows = [header, *rows]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    for name, formula, source in rows:
+        print(f"{name:<{w0}}  {formula:<{w1}}  {source}")
+
+
+def _placements(args: argparse.Namespace) -> int:
+    from normlab.model import placements  # noqa: F401  (registers the placement classes)
+    from normlab.model.layout import LAYOUTS
+    from normlab.model.placement import PLACEMENTS
+
+    rows = [(name, cls.formula, cls.source) for name, cls in PLACEMENTS.items()]
+    rows += [(name, f"layout: {fn.formula}", fn.source) for name, fn in LAYOUTS.items()]
+    _table(rows)
+    print("\nAlso: a per-layer list (model.placement='[\"post\",\"pre\"]') or per layer a table "
+          "{attn=..., ffn=...}; see docs/placements.md.")
+    return 0
+
+
+def _norms(args: argparse.Namespace) -> int:
+    from normlab.model.norms import NORMS, QK_NORMS
+
+    _table([(n, f.formula, f.source) for n, f in NORMS.items()])
+    print("\nmodel.qk_norm (per head, on q and k before the dot product; model.qkv_norm adds v):")
+    _table([(n, f.formula, f.source) for n, f in QK_NORMS.items()])
+    return 0
+
+
+def _inits(args: argparse.Namespace) -> int:
+    from normlab.model.init import INITS
+
+    _table([(n, s.formula, s.source) for n, s in INITS.items()])
+    print("\nPlacements add their own adjustments (DeepNorm beta, ReZero 0, Admin omega, nGPT sphere); "
+          "see `normlab placements`.")
+    return 0

@@ -1,0 +1,96 @@
+"""Hugging Face GPT-2 -> normlab ``pre`` model, with logits equal to GPT-2's.
+
+GPT-2 (Radford et al. 2019) is a Pre-LN Transformer with a final LayerNorm: each block is
+x + attn(ln_1(x)), then x + mlp(ln_2(x)), and ln_f before the tied head. Loading its
+weights into ``placement="pre"`` and matching the logits to 1e-5 proves that normlab's
+Pre-LN is GPT-2's. transformers stores linear maps as ``Conv1D`` with weight (in, out), the
+transpose of ``nn.Linear``; ``c_attn`` holds W_Q, W_K, W_V side by side, as our ``qkv``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+from normlab.errors import UserError
+from normlab.model.config import ModelConfig
+
+# GPT-2 options whose other values change the computation in ways ``pre`` does not model.
+_REQUIRED = {"activation_function": ("gelu_new", "gelu_pytorch_tanh"), "scale_attn_weights": (True,),
+             "scale_attn_by_inverse_layer_idx": (False,), "reorder_and_upcast_attn": (False,)}
+
+
+def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
+    """The ``ModelConfig`` of a transformers ``GPT2Config`` (placement pre, LayerNorm, GELU-tanh)."""
+    for key, ok in _REQUIRED.items():
+        value = getattr(hf_config, key, ok[0])
+        if value not in ok:
+            raise UserError(f"GPT2Config.{key}={value!r}: normlab's pre placement matches GPT-2 only "
+                            f"with {key} in {list(ok)}")
+    base = dict(vocab_size=hf_config.vocab_size, context=hf_config.n_positions, n_layer=hf_config.n_layer,
+                d_model=hf_config.n_embd, n_head=hf_config.n_head, placement="pre", norm="layernorm",
+                final_norm=True, init="gpt2", ffn="gelu", d_ff=getattr(hf_config, "n_inner", None),
+                pos="learned", bias=True, dropout=float(hf_config.resid_pdrop),
+                tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", True)),
+                norm_eps=float(hf_config.layer_norm_epsilon))
+    base.update(overrides)
+    return ModelConfig(**base)
+
+
+def _gpt2_state(sd: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
+    """Rename (and transpose) GPT-2 tensors to normlab's names."""
+    sd = {re.sub(r"^transformer\.", "", k): v for k, v in sd.items()}
+    out = {"wte.weight": sd["wte.weight"], "wpe.weight": sd["wpe.weight"],
+           "norm_f.weight": sd["ln_f.weight"], "norm_f.bias": sd["ln_f.bias"]}
+    if "lm_head.weight" in sd:
+        out["lm_head.weight"] = sd["lm_head.weight"]
+    for i in range(n_layer):
+        h, b = f"h.{i}.", f"blocks.{i}."
+        pairs = {"attn.norm": "ln_1", "ffn.norm": "ln_2"}
+        for ours, theirs in pairs.items():
+            out[f"{b}{ours}.weight"] = sd[f"{h}{theirs}.weight"]
+            out[f"{b}{ours}.bias"] = sd[f"{h}{theirs}.bias"]
+        conv = {"attn.branch.qkv": "attn.c_attn", "attn.branch.proj": "attn.c_proj",
+                "ffn.branch.fc": "mlp.c_fc", "ffn.branch.proj": "mlp.c_proj"}
+        for ours, theirs in conv.items():
+            out[f"{b}{ours}.weight"] = sd[f"{h}{theirs}.weight"].t()  # Conv1D (in, out) -> Linear (out, in)
+            out[f"{b}{ours}.bias"] = sd[f"{h}{theirs}.bias"]
+    return out
+
+
+def from_hf_gpt2(hf_model_or_state_dict: Any, config: Any = None):  # -> TransformerLM
+    """Build a ``pre`` TransformerLM holding the weights of a transformers GPT-2.
+
+    ``hf_model_or_state_dict``: a ``GPT2LMHeadModel`` / ``GPT2Model``, or its state dict.
+    ``config``: a ``GPT2Config`` or a ``ModelConfig``; required with a bare state dict,
+    because the number of heads cannot be read from the weights.
+    """
+    from normlab.model.transformer import TransformerLM
+
+    src = hf_model_or_state_dict
+    if isinstance(src, dict):
+        sd = src
+        if config is None:
+            raise UserError("from_hf_gpt2: a state dict needs config= (a GPT2Config or ModelConfig): "
+                            "n_head cannot be inferred from the weights")
+    else:
+        sd = src.state_dict()
+        config = config if config is not None else src.config
+    cfg = config if isinstance(config, ModelConfig) else config_from_hf(config)
+    if cfg.placement != "pre" or cfg.pos != "learned" or cfg.ffn != "gelu" or cfg.norm != "layernorm":
+        raise UserError("from_hf_gpt2: config must describe GPT-2 (placement pre, pos learned, "
+                        "ffn gelu, norm layernorm)")
+    model = TransformerLM(cfg)
+    state = _gpt2_state(sd, cfg.n_layer)
+    if cfg.tie_embeddings:
+        state.pop("lm_head.weight", None)  # the head is wte
+    elif "lm_head.weight" not in state:
+        state["lm_head.weight"] = state["wte.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not (cfg.tie_embeddings and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise UserError(f"from_hf_gpt2: weights do not fit the config (missing {missing}, "
+                        f"unexpected {unexpected})")
+    return model

@@ -1,0 +1,81 @@
+"""Save and load a model as ``model.safetensors`` + ``model_config.json`` (never unpickles).
+
+safetensors stores raw tensors only, so loading a checkpoint cannot run code; the config is
+plain JSON validated by ``ModelConfig`` like any user config. ``safetensors.torch``'s
+``save_model``/``load_model`` handle the tied embedding (one tensor under two names).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from normlab.errors import UserError
+
+if TYPE_CHECKING:
+    from normlab.model.transformer import TransformerLM
+
+WEIGHTS = "model.safetensors"
+CONFIG = "model_config.json"
+
+
+def _replace_atomically(tmp: Path, final: Path) -> None:
+    with open(tmp, "rb") as fh:  # flush to disk before the rename makes it visible
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+
+
+def save_model(model: "TransformerLM", dir: str | Path) -> Path:
+    """Write ``dir/model.safetensors`` and ``dir/model_config.json``; returns ``dir``.
+
+    Each file is written to a temporary name and renamed, so a crash never leaves a torn file.
+    """
+    from safetensors.torch import save_model as st_save
+
+    from normlab.schema import to_dict
+
+    out = Path(dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (WEIGHTS + ".tmp")
+    st_save(model, str(tmp), metadata={"format": "pt", "normlab": "TransformerLM"})
+    _replace_atomically(tmp, out / WEIGHTS)
+    tmp = out / (CONFIG + ".tmp")
+    tmp.write_text(json.dumps(to_dict(model.cfg), indent=2, sort_keys=True) + "\n")
+    _replace_atomically(tmp, out / CONFIG)
+    return out
+
+
+def load_config(dir: str | Path):  # -> ModelConfig
+    """Read and validate ``dir/model_config.json``."""
+    from normlab.model.config import ModelConfig
+    from normlab.schema import from_dict
+
+    path = Path(dir) / CONFIG
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+    return from_dict(ModelConfig, data, "model.")
+
+
+def load_model(dir: str | Path, device: str = "cpu") -> "TransformerLM":
+    """Rebuild the model from ``dir/model_config.json`` and load ``dir/model.safetensors`` (strict)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_model as st_load
+
+    from normlab.model.transformer import TransformerLM
+
+    cfg = load_config(dir)
+    model = TransformerLM(cfg)
+    path = Path(dir) / WEIGHTS
+    if not path.exists():
+        raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?")
+    try:
+        missing, unexpected = st_load(model, str(path), strict=True, device=device)
+    except (SafetensorError, RuntimeError) as e:
+        raise UserError(f"{path}: cannot load weights into the model of {CONFIG} ({e})") from None
+    return model.to(device)

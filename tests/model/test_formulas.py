@@ -1,0 +1,209 @@
+"""Every placement's block equals its formula written out by hand, with the same weights.
+
+Norms, attention and the FFN are re-implemented here from their definitions (REFERENCE.md
+§1-2), so a wrong placement, a wrong norm or a wrong attention would all show up.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normlab import ModelConfig, TransformerLM
+from normlab.model import norms
+
+TOL = 1e-6
+
+
+def ln(x: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
+    """The configured norm, by hand."""
+    if isinstance(m, norms.LayerNorm):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        y = (x - mu) / torch.sqrt(var + m.eps) * m.weight
+        return y + m.bias if m.bias is not None else y
+    if isinstance(m, norms.RMSNorm):
+        return m.weight * x / torch.sqrt((x * x).mean(-1, keepdim=True) + m.eps)
+    if isinstance(m, norms.ScaleNorm):
+        return m.weight * x / torch.sqrt((x * x).sum(-1, keepdim=True))
+    if isinstance(m, norms.DyT):
+        return m.weight * torch.tanh(m.alpha * x) + m.bias
+    if isinstance(m, norms.L2Norm):
+        return x / torch.sqrt((x * x).sum(-1, keepdim=True))
+    assert isinstance(m, torch.nn.Identity), type(m)
+    return x
+
+
+def unit(x: torch.Tensor) -> torch.Tensor:
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True))
+
+
+def attn(a, x: torch.Tensor) -> torch.Tensor:
+    """Causal multi-head attention by hand; q/k transform and scale read from the module."""
+    B, T, d = x.shape
+    H, Dh = a.n_head, a.head_dim
+    W, b = a.qkv.weight, a.qkv.bias
+    q, k, v = (x @ W[i * d:(i + 1) * d].T + b[i * d:(i + 1) * d] for i in range(3))
+    q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
+    if hasattr(a.q_norm, "s_qk"):  # nGPT: unit q, k times s_qk
+        s = a.q_norm.s_qk()
+        q, k = unit(q) * s, unit(k) * s
+    else:
+        q, k = ln(q, a.q_norm), ln(k, a.k_norm)
+    v = ln(v, a.v_norm)
+    scale = a.scale  # a float, or the learned l2 scalar
+    out = torch.zeros_like(q)
+    for t in range(T):  # row by row: position t sees 0..t only
+        s_t = (q[:, :, t:t + 1] @ k[:, :, :t + 1].transpose(-1, -2)) * scale  # (B, H, 1, t+1)
+        out[:, :, t:t + 1] = s_t.softmax(-1) @ v[:, :, :t + 1]
+    y = out.transpose(1, 2).reshape(B, T, d)
+    return y @ a.proj.weight.T + a.proj.bias
+
+
+def ffn(m, x: torch.Tensor, gain: torch.Tensor | None = None) -> torch.Tensor:
+    h = x @ m.fc.weight.T + m.fc.bias
+    if gain is not None:
+        h = h * gain
+    c = math.sqrt(2 / math.pi)
+    h = 0.5 * h * (1 + torch.tanh(c * (h + 0.044715 * h ** 3)))  # GELU, tanh form (GPT-2)
+    return h @ m.proj.weight.T + m.proj.bias
+
+
+def F_(sub, x: torch.Tensor) -> torch.Tensor:
+    """The branch of a sub-layer by hand (nGPT's FFN gain included)."""
+    if sub.site.kind == "attn":
+        return attn(sub.branch, x)
+    gain = sub.s_fc() * sub.fc_gain if hasattr(sub, "s_fc") else None
+    return ffn(sub.branch, x, gain)
+
+
+def build(placement, L: int = 2, **kw) -> TransformerLM:
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=11, context=6, n_layer=L, d_model=8, n_head=2, placement=placement,
+                      init="xavier", **kw)
+    model = TransformerLM(cfg).double().eval()
+    with torch.no_grad():  # non-trivial gains, biases, gates, omegas, alphas
+        for name, p in model.named_parameters():
+            if "raw" in name:  # nGPT's alpha, s_qk, s_fc, s_z: perturb around their init
+                p.mul_(1.0 + 0.3 * torch.randn_like(p))
+            elif p.dim() <= 1:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p) if "weight" in name else 0.3 * torch.randn_like(p))
+        for name, buf in model.named_buffers():
+            if name.endswith("omega"):
+                buf.copy_(0.5 + torch.rand(()))
+    return model
+
+
+def sublayers(model):
+    for block in model.blocks:
+        yield block.attn
+        yield block.ffn
+
+
+# Each formula maps (sub-layer module, x) -> new x, with F = the branch by hand.
+SINGLE = {
+    "post": lambda s, x: ln(x + F_(s, x), s.norm),
+    "pre": lambda s, x: x + F_(s, ln(x, s.norm)),
+    "sandwich": lambda s, x: x + ln(F_(s, ln(x, s.norm_in)), s.norm_out),
+    "pre_post": lambda s, x: ln(x + F_(s, ln(x, s.norm_in)), s.norm_out),
+    "post_branch": lambda s, x: x + ln(F_(s, x), s.norm),
+    "deepnorm": lambda s, x: ln((2 * 2) ** 0.25 * x + F_(s, x), s.norm),  # alpha = (2L)^(1/4), L = 2
+    "lns": lambda s, x: x + F_(s, ln(x, s.norm) / math.sqrt(s.site.layer)),
+    "none": lambda s, x: x + F_(s, x),
+    "admin": lambda s, x: ln(s.omega * x + F_(s, x), s.norm),
+    "layerscale": lambda s, x: x + s.scale * F_(s, ln(x, s.norm)),
+}
+
+
+def run_model(model, idx):
+    h = model.stream.begin(model.embed(idx))
+    for b in model.blocks:
+        h = b(h)
+    return h
+
+
+@pytest.mark.parametrize("name", list(SINGLE))
+def test_single_stream_block_matches_formula(name: str) -> None:
+    model = build(name)
+    idx = torch.randint(0, 11, (2, 6))
+    x = model.embed(idx)
+    for sub in sublayers(model):
+        x = SINGLE[name](sub, x)
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+    # the final norm: on for pre-style placements, off for post-style ones (REFERENCE §1)
+    final = {"pre", "sandwich", "post_branch", "lns", "layerscale"}
+    ref = ln(x, model.norm_f) if name in final else x
+    assert isinstance(model.norm_f, torch.nn.Identity) == (name not in final)
+    assert torch.allclose(model(idx), ref @ model.wte.weight.T, atol=TOL, rtol=0)
+
+
+def test_rezero_gate_formula() -> None:
+    model = build("none", rezero=True)
+    idx = torch.randint(0, 11, (2, 6))
+    x = model.embed(idx)
+    for sub in sublayers(model):
+        assert sub.gate.shape == ()
+        x = x + sub.gate * F_(sub, x)
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+    fresh = TransformerLM(ModelConfig(n_layer=2, d_model=8, n_head=2, placement="none", rezero=True))
+    assert all(float(s.gate.detach()) == 0.0 for s in sublayers(fresh))  # ReZero starts as the identity
+
+
+def test_resi_dual_formula() -> None:
+    model = build("resi_dual")
+    idx = torch.randint(0, 11, (2, 6))
+    x = model.embed(idx)
+    d = x  # d_0 = x_0
+    for sub in sublayers(model):
+        f = F_(sub, x)
+        x, d = ln(x + f, sub.norm), d + f
+    h = run_model(model, idx)
+    assert torch.allclose(h[0], x, atol=TOL, rtol=0) and torch.allclose(h[1], d, atol=TOL, rtol=0)
+    out = x + ln(d, model.stream.norm)  # x_L + LN(d_L), no final norm by default
+    assert isinstance(model.norm_f, torch.nn.Identity)
+    assert torch.allclose(model(idx), out @ model.wte.weight.T, atol=TOL, rtol=0)
+
+
+def test_ngpt_formula() -> None:
+    model = build("ngpt")
+    idx = torch.randint(0, 11, (2, 6))
+    h = unit(model.embed(idx))
+    for sub in sublayers(model):
+        h = unit(h + sub.alpha() * (unit(F_(sub, h)) - h))
+    assert torch.allclose(run_model(model, idx), h, atol=TOL, rtol=0)
+    z = (h @ model.wte.weight.T) * model.stream.s_z()
+    assert torch.allclose(model(idx), z, atol=TOL, rtol=0)
+    a = model.blocks[0].attn.branch
+    assert float(a.scale) == pytest.approx(math.sqrt(4))  # softmax scale sqrt(d_head), d_head = 4
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "scalenorm", "dyt", "none"])
+@pytest.mark.parametrize("qk_norm", [None, "layernorm", "rmsnorm", "l2"])
+def test_norms_and_qk_norms_by_hand(norm: str, qk_norm: str | None) -> None:
+    model = build("pre", norm=norm, qk_norm=qk_norm, qkv_norm=qk_norm is not None, bias=True)
+    idx = torch.randint(0, 11, (2, 6))
+    x = model.embed(idx)
+    for sub in sublayers(model):
+        x = x + F_(sub, ln(x, sub.norm))
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+
+
+def test_swiglu_rope_and_record_path() -> None:
+    model = build("pre", ffn="swiglu", pos="rope", qk_norm="l2")
+    idx = torch.randint(0, 11, (2, 6))
+    x = ln(model.embed(idx), model.blocks[0].attn.norm)
+    a = model.blocks[0].attn.branch
+    fast = a(x)
+    a.record = True
+    slow = a(x)
+    assert torch.allclose(fast, slow, atol=TOL, rtol=0)
+    assert set(a.stats) == {"max_logit", "min_entropy", "mean_entropy"}
+    assert all(v.dim() == 0 for v in a.stats.values())
+    assert 0.0 <= float(a.stats["min_entropy"]) <= float(a.stats["mean_entropy"]) <= math.log(6)
+    m = model.blocks[0].ffn.branch
+    gate, up = (x @ m.fc.weight.T + m.fc.bias).chunk(2, -1)
+    ref = (F.silu(gate) * up) @ m.proj.weight.T + m.proj.bias
+    assert torch.allclose(m(x), ref, atol=TOL, rtol=0)

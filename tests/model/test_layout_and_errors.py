@@ -1,0 +1,102 @@
+"""Placement composition (lists, per-sub-layer tables, mix, HybridNorm) and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from normlab import ModelConfig, TransformerLM
+from normlab.errors import ConfigError, UserError
+from normlab.model.layout import resolve_layout
+from normlab.model.placement import PLACEMENTS
+
+SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
+
+
+def same_weights_logits(a: ModelConfig, b: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(3)
+    ma = TransformerLM(a).eval()
+    mb = TransformerLM(b).eval()
+    mb.load_state_dict(ma.state_dict())
+    idx = torch.randint(0, 13, (2, 8))
+    return ma(idx), mb(idx)
+
+
+@pytest.mark.parametrize("L,frac,n_post", [(8, 0.25, 2), (12, 0.25, 3), (6, 0.5, 3), (4, 0.0, 0), (3, 1.0, 3)])
+def test_mix_equals_its_list(L: int, frac: float, n_post: int) -> None:
+    explicit = ["post"] * n_post + ["pre"] * (L - n_post)
+    mix = ModelConfig(n_layer=L, placement="mix", mix_fraction=frac, **SMALL)
+    assert resolve_layout(mix) == [(p, p) for p in explicit]
+    lst = ModelConfig(n_layer=L, placement=explicit, **SMALL)
+    la, lb = same_weights_logits(mix, lst)
+    assert torch.equal(la, lb)
+    # a final norm exactly when the last block is pre (REFERENCE §1: pre part needs one)
+    assert isinstance(TransformerLM(mix).norm_f, torch.nn.Identity) == (n_post == L)
+
+
+def test_per_sublayer_table_and_hybridnorm() -> None:
+    # HybridNorm (Zhuo et al. 2025): q, k, v normalised in attention, Post-LN around the FFN.
+    # The attention sub-layer itself is a plain residual ("none"); the FFN is post.
+    hybrid = ModelConfig(n_layer=2, qk_norm="rmsnorm", qkv_norm=True,
+                         placement=[{"attn": "none", "ffn": "post"}] * 2, **SMALL)
+    model = TransformerLM(hybrid)
+    b = model.blocks[0]
+    assert type(b.attn).__name__ == "NoNorm" and type(b.ffn).__name__ == "Post"
+    assert all(not isinstance(m, torch.nn.Identity) for m in (b.attn.branch.q_norm, b.attn.branch.k_norm,
+                                                              b.attn.branch.v_norm))
+    # the table with equal entries is the plain name
+    la, lb = same_weights_logits(ModelConfig(n_layer=2, placement=[{"attn": "pre", "ffn": "pre"}] * 2, **SMALL),
+                                 ModelConfig(n_layer=2, placement="pre", **SMALL))
+    assert torch.equal(la, lb)
+
+
+def test_refused_combinations_name_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"model\.placement.*resi_dual.*cannot be mixed"):
+        ModelConfig(n_layer=2, placement=["resi_dual", "pre"], **SMALL)
+    with pytest.raises(ConfigError, match=r"ngpt.*cannot be mixed"):
+        ModelConfig(n_layer=2, placement=[{"attn": "ngpt", "ffn": "post"}, "ngpt"], **SMALL)
+    with pytest.raises(ConfigError, match=r"model\.placement.*needs model\.n_layer=3 entries, got 2"):
+        ModelConfig(n_layer=3, placement=["pre", "post"], **SMALL)
+    with pytest.raises(ConfigError, match=r"model\.placement\[1\].*exactly the keys attn and ffn"):
+        ModelConfig(n_layer=2, placement=["pre", {"attn": "pre"}], **SMALL)
+    with pytest.raises(ConfigError, match=r"model\.placement\[0\]='mix'.*layout for the whole model"):
+        ModelConfig(n_layer=2, placement=["mix", "pre"], **SMALL)
+    with pytest.raises(ConfigError, match=r"model\.rezero.*only gates placement 'none'"):
+        ModelConfig(n_layer=2, placement="pre", rezero=True, **SMALL)
+
+
+@pytest.mark.parametrize("field,value,pattern", [
+    ("placement", "prenorm", r"model\.placement='prenorm': unknown name .*valid: post, pre, sandwich"),
+    ("norm", "batchnorm", r"model\.norm='batchnorm': unknown name.*valid: layernorm, rmsnorm, scalenorm, dyt, none"),
+    ("qk_norm", "l1", r"model\.qk_norm='l1': unknown name.*valid: layernorm, rmsnorm, l2"),
+    ("init", "kaiming", r"model\.init='kaiming': unknown name.*valid: gpt2, xavier"),
+    ("mix_fraction", 1.5, r"model\.mix_fraction=1\.5: must be in \[0, 1\]"),
+    ("mix_fraction", -0.1, r"model\.mix_fraction=-0\.1: must be in \[0, 1\]"),
+    ("n_head", 5, r"model\.n_head=5: must divide model\.d_model=16; choose one of 1, 2, 4, 8, 16"),
+    ("admin_omega", "magic", r"model\.admin_omega='magic'"),
+])
+def test_bad_config_names_field_and_fix(field: str, value, pattern: str) -> None:
+    kw = dict(n_layer=2, **SMALL)
+    kw[field] = value
+    with pytest.raises(ConfigError, match=pattern):
+        ModelConfig(**kw)
+
+
+def test_unknown_placement_in_list_names_index() -> None:
+    with pytest.raises(ConfigError, match=r"model\.placement\[1\]='postt'.*did you mean 'post'"):
+        ModelConfig(n_layer=2, placement=["pre", "postt"], **SMALL)
+    assert "ngpt" in PLACEMENTS.names() and "resi_dual" in PLACEMENTS.names() and "admin" in PLACEMENTS.names()
+
+
+def test_bad_tokens() -> None:
+    model = TransformerLM(ModelConfig(n_layer=1, **SMALL))
+    with pytest.raises(UserError, match=r"idx: sequence length 9 exceeds model\.context=8; crop the input"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(UserError, match=r"idx: expected an int64 tensor of token ids.*float32.*tensor\.long\(\)"):
+        model(torch.zeros(1, 4))
+    with pytest.raises(UserError, match=r"token ids must be in \[0, model\.vocab_size=13\), got range \[0, 13\]"):
+        model(torch.tensor([[0, 13]]))
+    with pytest.raises(UserError, match=r"got range \[-1, 2\]"):
+        model(torch.tensor([[-1, 2]]))
+    with pytest.raises(UserError, match=r"expected shape \(B, T\)"):
+        model(torch.zeros(4, dtype=torch.long))
