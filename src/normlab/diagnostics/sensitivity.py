@@ -1,0 +1,69 @@
+"""Learning-rate sensitivity (Wortsman et al. 2023, "Small-scale proxies for large-scale
+Transformer training instabilities", §3.1), REFERENCE §4 claim 10.
+
+Over a grid of learning rates G, with loss_at_init the loss before training:
+
+    LR sensitivity = mean_{lr in G} min(loss(lr), loss_at_init) - min_{lr in G} loss(lr)
+
+A diverged run (non-finite loss, or status "diverged") counts as loss_at_init, and so does
+any run that ends worse than it started. Several runs at one lr (seeds) are averaged first.
+0 means every lr of the grid reaches the best loss; larger means more sensitive.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable
+
+from normlab.errors import UserError
+
+
+def per_lr_losses(points: Iterable[tuple[float, float | None, float]]) -> dict[float, float]:
+    """lr -> mean over its runs of min(final_loss, init_loss) (diverged/None -> init_loss)."""
+    by_lr: dict[float, list[float]] = defaultdict(list)
+    for lr, final, init in points:
+        ok = final is not None and math.isfinite(final)
+        by_lr[float(lr)].append(min(final, init) if ok else init)
+    if not by_lr:
+        raise UserError("lr sensitivity needs at least one (lr, final_loss, init_loss) point")
+    return {lr: sum(v) / len(v) for lr, v in sorted(by_lr.items())}
+
+
+def lr_sensitivity(points: Iterable[tuple[float, float | None, float]]) -> float:
+    """Wortsman et al.'s LR sensitivity of a sweep given (lr, final_loss, init_loss) triples."""
+    losses = per_lr_losses(points)
+    vals = list(losses.values())
+    return sum(vals) / len(vals) - min(vals)
+
+
+def run_point(run_dir: str | Path) -> dict[str, Any]:
+    """(lr, final loss, loss at init, status) of one training run directory.
+
+    final loss = summary ``final_val_loss`` (None when diverged or missing); loss at init =
+    the first logged ``val/loss`` at step 0, else the first ``train/loss``, else ln(vocab).
+    """
+    from normlab.config import RunConfig
+    from normlab.diagnostics.io import read_jsonl
+
+    run = Path(run_dir)
+    try:
+        cfg = RunConfig.from_json((run / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{run}: not a run directory (no config.json)") from None
+    summary: dict[str, Any] = {}
+    if (run / "summary.json").exists():
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    status = summary.get("status", "missing")
+    final = summary.get("final_val_loss") if status != "diverged" else None
+    init = None
+    if (run / "metrics.jsonl").exists():
+        recs = read_jsonl(run / "metrics.jsonl")
+        init = next((r["val/loss"] for r in recs if r.get("step") == 0 and "val/loss" in r), None)
+        if init is None:
+            init = next((r["train/loss"] for r in recs if "train/loss" in r), None)
+    if init is None or not math.isfinite(init):
+        init = math.log(cfg.model.vocab_size)
+    return {"run": str(run), "lr": cfg.optim.lr, "final_loss": final, "init_loss": init, "status": status}

@@ -1,0 +1,196 @@
+"""Cheap in-training statistics every k steps, one JSON line per active step.
+
+The training loop (normlab.train) builds ``TrainingDiagnostics`` when
+``train.diag_every > 0`` and, on steps where ``active(step)`` is true, calls
+``before_forward`` -> (forward/backward of every micro-batch) -> ``after_backward``
+-> (clip, optimizer.step, model.after_step) -> ``after_step``. Each active step appends to
+RUN/diagnostics.jsonl (lists are indexed as stated; L = number of blocks):
+
+| key               | length | meaning |
+|-------------------|--------|---------|
+| step              | -      | optimizer step |
+| grad_norm         | L + 2  | ||grad||_F of each group: [embeddings, block 1..L, final norm/head] |
+| update_ratio      | L + 2  | ||W_t+1 - W_t||_F / ||W_t+1||_F per group (same groups) |
+| rms               | L + 1  | sqrt(E||x_l||^2/d) of the stream x_0..x_L (fixed batch, W_t+1) |
+| max_abs           | L + 1  | max |x_l| (REFERENCE claim 13) |
+| cos               | L      | mean_t cos(x_{l-1}, x_l) of block l's input and output (claim 12) |
+| angle             | L      | mean_t arccos(cos)/pi, same pairs |
+| attn_max_logit    | L      | max |q.k| * scale per block (claim 10) |
+| attn_min_entropy  | L      | minimum attention entropy (nats) per block (position 0 has one key, so 0) |
+| attn_mean_entropy | L      | mean attention entropy (nats) per block |
+| log_z             | -      | mean log Z of the output softmax on the fixed batch (claim 11) |
+| output_change     | -      | ||F(x;W_t) - F(x;W_0)|| / ||F(x;W_0)||, F = logits, x = fixed batch (claim 9) |
+
+Cost: per-group norms use ``torch._foreach_norm`` (one fused pass, no per-parameter
+``.item()``). The training forward is left alone (no hooks, fast attention); every
+activation statistic (stream, attention, log Z, output change) comes from one extra
+no-grad forward on the fixed batch trimmed to ``fixed_rows`` sequences, taken after the
+update, so all steps are measured on the same inputs. Every number of a step is read back
+to the host in a single transfer. W_0 is the model as it was when the
+object was first built for this run directory; its logits are kept in
+RUN/diagnostics_ref.pt so that a resumed run keeps measuring against the same W_0.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from normlab.diagnostics.io import append_jsonl
+from normlab.model.capture import main_stream
+
+
+class TrainingDiagnostics:
+    """See the module docstring. ``every`` = k; ``fixed_rows`` caps the fixed batch."""
+
+    def __init__(self, model: nn.Module, run_dir: str | Path, fixed_batch: tuple[torch.Tensor, torch.Tensor],
+                 every: int, fixed_rows: int = 1) -> None:
+        if every < 1:
+            raise ValueError(f"every={every}: must be >= 1")
+        self.model = getattr(model, "_orig_mod", model)  # hooks go on the eager module
+        self.run_dir, self.every = Path(run_dir), every
+        self.path = self.run_dir / "diagnostics.jsonl"
+        self.x = fixed_batch[0][:fixed_rows]
+        self.L = len(self.model.blocks)
+        # Parameter groups: 0 = embeddings, 1..L = blocks, L + 1 = everything after (final norm, head).
+        seen: set[int] = set()
+        self.params: list[nn.Parameter] = []
+        group: list[int] = []
+        named = list(self.model.named_parameters())
+        for name, p in named:
+            if id(p) in seen:
+                continue  # tied embedding/head counted once, under embeddings
+            seen.add(id(p))
+            parts = name.split(".")
+            g = int(parts[1]) + 1 if parts[0] == "blocks" else (0 if parts[0] in ("wte", "wpe") else self.L + 1)
+            self.params.append(p)
+            group.append(g)
+        self.group = torch.tensor(group, dtype=torch.long)
+        self.n_groups = self.L + 2
+        self._hooks: list[Any] = []
+        self._stream: dict[int, list[torch.Tensor]] = {}
+        self._grad: torch.Tensor | None = None
+        self._attn: list[torch.Tensor] = []
+        self._snapshot: list[torch.Tensor] | None = None
+        self.ref = self._reference()
+
+    # ------------------------------------------------------------------ public API
+    def active(self, step: int) -> bool:
+        return step % self.every == 0
+
+    def before_forward(self, step: int) -> None:
+        """Nothing to install: activation statistics come from the fixed-batch forward in
+        ``after_step``, so the training forward keeps its fast attention path and no hooks."""
+
+    def after_backward(self, step: int) -> None:
+        """Gradients are complete: per-group norms (before clipping), weights snapshot."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        self._grad = self._group_norms(grads)
+        self._snapshot = [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def after_step(self, step: int, metrics: dict | None = None) -> dict[str, Any]:
+        """Weights are updated: update ratios, fixed-batch forward, one host sync, one JSON line."""
+        parts: dict[str, torch.Tensor] = {}
+        if self._grad is not None:
+            parts["grad_norm"] = self._grad
+        if self._snapshot is not None:
+            diffs = torch._foreach_sub([p.detach() for p in self.params], self._snapshot)
+            upd = self._group_norms(diffs)
+            parts["update_ratio"] = upd / self._group_norms([p.detach() for p in self.params]).clamp_min(1e-30)
+        logits = self._logits(record=True)  # fills self._stream and self._attn
+        if self._stream:
+            cols = list(zip(*[self._stream[i] for i in range(self.L)]))  # per-block (rms_in, ...)
+            rms_in, max_in, rms_out, max_out, cos, ang = (torch.stack(c) for c in cols)
+            parts["rms"] = torch.cat([rms_in[:1], rms_out])
+            parts["max_abs"] = torch.cat([max_in[:1], max_out])
+            parts["cos"], parts["angle"] = cos, ang
+        if self._attn:
+            a = torch.stack(self._attn)  # (L, 3)
+            parts["attn_max_logit"], parts["attn_min_entropy"], parts["attn_mean_entropy"] = a.unbind(1)
+        parts["log_z"] = torch.logsumexp(logits.float(), dim=-1).mean().reshape(1)
+        parts["output_change"] = ((logits - self.ref).norm() / self.ref.norm().clamp_min(1e-30)).reshape(1)
+        names = list(parts)
+        dev = self.x.device
+        flat = torch.cat([parts[n].detach().float().reshape(-1).to(dev) for n in names]).tolist()  # the one sync
+        rec: dict[str, Any] = {"step": step}
+        i = 0
+        for n in names:
+            k = parts[n].numel()
+            vals = [v if math.isfinite(v) else None for v in flat[i: i + k]]
+            rec[n] = vals[0] if n in ("log_z", "output_change") else vals
+            i += k
+        if metrics and "train/loss" in metrics:
+            rec["train/loss"] = metrics["train/loss"]
+        append_jsonl(self.path, rec)
+        self._grad, self._snapshot, self._stream, self._attn = None, None, {}, []
+        return rec
+
+    def close(self) -> None:
+        self._remove_hooks()
+        for a in self._attention():
+            a.record = False
+
+    # ------------------------------------------------------------------ internals
+    def _attention(self) -> list[nn.Module]:
+        return [b.attn.branch for b in self.model.blocks if hasattr(b.attn.branch, "record")]
+
+    def _group_norms(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """sqrt of the per-group sum of squared Frobenius norms: (L + 2,) tensor."""
+        norms = torch.stack(torch._foreach_norm(tensors)).float()
+        sq = torch.zeros(self.n_groups, device=norms.device).index_add_(0, self.group.to(norms.device), norms**2)
+        return sq.sqrt()
+
+    def _block_hook(self, i: int):
+        def hook(_m: nn.Module, args: tuple, out: Any) -> None:
+            if i in self._stream:
+                return  # keep the first micro-batch only
+            with torch.no_grad():
+                a, b = main_stream(args[0]).detach().float(), main_stream(out).detach().float()
+                c = torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12)
+                self._stream[i] = [a.pow(2).mean().sqrt(), a.abs().amax(), b.pow(2).mean().sqrt(),
+                                   b.abs().amax(), c.mean(), (torch.arccos(c.clamp(-1, 1)) / math.pi).mean()]
+
+        return hook
+
+    def _remove_hooks(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    @torch.no_grad()
+    def _logits(self, record: bool = False) -> torch.Tensor:
+        """Logits on the fixed batch; with ``record`` also stream and attention statistics."""
+        was = self.model.training
+        self.model.eval()  # dropout off: F(x; W) must depend on W only
+        attn = self._attention() if record else []
+        if record:
+            self._stream = {}
+            self._hooks = [b.register_forward_hook(self._block_hook(i)) for i, b in enumerate(self.model.blocks)]
+        for a in attn:
+            a.record = True
+        try:
+            return self.model(self.x).detach()
+        finally:
+            self.model.train(was)
+            self._remove_hooks()
+            for a in attn:
+                a.record = False
+            nan = torch.full((), float("nan"), device=self.x.device)
+            self._attn = [torch.stack([a.stats.get(k, nan).float() for k in ("max_logit", "min_entropy",
+                                                                             "mean_entropy")]) for a in attn]
+
+    def _reference(self) -> torch.Tensor:
+        path = self.run_dir / "diagnostics_ref.pt"
+        if path.exists():
+            ref = torch.load(path, map_location=self.x.device, weights_only=True)
+            if ref.shape[:2] == self.x.shape:
+                return ref
+        ref = self._logits()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.save(ref.cpu(), path)
+        return ref
