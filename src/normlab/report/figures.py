@@ -1,0 +1,215 @@
+"""Figure builders: plain arrays in, a matplotlib Figure out (saving is the caller's job).
+
+Every builder draws the exact input values (means over seeds as lines, spread as a band)
+so tests can read them back from the artists. Seeds are rows: ``ys`` has shape (S, N).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from normlab.report.style import band, color, figure, spans_decades
+
+Series = tuple[np.ndarray, np.ndarray]  # x (N,), ys (S, N)
+
+
+def stack_seeds(runs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Series:
+    """Align per-seed (x, y) curves on the x values they all share: (x (N,), ys (S, N)).
+
+    Runs that log at different steps are cut to the common steps, so the band compares
+    like with like; a run that diverged early therefore shortens the mean line.
+    """
+    if not runs:
+        return np.zeros(0), np.zeros((0, 0))
+    common = set(runs[0][0])
+    for x, _ in runs[1:]:
+        common &= set(x)
+    xs = np.array(sorted(common), dtype=float)
+    ys = np.full((len(runs), xs.size), np.nan)
+    for i, (x, y) in enumerate(runs):
+        lookup = dict(zip(x, y))
+        ys[i] = [lookup[v] for v in xs]
+    return xs, ys
+
+
+def curves(groups: Mapping[str, Series], xlabel: str, ylabel: str, title: str,
+           logy: bool | None = None, logx: bool = False) -> Any:
+    """One mean line (+ seed band) per group label, e.g. loss against step per placement."""
+    fig, ax = figure()
+    for label, (x, ys) in groups.items():
+        if len(x):
+            band(ax, np.asarray(x, float), ys, label)
+    allv = np.concatenate([np.ravel(ys) for _, ys in groups.values()]) if groups else np.zeros(0)
+    if logy if logy is not None else spans_decades(allv):
+        ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if groups:
+        ax.legend()
+    return fig
+
+
+def layer_profile(groups: Mapping[str, Series], ylabel: str, title: str,
+                  logy: bool | None = None, xlabel: str = "layer index l (1 = next to the embedding)") -> Any:
+    """A per-layer statistic (x = layer index), one line per placement; Xiong et al. 2020 Fig. 3."""
+    fig = curves(groups, xlabel, ylabel, title, logy=logy)
+    ax = fig.axes[0]
+    for line in ax.get_lines():
+        line.set_marker("o")
+        line.set_markersize(3)
+    return fig
+
+
+def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of log y against log x and its standard error."""
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    n = lx.size
+    if n < 2:
+        return math.nan, math.nan
+    a, b = np.polyfit(lx, ly, 1)
+    if n < 3:
+        return float(a), math.nan
+    resid = ly - (a * lx + b)
+    se = math.sqrt(float(resid @ resid) / (n - 2) / float(((lx - lx.mean()) ** 2).sum()))
+    return float(a), se
+
+
+def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str) -> tuple[Any, dict[str, tuple[float, float]]]:
+    """log-log plot of a quantity against depth L with the fitted slope in each legend entry.
+
+    Returns (figure, {label: (slope, stderr)}); the fit is over the seed-mean values.
+    """
+    fig, ax = figure()
+    slopes: dict[str, tuple[float, float]] = {}
+    for label, (x, ys) in groups.items():
+        mean = np.nanmean(np.atleast_2d(ys), axis=0)
+        slopes[label] = loglog_slope(np.asarray(x, float), mean)
+        s, se = slopes[label]
+        band(ax, np.asarray(x, float), ys, f"{label}: slope {s:+.2f} ± {se:.2f}", c=color(label), marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set(xlabel="depth L (blocks, log scale)", ylabel=ylabel, title=title)
+    if groups:
+        ax.legend()
+    return fig, slopes
+
+
+def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], label: str, title: str,
+            xlabel: str = "training step") -> Any:
+    """A per-layer statistic (rows = layers, bottom = layer 1) against step; log colours if needed."""
+    from matplotlib.colors import LogNorm
+
+    m = np.asarray(matrix, dtype=float)  # (n_layers, n_steps)
+    fig, ax = figure(height=3.6)
+    norm = LogNorm() if spans_decades(m, 1.0) and np.nanmin(m) > 0 else None
+    im = ax.imshow(m, aspect="auto", origin="lower", interpolation="nearest", norm=norm, cmap="viridis",
+                   extent=(-0.5, m.shape[1] - 0.5, -0.5, m.shape[0] - 0.5))
+    ticks = np.linspace(0, m.shape[1] - 1, min(6, m.shape[1])).round().astype(int)
+    ax.set_xticks(ticks, [f"{xs[i]:g}" for i in ticks])
+    ax.set_yticks(range(len(layers)), [str(v) for v in layers])
+    ax.grid(False)
+    ax.set(xlabel=xlabel, ylabel="layer", title=title)
+    fig.colorbar(im, ax=ax, label=label)
+    return fig
+
+
+def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, bool]]],
+                  title: str = "stability map: final validation loss") -> Any:
+    """lr x warm-up grid per placement, coloured by final loss; diverged cells greyed with an x.
+
+    ``cells[placement][(lr, warmup)] = (final_loss, diverged)``. Panels share one colour
+    scale so placements compare directly.
+    """
+    names = list(cells)
+    fig, axes = figure(ncols=max(1, len(names)), width=3.6, height=3.4)
+    axes = np.atleast_1d(axes)
+    finite = [v for c in cells.values() for v, dv in c.values() if not dv and np.isfinite(v)]
+    vmin, vmax = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    im = None
+    for ax, name in zip(axes, names):
+        lrs = sorted({k[0] for k in cells[name]})
+        wus = sorted({k[1] for k in cells[name]})
+        m = np.full((len(wus), len(lrs)), np.nan)
+        for (lr, wu), (v, dv) in cells[name].items():
+            if not dv:
+                m[wus.index(wu), lrs.index(lr)] = v
+        ax.set_facecolor("#d0d0d0")  # NaN cells (diverged or missing) show the background
+        im = ax.imshow(m, origin="lower", cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
+        for (lr, wu), (v, dv) in cells[name].items():
+            i, j = wus.index(wu), lrs.index(lr)
+            ax.text(j, i, "×" if dv else f"{v:.2f}", ha="center", va="center", fontsize=8,
+                    color="#b00000" if dv else "white")
+        ax.set_xticks(range(len(lrs)), [f"{v:.0e}" for v in lrs], rotation=45)
+        ax.set_yticks(range(len(wus)), [str(int(v)) for v in wus])
+        ax.grid(False)
+        ax.set(xlabel="peak learning rate", ylabel="warm-up steps", title=name)
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), label="final val loss (nats/token); × = diverged")
+    fig.suptitle(title)
+    return fig
+
+
+def lr_sensitivity(loss: np.ndarray | Sequence[float], init_loss: float) -> float:
+    """Wortsman et al. 2023: mean over the lr grid of min(loss(lr), loss_at_init) - best loss.
+
+    Diverged points (NaN/inf) count as ``init_loss``; 0 means every lr reaches the best loss.
+    """
+    v = np.asarray(loss, dtype=float)
+    v = np.where(np.isfinite(v), np.minimum(v, init_loss), init_loss)
+    return float(np.mean(v) - np.min(v))
+
+
+def lr_curves(groups: Mapping[str, Series], init_loss: float,
+              title: str = "LR sensitivity: final loss against learning rate") -> tuple[Any, dict[str, float]]:
+    """Final loss against lr (log x), one line per placement/qk_norm; sensitivity in the legend."""
+    fig, ax = figure()
+    sens: dict[str, float] = {}
+    for label, (x, ys) in groups.items():
+        mean = np.nanmean(np.atleast_2d(ys), axis=0)
+        sens[label] = lr_sensitivity(mean, init_loss)
+        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {sens[label]:.3f}", c=color(label), marker="o")
+    ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {init_loss:.2f}")
+    ax.set_xscale("log")
+    ax.set(xlabel="peak learning rate (log scale)", ylabel="final val loss (nats/token)", title=title)
+    ax.legend()
+    return fig, sens
+
+
+def similarity_matrix(dist: np.ndarray, title: str = "angular distance between layer outputs") -> Any:
+    """arccos(cos(x_i, x_j)) / pi for every pair of layers (0 = same direction)."""
+    d = np.asarray(dist, dtype=float)
+    fig, ax = figure(width=4.8, height=4.2)
+    im = ax.imshow(d, origin="lower", cmap="magma", vmin=0.0, vmax=max(0.5, float(np.nanmax(d))))
+    ax.grid(False)
+    ticks = range(d.shape[0])
+    ax.set_xticks(ticks, [str(i) for i in ticks])
+    ax.set_yticks(ticks, [str(i) for i in ticks])
+    ax.set(xlabel="layer output j (0 = embedding)", ylabel="layer output i", title=title)
+    fig.colorbar(im, ax=ax, label="arccos(cos)/π")
+    return fig
+
+
+def deletion_bars(layers: Sequence[int], delta: Sequence[float],
+                  title: str = "layer deletion: loss increase when one block is skipped") -> Any:
+    """Bar per layer: validation loss with block l skipped minus the full model's loss."""
+    fig, ax = figure()
+    ax.bar([str(v) for v in layers], np.asarray(delta, dtype=float), color=color("deletion"))
+    if spans_decades(delta):
+        ax.set_yscale("log")
+    ax.set(xlabel="deleted layer", ylabel="Δ val loss (nats/token)", title=title)
+    return fig
+
+
+def bars(labels: Sequence[str], values: Sequence[float], errors: Sequence[float] | None,
+         ylabel: str, title: str) -> Any:
+    """Plain bar chart with optional error bars (summary of trials)."""
+    fig, ax = figure()
+    ax.bar(list(labels), np.asarray(values, dtype=float), yerr=None if errors is None else np.asarray(errors),
+           color=[color(s.split(" ")[0]) for s in labels], capsize=3)
+    ax.set(ylabel=ylabel, title=title)
+    ax.tick_params(axis="x", rotation=30)
+    return fig

@@ -1,0 +1,181 @@
+"""Readers for the files the lab writes (the contracts; never logs).
+
+| kind  | marker files                      | reader        |
+|-------|-----------------------------------|---------------|
+| run   | config.json + metrics.jsonl       | ``load_run``   |
+| probe | probe.csv (+ summary.json, probe_config.json) | ``load_probe`` |
+| study | study.sqlite (+ spec.json, runs/) | ``load_study`` |
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+
+
+def detect(path: str | Path) -> str:
+    """'run', 'probe' or 'study' for a directory the lab wrote; a UserError otherwise."""
+    p = Path(path)
+    if not p.is_dir():
+        raise UserError(f"{p}: no such directory (give a run dir, a probe output dir or a study store)")
+    if (p / "study.sqlite").is_file():
+        return "study"
+    if (p / "probe.csv").is_file():
+        return "probe"
+    if (p / "config.json").is_file() and (p / "metrics.jsonl").is_file():
+        return "run"
+    raise UserError(f"{p}: not a run dir (config.json + metrics.jsonl), a probe output (probe.csv) "
+                    f"or a study store (study.sqlite)")
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """JSON lines; a torn last line (a run killed mid-write) is ignored."""
+    try:
+        from normlab.fsutil import read_jsonl as shared
+
+        return shared(path) if path.is_file() else []
+    except ImportError:
+        pass
+    if not path.is_file():
+        return []
+    rows = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise UserError(f"{path}:{i + 1}: not valid JSON") from None
+    return rows
+
+
+@dataclass
+class RunData:
+    path: Path
+    config: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    summary: dict[str, Any] | None = None
+    env: dict[str, Any] | None = None
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+
+    def series(self, key: str, x: str = "step") -> tuple[list[float], list[float]]:
+        """(x, y) over metric lines that carry both keys and a finite numeric y."""
+        xs, ys = [], []
+        for m in self.metrics:
+            v = m.get(key)
+            if isinstance(v, (int, float)) and m.get(x) is not None and v == v:
+                xs.append(float(m[x]))
+                ys.append(float(v))
+        return xs, ys
+
+    @property
+    def label(self) -> str:
+        return run_label(self.config)
+
+
+def run_label(config: dict[str, Any]) -> str:
+    """Placement (+ qk_norm) of a RunConfig dict: the legend label of its curves."""
+    model = config.get("model", {})
+    pl = model.get("placement", "?")
+    pl = pl if isinstance(pl, str) else "mixed"
+    qk = model.get("qk_norm")
+    return f"{pl}+qk_{qk}" if qk else pl
+
+
+def load_run(path: str | Path) -> RunData:
+    p = Path(path)
+    cfg = _json(p / "config.json")
+    if not isinstance(cfg, dict):
+        raise UserError(f"{p}: missing or empty config.json (is this a training run directory?)")
+    return RunData(p, cfg, read_jsonl(p / "metrics.jsonl"), _json(p / "summary.json"),
+                   _json(p / "env.json"), read_jsonl(p / "diagnostics.jsonl"))
+
+
+@dataclass
+class ProbeData:
+    path: Path
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    config: dict[str, Any]
+
+
+_INT_COLS = ("n_layer", "d_model", "seed", "layer")
+
+
+def load_probe(path: str | Path) -> ProbeData:
+    """probe.csv in long format: placement, init, n_layer, d_model, seed, layer, sublayer, param, metric, value."""
+    p = Path(path)
+    rows = []
+    with (p / "probe.csv").open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"placement", "n_layer", "seed", "layer", "metric", "value"} - set(reader.fieldnames or [])
+        if missing:
+            raise UserError(f"{p / 'probe.csv'}: missing columns {', '.join(sorted(missing))}")
+        for r in reader:
+            for c in _INT_COLS:
+                if r.get(c) not in (None, ""):
+                    r[c] = int(float(r[c]))
+            r["value"] = float(r["value"]) if r["value"] not in ("", None) else float("nan")
+            rows.append(r)
+    return ProbeData(p, rows, _json(p / "summary.json", {}) or {}, _json(p / "probe_config.json", {}) or {})
+
+
+@dataclass
+class Trial:
+    id: str
+    params: dict[str, Any]
+    status: str
+    summary: dict[str, Any] | None
+    run_dir: Path
+    error: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudyData:
+    path: Path
+    spec: dict[str, Any]
+    trials: list[Trial]
+
+
+def load_study(path: str | Path) -> StudyData:
+    """A study store. Reads study.sqlite directly (read-only) so a report works while
+    workers still run; the ``trials`` table is the study engineer's contract."""
+    p = Path(path)
+    spec = _json(p / "spec.json", {}) or {}
+    uri = f"file:{(p / 'study.sqlite').resolve()}?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=30)
+        con.row_factory = sqlite3.Row
+        rows = con.execute("SELECT * FROM trials ORDER BY id").fetchall()
+        con.close()
+    except sqlite3.Error as e:
+        raise UserError(f"{p / 'study.sqlite'}: cannot read the trials table ({e})") from None
+    trials = []
+    for r in rows:
+        keys = r.keys()
+        trials.append(Trial(
+            id=r["id"], params=json.loads(r["params"] or "{}"), status=r["status"],
+            summary=json.loads(r["summary"]) if r["summary"] else None,
+            run_dir=p / (r["run_dir"] or f"runs/{r['id']}"),
+            error=r["error"] if "error" in keys else None,
+            config=json.loads(r["config"]) if "config" in keys and r["config"] else {}))
+    return StudyData(p, spec, trials)

@@ -1,0 +1,96 @@
+"""One figure style for every plot of the lab: Agg backend, fixed colours per placement,
+labelled axes, and ``save`` writing PNG + SVG side by side.
+
+Colours are keyed by placement name so that "post" is the same colour in every figure
+of every page; unknown names take the next colour of a fixed cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+# Okabe-Ito palette: distinguishable for colour-blind readers and in greyscale print.
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+PLACEMENT_COLORS = {
+    "pre": "#0072B2", "post": "#D55E00", "sandwich": "#009E73", "pre_post": "#CC79A7",
+    "post_branch": "#E69F00", "deepnorm": "#56B4E9", "resi_dual": "#7F3C8D", "mix": "#8C6D31",
+    "admin": "#3B3B3B", "lns": "#11A579", "none": "#999999", "ngpt": "#E73F74",
+}
+RC = {
+    "figure.figsize": (6.4, 4.0), "figure.dpi": 100, "savefig.dpi": 110,
+    "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8, "legend.frameon": False,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "lines.linewidth": 1.6,
+    "svg.fonttype": "none", "svg.hashsalt": "normlab",  # deterministic SVG ids
+}
+
+
+def plt() -> Any:
+    """pyplot on the Agg backend (files only, no display), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as pyplot
+
+    return pyplot
+
+
+def color(name: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliberate memo
+    """The colour of a placement (or any series label), stable for the whole process."""
+    if name in PLACEMENT_COLORS:
+        return PLACEMENT_COLORS[name]
+    if name not in _seen:
+        _seen[name] = PALETTE[len(_seen) % len(PALETTE)]
+    return _seen[name]
+
+
+def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.0) -> tuple[Any, Any]:
+    """A new (fig, axes) in the lab style; axes is a flat array when there are several."""
+    p = plt()
+    with p.rc_context(RC):
+        fig, axes = p.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    fig.set_layout_engine("constrained")
+    flat = axes.ravel()
+    return fig, (flat[0] if flat.size == 1 else flat)
+
+
+def spans_decades(values: Sequence[float] | np.ndarray, decades: float = 1.5) -> bool:
+    """True when positive data spans more than ``decades`` orders of magnitude (use log axis)."""
+    v = np.asarray([x for x in np.ravel(values) if np.isfinite(x) and x > 0], dtype=float)
+    return v.size > 1 and float(np.log10(v.max() / v.min())) > decades
+
+
+def band(ax: Any, x: np.ndarray, ys: np.ndarray, label: str, c: str | None = None,
+         kind: str = "minmax", **kw: Any) -> Any:
+    """Mean line over seeds (rows of ``ys``, shape (S, N)) with a min-max or std band.
+
+    Returns the mean Line2D, whose xy data is exactly (x, mean over seeds).
+    """
+    ys = np.atleast_2d(np.asarray(ys, dtype=float))
+    mean = np.nanmean(ys, axis=0)
+    (line,) = ax.plot(x, mean, label=label, color=c or color(label), **kw)
+    if ys.shape[0] > 1:
+        if kind == "std":
+            sd = np.nanstd(ys, axis=0)
+            lo, hi = mean - sd, mean + sd
+        else:
+            lo, hi = np.nanmin(ys, axis=0), np.nanmax(ys, axis=0)
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.18, linewidth=0)
+    return line
+
+
+def save(fig: Any, out_dir: Path, name: str) -> Path:
+    """Write ``name.png`` and ``name.svg`` under ``out_dir``; return the PNG path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = out_dir / f"{name}.png"
+    with plt().rc_context(RC):
+        fig.savefig(png)
+        fig.savefig(out_dir / f"{name}.svg", metadata={"Date": None})
+    return png
+
+
+def close(fig: Any) -> None:
+    plt().close(fig)

@@ -1,0 +1,95 @@
+"""Synthetic producer outputs in the exact contract formats, with known values."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+STEPS = [0, 10, 20, 30, 40]
+
+
+def loss_at(placement: str, seed: int, step: int) -> float:
+    """A known, seed-dependent curve: post starts higher and decays slower."""
+    base = 4.2 if placement == "post" else 4.0
+    return base * math.exp(-step / (60 if placement == "post" else 40)) + 0.01 * seed + 1.0
+
+
+def write_run(d: Path, placement: str = "pre", seed: int = 0, lr: float = 1e-3, warmup: int = 10,
+              diverged: bool = False) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    cfg = {"model": {"placement": placement, "n_layer": 2, "d_model": 16, "qk_norm": None},
+           "optim": {"lr": lr, "warmup_steps": warmup}, "train": {"steps": 40}, "seed": seed, "name": ""}
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "env.json").write_text(json.dumps({"torch": "x", "device": "cpu"}))
+    with (d / "metrics.jsonl").open("w") as fh:
+        for s in STEPS:
+            row = {"step": s, "tokens": s * 256, "train/loss": loss_at(placement, seed, s),
+                   "lr": lr * min(1.0, (s + 1) / max(warmup, 1)), "grad_norm": 1.0 + s / 100 + seed,
+                   "time/step_s": 0.01, "tokens_per_s": 1000.0}
+            if s % 20 == 0:
+                row["val/loss"] = loss_at(placement, seed, s) + 0.1
+            fh.write(json.dumps(row) + "\n")
+        fh.write('{"step": 50, "train/lo')  # a torn last line must be ignored
+    best = min(loss_at(placement, seed, s) + 0.1 for s in (0, 20, 40))
+    summary = {"status": "diverged" if diverged else "completed", "steps": 40, "best_val_loss": best,
+               "final_val_loss": None if diverged else loss_at(placement, seed, 40) + 0.1,
+               "diverged_at_step": 30 if diverged else None, "wall_time_s": 1.5, "tokens_per_s": 1000.0}
+    (d / "summary.json").write_text(json.dumps(summary))
+    with (d / "diagnostics.jsonl").open("w") as fh:
+        for s in (0, 20, 40):
+            fh.write(json.dumps({"step": s, "grad_norm": [1.0 + s, 2.0 + s], "stream_rms/layer1": 1.0 + s,
+                                 "stream_rms/layer2": 3.0 + s}) + "\n")
+    return d
+
+
+def grad(placement: str, L: int, layer: int, seed: int) -> float:
+    """Known per-layer grad norms: post rises with layer, pre flat-ish and ~ 1/sqrt(L)."""
+    if placement == "post":
+        return 2.0 * (1 + layer) + 0.1 * seed
+    return 4.0 / math.sqrt(L) + 0.1 * seed
+
+
+def write_probe(d: Path, depths=(2, 4, 8), seeds=(0, 1)) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    with (d / "probe.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["placement", "init", "n_layer", "d_model", "seed", "layer", "sublayer", "param", "metric", "value"])
+        for pl in ("post", "pre"):
+            for L in depths:
+                for s in seeds:
+                    for layer in range(1, L + 1):
+                        w.writerow([pl, "xavier", L, 16, s, layer, "ffn", "W2", "grad_norm", grad(pl, L, layer, s)])
+    (d / "summary.json").write_text(json.dumps({"fits": {"post": {"slope": 0.0}}}))
+    (d / "probe_config.json").write_text(json.dumps({"depths": list(depths)}))
+    return d
+
+
+def write_store(d: Path, placements=("post", "pre"), lrs=(1e-3, 3e-3), warmups=(0, 10), seeds=(0, 1)) -> Path:
+    """A pre-vs-post-like store; post at the largest lr without warm-up diverges."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "spec.json").write_text(json.dumps({"name": "pre-vs-post", "scientific": ["model.placement"],
+                                             "nuisance": ["optim.lr", "optim.warmup_steps", "seed"]}))
+    con = sqlite3.connect(d / "study.sqlite")
+    con.execute("CREATE TABLE trials (id TEXT PRIMARY KEY, params TEXT, config TEXT, status TEXT, attempts INT,"
+                " worker TEXT, started_at REAL, finished_at REAL, heartbeat REAL, error TEXT, summary TEXT,"
+                " run_dir TEXT)")
+    i = 0
+    for pl in placements:
+        for lr in lrs:
+            for wu in warmups:
+                for s in seeds:
+                    tid = f"t{i:04d}"
+                    i += 1
+                    div = pl == "post" and lr == max(lrs) and wu == 0
+                    run = write_run(d / "runs" / tid, pl, s, lr, wu, diverged=div)
+                    params = {"model.placement": pl, "optim.lr": lr, "optim.warmup_steps": wu, "seed": s}
+                    con.execute("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
+                        tid, json.dumps(params), (run / "config.json").read_text(),
+                        "diverged" if div else "completed", 1, "w0", 0.0, 1.0, 1.0, None,
+                        (run / "summary.json").read_text(), f"runs/{tid}"))
+    con.commit()
+    con.close()
+    return d
