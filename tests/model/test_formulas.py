@@ -207,3 +207,24 @@ def test_swiglu_rope_and_record_path() -> None:
     gate, up = (x @ m.fc.weight.T + m.fc.bias).chunk(2, -1)
     ref = (F.silu(gate) * up) @ m.proj.weight.T + m.proj.bias
     assert torch.allclose(m(x), ref, atol=TOL, rtol=0)
+
+
+def test_recorded_attention_stats_by_hand() -> None:
+    """With W_Q = 0 every query attends uniformly: entropy of query t is ln(t+1), so the
+    minimum over queries 1.. is ln 2 (query 0, with a single key, is left out of both
+    statistics) and the
+    largest |logit| is 0."""
+    model = build("pre")
+    a = model.blocks[0].attn.branch
+    d = model.cfg.d_model
+    with torch.no_grad():
+        a.qkv.weight[:d].zero_()
+        if a.qkv.bias is not None:
+            a.qkv.bias.zero_()
+    a.record = True
+    T = 6
+    a(torch.randn(2, T, d, dtype=torch.float64))
+    assert float(a.stats["max_logit"]) == 0.0
+    assert math.isclose(float(a.stats["min_entropy"]), math.log(2), rel_tol=1e-5)
+    mean = sum(math.log(t + 1) for t in range(1, T)) / (T - 1)  # also over queries 1..
+    assert math.isclose(float(a.stats["mean_entropy"]), mean, rel_tol=1e-5)

@@ -16,7 +16,7 @@ RUN/diagnostics.jsonl (lists are indexed as stated; L = number of blocks):
 | cos               | L      | mean_t cos(x_{l-1}, x_l) of block l's input and output (claim 12) |
 | angle             | L      | mean_t arccos(cos)/pi, same pairs |
 | attn_max_logit    | L      | max |q.k| * scale per block (claim 10) |
-| attn_min_entropy  | L      | minimum attention entropy (nats) per block (position 0 has one key, so 0) |
+| attn_min_entropy  | L      | minimum attention entropy (nats) per block over queries 1.. (query 0 has one key) |
 | attn_mean_entropy | L      | mean attention entropy (nats) per block |
 | log_z             | -      | mean log Z of the output softmax on the fixed batch (claim 11) |
 | output_change     | -      | ||F(x;W_t) - F(x;W_0)|| / ||F(x;W_0)||, F = logits, x = fixed batch (claim 9) |

@@ -38,7 +38,7 @@ class CausalSelfAttention(nn.Module):
     ``qk_norm="l2"`` (Henry et al. 2020) the 1/sqrt(d_head) factor is replaced by a learned
     scalar g, initialised to log2(T^2 - T) for context T as in that paper.
     Set ``record = True`` to take the explicit (slower) path that stores the maximum
-    |logit| and the minimum attention entropy of the last call in ``self.stats``.
+    |logit| and the minimum attention entropy (queries 1.., nats) of the last call in ``self.stats``.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -97,6 +97,8 @@ class CausalSelfAttention(nn.Module):
         att = logits.softmax(dim=-1)
         with torch.no_grad():
             ent = -(att * att.clamp_min(1e-30).log()).sum(-1)  # (B, H, T)
+            # Query 0 sees one key, so its entropy is always 0: leave it out of min and mean.
+            ent = ent[..., 1:] if T > 1 else ent
             self.stats = {"max_logit": logits.masked_fill(~mask, 0).abs().amax(),
                           "min_entropy": ent.amin(), "mean_entropy": ent.mean()}
         if self.training and self.dropout:
