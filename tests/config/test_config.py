@@ -159,6 +159,7 @@ INVALID = [
     (ModelConfig, {"placement": [{"attn": "pre"}], "n_layer": 1}, "model.placement[0]", "keys attn and ffn"),
     (ModelConfig, {"placement": ["mix"], "n_layer": 1}, "model.placement[0]", "layout for the whole model"),
     (ModelConfig, {"placement": [3], "n_layer": 1}, "model.placement[0]", "placement name or a table"),
+    (ModelConfig, {"rezero": True, "placement": "pre"}, "model.rezero", "set model.placement=none"),
     (OptimConfig, {"lr": 0.0}, "optim.lr", "> 0"),
     (OptimConfig, {"lr": 1e-3, "min_lr": 1e-2}, "optim.min_lr", "[0, optim.lr"),
     (OptimConfig, {"warmup_steps": -1}, "optim.warmup_steps", ">= 0"),
@@ -202,7 +203,7 @@ def test_validation_errors_name_field_value_and_fix(cls, kwargs, field, fix):
 def test_every_validated_field_has_an_invalid_case():
     """Guards the table above: each documented field of each section is either exercised
     by INVALID or listed here as accepting any value of its type."""
-    free = {"model.bias", "model.tie_embeddings", "model.rezero", "model.final_norm",
+    free = {"model.bias", "model.tie_embeddings", "model.final_norm",
             "data.data_dir", "train.compile", "name"}
     covered = {f.split("[")[0] for _, _, f, _ in INVALID}
     for key in dotted_keys(RunConfig):
