@@ -19,13 +19,13 @@ PRESETS: Registry[PresetFn] = Registry("preset", "--preset")
 
 @PRESETS.register("smoke")
 def smoke() -> RunConfig:
-    """A seconds-long run for checking that everything works (2 layers, d=32, 50 steps)."""
+    """A seconds-long run for checking that everything works (2 layers, d=32, 50 steps, 1 thread)."""
     return RunConfig(
         model=ModelConfig(n_layer=2, d_model=32, n_head=2, context=32),
         data=DataConfig(),
         optim=OptimConfig(lr=1e-3, warmup_steps=10, min_lr=1e-4),
         train=TrainConfig(steps=50, batch_size=8, eval_every=25, eval_batches=4,
-                          log_every=5, checkpoint_every=25),
+                          log_every=5, checkpoint_every=25, threads=1),
     )
 
 

@@ -15,6 +15,13 @@ from normlab import __version__
 
 COMMANDS = [
     "normlab.cli.config_cmd",   # presets, config
+    "normlab.cli.train_cmd",    # train, sample
+    "normlab.cli.model_cmd",    # placements, norms, inits
+    "normlab.cli.report_cmd",   # report, claims
+    "normlab.cli.probe_cmd",    # probe (diagnostics at init)
+    "normlab.cli.study_cmd",    # study run, status, presets
+    "normlab.cli.analyze_cmd",  # analyze, lr-sensitivity
+    "normlab.cli.bench_cmd",    # bench (throughput vs peers)
 ]
 
 

@@ -56,6 +56,7 @@ class TrainConfig(Section):
     dtype: str = doc("float32 or bfloat16 (autocast)", "float32")
     compile: bool = doc("wrap the model in torch.compile", False)
     threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
+    loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: tensorboard, wandb", [])
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "eval_batches", "log_every"):
@@ -68,3 +69,7 @@ class TrainConfig(Section):
         self.check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                    "device", "use auto, cpu, cuda or cuda:N")
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
+        from normlab.train.loggers import LOGGERS
+
+        for name in self.loggers:
+            LOGGERS.get(name, "train.loggers")

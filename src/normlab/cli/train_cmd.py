@@ -1,0 +1,74 @@
+"""``normlab train`` (one run into a run directory) and ``normlab sample`` (text from a run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from normlab.cli.common import add_config_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train one model into a run directory (resumable)",
+                       description="Train one model. Exit 0 for completed and diverged runs "
+                                   "(divergence is a result), 130 when interrupted, 2 on bad input.")
+    add_config_args(p)
+    p.add_argument("--out", metavar="RUN", help="run directory (default: a new runs/<timestamp>)")
+    p.add_argument("--resume", metavar="RUN", help="continue RUN from its latest checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (= data.data_dir)")
+    p.add_argument("--diag-every", metavar="K", type=int, help="in-training diagnostics every K steps")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("sample", help="generate text from a trained run")
+    p.add_argument("run", metavar="RUN", help="run directory")
+    p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    p.add_argument("--tokens", type=int, default=200, help="tokens to generate")
+    p.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (0 = greedy)")
+    p.add_argument("--top-k", type=int, default=200, help="sample among the k most likely tokens (0 = all)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which checkpoint")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    p.set_defaults(func=_sample)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from normlab.errors import UserError
+    from normlab.train.run import default_run_dir, load_run_config, run_training
+
+    if args.resume:
+        used = [f for f, v in (("--config", args.config), ("--preset", args.preset), ("--placement", args.placement),
+                               ("--set", args.overrides), ("--out", args.out), ("--data-dir", args.data_dir),
+                               ("--diag-every", args.diag_every)) if v]
+        if used:
+            raise UserError(f"--resume uses RUN/config.json; drop {', '.join(used)}")
+        cfg, run_dir = load_run_config(args.resume), args.resume
+    else:
+        from dataclasses import replace
+
+        from normlab.config import resolve
+
+        cfg = resolve(args.preset, args.config, args.placement, args.overrides)
+        # The two shortcut flags win over everything, like --set (dataclasses re-validate).
+        if args.data_dir:
+            cfg = replace(cfg, data=replace(cfg.data, data_dir=args.data_dir))
+        if args.diag_every is not None:
+            cfg = replace(cfg, train=replace(cfg.train, diag_every=args.diag_every))
+        run_dir = args.out or default_run_dir()
+    s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet)
+    val = "n/a" if s["final_val_loss"] is None else f"{s['final_val_loss']:.4f}"
+    best = "n/a" if s["best_val_loss"] is None else f"{s['best_val_loss']:.4f}"
+    extra = f" at step {s['diverged_at_step']}" if s["status"] == "diverged" else ""
+    tps = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else "n/a"
+    print(f"{run_dir}: {s['status']}{extra}, {s['steps']} steps, val loss {val} (best {best}), "
+          f"{s['wall_time_s']:.1f} s, {tps} tokens/s", file=sys.stderr)
+    return 130 if s["status"] == "interrupted" else 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from normlab.train.sample import sample_run
+
+    text = sample_run(args.run, args.prompt, args.tokens, args.temperature,
+                      args.top_k or None, args.seed, args.checkpoint, args.device)
+    print(text)
+    return 0

@@ -1,0 +1,170 @@
+"""Tokenizers by name: ``char`` (vocabulary from the corpus), ``byte`` (256), ``bpe`` (extra).
+
+A tokenizer is fitted on the whole corpus text, encodes it to a numpy array in one
+vectorised pass, and exposes a JSON-able ``state`` from which it can be rebuilt (stored
+next to the cached token array and in checkpoints, so ``normlab sample`` can decode).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from normlab.errors import UserError
+from normlab.registry import Registry
+
+
+class Tokenizer:
+    """Base: ``fit(text)``, ``encode``/``decode``, ``vocab_size`` and ``state``."""
+
+    name = ""
+
+    def fit(self, text: str) -> None:
+        """Learn the vocabulary from the corpus (no-op for fixed vocabularies)."""
+
+    def encode_array(self, text: str) -> np.ndarray:
+        return np.asarray(self.encode(text), dtype=np.int64)
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def state(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Tokenizer":
+        return cls()
+
+
+TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizer", "data.tokenizer")
+
+
+@TOKENIZERS.register("char")
+class CharTokenizer(Tokenizer):
+    """One id per distinct character, sorted by code point (65 for Tiny Shakespeare)."""
+
+    name = "char"
+
+    def __init__(self, chars: str = "") -> None:
+        self.chars = chars
+        self._index = {c: i for i, c in enumerate(chars)}
+
+    def fit(self, text: str) -> None:
+        self.__init__("".join(sorted(set(text))))
+
+    def encode_array(self, text: str) -> np.ndarray:
+        # Code points of the text looked up in the sorted vocabulary: O(n log V), no Python loop.
+        points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        vocab = np.frombuffer(self.chars.encode("utf-32-le"), dtype=np.uint32)
+        ids = np.searchsorted(vocab, points)
+        if len(points) and (ids.max() >= len(vocab) or np.any(vocab[np.minimum(ids, len(vocab) - 1)] != points)):
+            raise UserError("text contains characters outside the char vocabulary of the corpus")
+        return ids.astype(np.int64)
+
+    def encode(self, text: str) -> list[int]:
+        try:
+            return [self._index[c] for c in text]
+        except KeyError as e:
+            raise UserError(f"character {e.args[0]!r} is not in the corpus vocabulary "
+                            f"({len(self.chars)} characters)") from None
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] for i in ids)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def state(self) -> dict[str, Any]:
+        return {"name": self.name, "chars": self.chars}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Tokenizer":
+        return cls(state["chars"])
+
+
+@TOKENIZERS.register("byte")
+class ByteTokenizer(Tokenizer):
+    """The UTF-8 bytes of the text: a fixed vocabulary of 256."""
+
+    name = "byte"
+
+    def encode_array(self, text: str) -> np.ndarray:
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", errors="replace")
+
+    @property
+    def vocab_size(self) -> int:
+        return 256
+
+
+@TOKENIZERS.register("bpe")
+class BPETokenizer(Tokenizer):
+    """Byte-level BPE trained locally on the corpus (Sennrich et al. 2016; GPT-2's variant).
+
+    Needs the ``tokenizers`` library: ``pip install 'normlab[bpe]'``.
+    """
+
+    name = "bpe"
+
+    def __init__(self, vocab: int = 512, json_text: str | None = None) -> None:
+        self.vocab = vocab
+        self._tok = _tokenizers().Tokenizer.from_str(json_text) if json_text else None
+
+    def fit(self, text: str) -> None:
+        tk = _tokenizers()
+        tok = tk.Tokenizer(tk.models.BPE())
+        tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = tk.decoders.ByteLevel()
+        trainer = tk.trainers.BpeTrainer(vocab_size=self.vocab, show_progress=False,
+                                         initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator([text], trainer=trainer)
+        self._tok = tok
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(ids))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size()
+
+    def state(self) -> dict[str, Any]:
+        return {"name": self.name, "vocab": self.vocab, "json": self._tok.to_str()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Tokenizer":
+        return cls(state["vocab"], state["json"])
+
+
+def _tokenizers() -> Any:
+    try:
+        import tokenizers
+    except ImportError:
+        raise UserError("data.tokenizer='bpe' needs the 'tokenizers' package: "
+                        "pip install 'normlab[bpe]'") from None
+    return tokenizers
+
+
+def make_tokenizer(name: str, bpe_vocab: int = 512) -> Tokenizer:
+    cls = TOKENIZERS.get(name)
+    return BPETokenizer(bpe_vocab) if cls is BPETokenizer else cls()
+
+
+def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
+    return TOKENIZERS.get(state["name"]).from_state(state)

@@ -1,0 +1,81 @@
+"""Crash-safe file helpers: a kill at any instant leaves either the old file or the new one.
+
+Whole files are written to a temporary sibling, fsynced and renamed over the target
+(``os.replace`` is atomic on POSIX and Windows). Logs are JSON Lines appended one flushed
+line at a time, and readers drop a torn last line (the one a kill cut short).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via temp file + fsync + rename."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def append_jsonl(path: str | Path, obj: dict[str, Any]) -> None:
+    """Append one JSON object as one line and flush it to the OS.
+
+    A single ``write`` of a short line is all-or-nothing in practice; if a kill still
+    tears it, :func:`read_jsonl` ignores the fragment.
+    """
+    line = json.dumps(obj, separators=(",", ":"), allow_nan=True) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """All complete JSON lines of ``path`` ([] if missing); a torn last line is ignored.
+
+    A malformed line anywhere but the end is real corruption and raises ``ValueError``.
+    """
+    p = Path(path)
+    if not p.exists():
+        return []
+    lines = p.read_text(encoding="utf-8", errors="replace").split("\n")
+    out: list[dict[str, Any]] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            # Only the last line may be torn (no trailing newline was written yet).
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{p}: line {i + 1} is not valid JSON") from None
+    return out
+
+
+def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Replace ``path`` by ``rows`` atomically (used to truncate logs on resume)."""
+    text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=True) + "\n" for r in rows)
+    atomic_write_text(path, text)

@@ -1,0 +1,19 @@
+"""Training: ``run_training(cfg, run_dir, resume=..., quiet=...) -> summary dict``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from normlab.config import RunConfig
+
+
+def run_training(cfg: "RunConfig | None", run_dir: str | Path, *, resume: bool = False, quiet: bool = False) -> dict:
+    """Train one model into ``run_dir``; see :func:`normlab.train.run.run_training`."""
+    from normlab.train.run import run_training as _run
+
+    return _run(cfg, run_dir, resume=resume, quiet=quiet)
+
+
+__all__ = ["run_training"]

@@ -1,0 +1,67 @@
+"""AdamW with decoupled weight decay (Loshchilov & Hutter 2019) on matrices only.
+
+No decay on norms' gains and biases, on biases of linear layers, on learned scalars
+(ReZero, nGPT's alphas) or on embeddings: decaying those pulls gains toward zero and
+shrinks token representations, which is not the regulariser AdamW intends (nanoGPT,
+GPT-3 and OLMo make the same choice). The rule is structural: a parameter decays when it
+is at least 2-D and is not an embedding table (the tied output head is the embedding).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from normlab.train.config import OptimConfig
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two AdamW groups: decayed matrices and everything else (names kept for inspection)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decay, keep, decay_names, keep_names = [], [], [], []
+    for name, p in model.named_parameters():  # shared (tied) tensors appear once
+        if not p.requires_grad:
+            continue
+        if p.ndim >= 2 and id(p) not in embeddings:
+            decay.append(p)
+            decay_names.append(name)
+        else:
+            keep.append(p)
+            keep_names.append(name)
+    return [{"params": decay, "weight_decay": weight_decay, "names": decay_names},
+            {"params": keep, "weight_decay": 0.0, "names": keep_names}]
+
+
+def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
+    groups = [{k: v for k, v in g.items() if k != "names"} for g in param_groups(model, cfg.weight_decay)]
+    groups = [g for g in groups if g["params"]]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+
+
+def flatten_state(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Optimizer state as (tensors for safetensors, JSON-able rest): no pickle needed."""
+    sd = opt.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for pid, st in sd["state"].items():
+        for key, val in st.items():
+            if isinstance(val, torch.Tensor):
+                tensors[f"{pid}.{key}"] = val.detach().contiguous().cpu()
+            else:
+                scalars.setdefault(str(pid), {})[key] = val
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def unflatten_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`flatten_state`: a dict for ``optimizer.load_state_dict``."""
+    state: dict[int, dict[str, Any]] = {}
+    for name, t in tensors.items():
+        pid, key = name.split(".", 1)
+        state.setdefault(int(pid), {})[key] = t
+    for pid, extra in meta["scalars"].items():
+        state.setdefault(int(pid), {}).update(extra)
+    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in meta["param_groups"]]
+    return {"state": state, "param_groups": groups}

@@ -1,0 +1,158 @@
+"""``run_training``: validate everything, then own a run directory from start to summary.
+
+Order matters for the promise "bad input never damages RUN": the corpus is loaded, the
+splits checked, the model built and the loggers resolved *before* anything under RUN is
+created or rewritten. Only rank 0 writes files under DDP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from normlab.config import RunConfig
+from normlab.errors import UserError
+from normlab.fsutil import atomic_write_json, read_jsonl, write_jsonl
+
+STATUSES = ("completed", "diverged", "failed", "interrupted")
+
+
+def default_run_dir(root: str | Path = "runs") -> Path:
+    """A fresh timestamped directory name under ``root`` (created later, by the run)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / stamp
+    i = 1
+    while path.exists():
+        path, i = Path(root) / f"{stamp}-{i}", i + 1
+    return path
+
+
+def load_run_config(run_dir: str | Path) -> RunConfig:
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise UserError(f"--resume {run_dir}: no config.json there; is it a normlab run directory?")
+    return RunConfig.from_json(path.read_text(encoding="utf-8"))
+
+
+def _is_run(run_dir: Path) -> bool:
+    return any((run_dir / n).exists() for n in ("config.json", "metrics.jsonl", "checkpoints"))
+
+
+def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False) -> dict:
+    """Train one model into ``run_dir`` and return its summary (also RUN/summary.json).
+
+    ``resume=True`` (``cfg`` may then be None) continues from RUN/checkpoints/latest (the stored config.json is the
+    authority; a run killed before its first checkpoint starts over). Divergence returns
+    normally with status "diverged"; Ctrl-C returns status "interrupted" after a checkpoint.
+    """
+    from normlab.data import load_corpus
+    from normlab.data.batches import check_fits, val_batches
+    from normlab.model.transformer import TransformerLM
+    from normlab.train import checkpoint
+    from normlab.train.env import close_dist, environment, init_dist
+    from normlab.train.loggers import LOGGERS, make_loggers
+    from normlab.train.loop import LoopState, Trainer
+    from normlab.train.optim import make_optimizer
+
+    run_dir = Path(run_dir)
+    if resume:
+        cfg = load_run_config(run_dir)
+        done = _read_summary(run_dir)
+        if done and done.get("status") in ("completed", "diverged"):
+            return done  # nothing left to do; a finished run is never retrained
+    elif cfg is None:
+        raise UserError("run_training: a RunConfig is required unless resume=True")
+    elif run_dir.exists() and _is_run(run_dir):
+        raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
+
+    # ---- validate everything before touching RUN ----
+    for name in cfg.train.loggers:
+        LOGGERS.get(name)
+    corpus = load_corpus(cfg.data)
+    check_fits(len(corpus.train), cfg.model.context, "training")
+    check_fits(len(corpus.val), cfg.model.context, "validation")
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
+    dist, device = init_dist(cfg.train.device)
+    if cfg.train.batch_size % (cfg.train.grad_accum * dist.world):
+        raise UserError(f"train.batch_size={cfg.train.batch_size}: must be divisible by grad_accum x "
+                        f"processes = {cfg.train.grad_accum * dist.world}")
+    if cfg.train.threads > 0:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.seed)
+    model = TransformerLM(cfg.model).to(device)
+    if dist.rank:
+        torch.manual_seed(cfg.seed + 7919 * dist.rank)  # own dropout masks per rank
+    optimizer = make_optimizer(model, cfg.optim)
+    val = val_batches(corpus.val, cfg.model.context, cfg.train.batch_size, cfg.train.eval_batches)
+
+    # ---- from here on RUN is ours ----
+    st = LoopState()
+    ckpt = checkpoint.find(run_dir / "checkpoints" / "latest") if resume else None
+    env = environment(device, cfg.seed, dist)
+    if dist.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / "config.json", json.loads(cfg.to_json()))
+        if resume and (run_dir / "env.json").is_file():
+            first = json.loads((run_dir / "env.json").read_text(encoding="utf-8"))
+            first.setdefault("resumes", []).append(env)
+            env = first
+        atomic_write_json(run_dir / "env.json", env)
+    if ckpt is not None:
+        state = checkpoint.load(ckpt, model, optimizer)
+        st = LoopState(**state["loop"])
+    if dist.main:
+        _truncate(run_dir / "metrics.jsonl", st.step)
+        _truncate(run_dir / "diagnostics.jsonl", st.step)
+    loggers = make_loggers(list(cfg.train.loggers), run_dir, json.loads(cfg.to_json())) if dist.main else []
+    trainer = Trainer(cfg, model, optimizer, corpus, val, run_dir, device, dist, loggers, quiet)
+    summary: dict[str, Any]
+    try:
+        status, st, diverged_at = trainer.run(st)
+        summary = _summary(status, st, diverged_at, cfg, model)
+    except BaseException as e:
+        summary = _summary("failed", st, None, cfg, model, error=f"{type(e).__name__}: {e}")
+        if dist.main:
+            atomic_write_json(run_dir / "summary.json", summary)
+        raise
+    finally:
+        for lg in loggers:
+            lg.close()
+        close_dist(dist)
+    if dist.main:
+        atomic_write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def _truncate(path: Path, upto: int) -> None:
+    """Drop log lines after the checkpoint step (resume rewrites them) and any torn last line."""
+    if path.exists():
+        write_jsonl(path, [r for r in read_jsonl(path) if r.get("step", 0) <= upto])
+
+
+def _read_summary(run_dir: Path) -> dict | None:
+    p = run_dir / "summary.json"
+    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+
+
+def _summary(status: str, st: Any, diverged_at: int | None, cfg: RunConfig, model: torch.nn.Module,
+             error: str | None = None) -> dict[str, Any]:
+    tokens = st.step * cfg.train.batch_size * cfg.model.context
+    return {
+        "status": status,
+        "steps": st.step,
+        "best_val_loss": st.best_val,
+        "final_val_loss": st.last_val if status != "diverged" else None,
+        "diverged_at_step": diverged_at,
+        "wall_time_s": round(st.wall_time, 3),
+        "tokens": tokens,
+        "tokens_per_s": tokens / st.train_time if st.train_time > 0 else None,
+        "params": sum(p.numel() for p in model.parameters()),
+        "placement": cfg.model.placement,
+        "seed": cfg.seed,
+        "error": error,
+    }

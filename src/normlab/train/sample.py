@@ -1,0 +1,63 @@
+"""Generate text from a trained run: load RUN's config, tokenizer and checkpoint, then sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from normlab.errors import UserError
+
+
+@torch.no_grad()
+def generate(model: nn.Module, idx: torch.Tensor, new_tokens: int, context: int,
+             temperature: float = 1.0, top_k: int | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Autoregressive sampling: (B, T) prompt ids -> (B, T + new_tokens).
+
+    ``temperature`` 0 means greedy; ``top_k`` keeps the k most likely tokens
+    (Fan et al. 2018) before sampling.
+    """
+    for _ in range(new_tokens):
+        logits = model(idx[:, -context:])[:, -1, :].float()          # (B, V)
+        if temperature <= 0:
+            nxt = logits.argmax(dim=-1, keepdim=True)
+        else:
+            logits = logits / temperature
+            if top_k is not None and top_k < logits.size(-1):
+                kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            probs = torch.softmax(logits, dim=-1)
+            nxt = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx
+
+
+def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float = 0.8,
+               top_k: int | None = 200, seed: int = 0, which: str = "best", device: str = "cpu") -> str:
+    """Text continuing ``prompt`` from checkpoint ``which`` (best, else latest) of ``run_dir``."""
+    from normlab.data.tokenizers import tokenizer_from_state
+    from normlab.model.transformer import TransformerLM
+    from normlab.train import checkpoint
+    from normlab.train.env import pick_device
+    from normlab.train.run import load_run_config
+
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    order = [which] + [n for n in ("best", "latest") if n != which]
+    found = next((c for c in (checkpoint.find(run_dir / "checkpoints" / n) for n in order) if c), None)
+    if found is None:
+        raise UserError(f"{run_dir}: no checkpoint under checkpoints/ (best or latest); train it first")
+    if tokens < 0:
+        raise UserError(f"--tokens={tokens}: must be >= 0")
+    dev = pick_device(device)
+    model = TransformerLM(cfg.model).to(dev)
+    state = checkpoint.load(found, model, restore_rng=False)
+    model.eval()
+    tok = tokenizer_from_state(state["tokenizer"])
+    ids = tok.encode(prompt) if prompt else [0]
+    idx = torch.tensor([ids], dtype=torch.long, device=dev)
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    out = generate(model, idx, tokens, cfg.model.context, temperature, top_k, gen)
+    return tok.decode(out[0].tolist())
