@@ -28,7 +28,7 @@ no-grad forward on the fixed batch trimmed to ``fixed_rows`` sequences, taken af
 update, so all steps are measured on the same inputs. Every number of a step is read back
 to the host in a single transfer. W_0 is the model as it was when the
 object was first built for this run directory; its logits are kept in
-RUN/diagnostics_ref.pt so that a resumed run keeps measuring against the same W_0.
+RUN/diagnostics_ref.safetensors so that a resumed run keeps measuring against the same W_0.
 """
 
 from __future__ import annotations
@@ -185,12 +185,24 @@ class TrainingDiagnostics:
                                                                              "mean_entropy")]) for a in attn]
 
     def _reference(self) -> torch.Tensor:
-        path = self.run_dir / "diagnostics_ref.pt"
+        # safetensors, not pickle: nothing in a run directory can run code when loaded.
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file, save
+
+        from normlab.errors import UserError
+        from normlab.fsutil import atomic_write_bytes
+
+        path = self.run_dir / "diagnostics_ref.safetensors"
         if path.exists():
-            ref = torch.load(path, map_location=self.x.device, weights_only=True)
+            try:
+                ref = load_file(path, device=str(self.x.device))["logits"]
+            except (SafetensorError, KeyError, OSError) as e:
+                # Recomputing would silently measure against W_t instead of W_0.
+                raise UserError(f"{path}: unreadable ({e}); delete it only if you accept that the "
+                                "output-change statistic restarts from the current weights") from None
             if ref.shape[:2] == self.x.shape:
                 return ref
         ref = self._logits()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        torch.save(ref.cpu(), path)
+        atomic_write_bytes(path, save({"logits": ref.detach().cpu().contiguous()}))
         return ref
