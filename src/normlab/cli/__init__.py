@@ -14,6 +14,7 @@ import sys
 from normlab import __version__
 
 COMMANDS = [
+    "normlab.cli.demo_cmd",     # demo (the README's main job)
     "normlab.cli.config_cmd",   # presets, config
     "normlab.cli.train_cmd",    # train, sample
     "normlab.cli.model_cmd",    # placements, norms, inits
