@@ -114,9 +114,12 @@ class TransformerLM(nn.Module):
         if idx.size(1) > self.cfg.context:
             raise UserError(f"{name}: sequence length {idx.size(1)} exceeds model.context="
                             f"{self.cfg.context}; crop the input or raise model.context")
-        # The range check reads values, which would sync a GPU every step; on CUDA an
-        # out-of-range id trips the embedding's device assert instead.
-        if idx.device.type == "cpu" and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.cfg.vocab_size):
+        # The range check reads values, which would sync a GPU every step (on CUDA an
+        # out-of-range id trips the embedding's device assert instead) and break a
+        # torch.compile graph (the compiled caller has checked its inputs already).
+        if torch.compiler.is_compiling() or idx.device.type != "cpu":
+            return
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.cfg.vocab_size):
             raise UserError(f"{name}: token ids must be in [0, model.vocab_size={self.cfg.vocab_size}), "
                             f"got range [{int(idx.min())}, {int(idx.max())}]")
 
