@@ -1,0 +1,103 @@
+"""``normlab study run|status|presets``: grids of runs in a resumable store (docs/studies.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("study", help="run a grid of trainings into a resumable store; show its results")
+    ssub = p.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(p))
+    r = ssub.add_parser("run", help="run (or resume) every unfinished trial of a study")
+    r.add_argument("spec", nargs="?", metavar="SPEC_OR_PRESET",
+                   help="a study TOML file or a preset (see `normlab study presets`); omit to resume --store")
+    r.add_argument("--store", required=True, metavar="DIR", help="the study's directory (created if missing)")
+    r.add_argument("--scale", default="cpu", help="preset size: smoke, cpu (default), gpu; pre-vs-post also seed")
+    r.add_argument("--executor", default="local", help="local (worker processes, default) or ray")
+    r.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="parallel trials (default: one per core / threads-per-run)")
+    r.add_argument("--threads-per-run", type=int, default=1, metavar="T",
+                   help="torch threads per trial (default 1: fastest for small models, see docs)")
+    r.add_argument("--ray-address", default=None, metavar="ADDR", help="existing Ray cluster (default: a local one)")
+    r.add_argument("--lease", type=float, default=60.0, metavar="S",
+                   help="seconds without heartbeat before a running trial is presumed dead and reclaimed")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a base run option, e.g. --set train.device=cuda (repeatable)")
+    r.add_argument("--dry-run", action="store_true", help="validate and list the trials; run nothing")
+    r.set_defaults(func=_run)
+    s = ssub.add_parser("status", help="counts by status and the results table of a store")
+    s.add_argument("store", metavar="DIR")
+    s.set_defaults(func=_status)
+    ps = ssub.add_parser("presets", help="list study presets")
+    ps.set_defaults(func=_presets)
+    p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+
+
+def _load(args: argparse.Namespace):  # -> StudySpec | None
+    from normlab.errors import UserError
+    from normlab.schema import apply_overrides
+    from normlab.study.presets import STUDY_PRESETS, study_preset
+    from normlab.study.spec import load_spec
+
+    if args.spec is None:
+        if args.overrides:
+            raise UserError("--set needs a study file or preset (a store keeps the settings it started with)")
+        return None
+    path = Path(args.spec)
+    if path.suffix == ".toml" or path.exists():
+        spec = load_spec(path)
+    elif args.spec in STUDY_PRESETS:
+        spec = study_preset(args.spec, args.scale)
+    else:
+        from normlab.errors import unknown_name
+
+        e = unknown_name("study", args.spec, STUDY_PRESETS.names())
+        raise UserError(f"{e} (or give a path to a study .toml file)")
+    if args.overrides:
+        import dataclasses
+
+        from normlab.config import RunConfig
+
+        spec = dataclasses.replace(spec, base=apply_overrides(RunConfig, spec.base, args.overrides))
+    return spec
+
+
+def _run(args: argparse.Namespace) -> int:
+    from normlab.study.runner import run_study, status_text
+
+    spec = _load(args)
+    if args.dry_run:
+        from normlab.study.spec import spec_from_dict
+        from normlab.study.store import Store
+
+        if spec is None:
+            spec = spec_from_dict(Store(args.store).spec)
+        trials = spec.trials()
+        print(f"study {spec.name!r}: {len(trials)} trials (scientific: {', '.join(spec.scientific) or '-'}; "
+              f"nuisance: {', '.join(spec.nuisance) or '-'}; seeds {spec.seeds})")
+        for t in trials:
+            print(f"  {t.id}  " + "  ".join(f"{k}={v}" for k, v in t.params.items()))
+        return 0
+    store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
+                      threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease)
+    print(status_text(store))
+    # 1: some trial failed, or workers died and left trials unfinished (rerun to resume them)
+    return 1 if store.counts().get("failed") or store.unfinished() else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from normlab.study.runner import status_text
+    from normlab.study.store import Store
+
+    print(status_text(Store(args.store)))
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from normlab.study.presets import STUDY_PRESETS
+
+    for name, fn in STUDY_PRESETS.items():
+        first = " ".join((fn.__doc__ or "").split())
+        print(f"{name:<16} {first}")
+    return 0

@@ -1,0 +1,164 @@
+"""Study presets: functions ``fn(scale) -> StudySpec`` reproducing published or seed experiments.
+
+``scale`` picks the size: ``smoke`` (seconds, for checking the pipeline), ``cpu`` (the
+default: minutes on a laptop), ``gpu`` (the papers' sizes, nanoGPT's baby GPT), and for
+``pre-vs-post`` also ``seed`` (seed 002's own hyper-parameters). Throughput behind the cpu
+sizes is measured in docs/studies.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from normlab.errors import ConfigError
+from normlab.registry import Registry
+from normlab.study.spec import StudySpec
+
+StudyPreset = Callable[[str], StudySpec]
+STUDY_PRESETS: Registry[StudyPreset] = Registry("study preset", "study")
+SCALES = ("smoke", "cpu", "gpu")
+
+# Model and loop per scale. cpu: d=128, 4 heads, context 64, batch 16 trains at about
+# 7k tokens/s on one core (docs/studies.md), i.e. ~6 steps/s for a 6-block model.
+_MODEL = {
+    "smoke": {"d_model": 32, "n_head": 2, "context": 32},
+    "cpu": {"d_model": 128, "n_head": 4, "context": 64},
+    "gpu": {"d_model": 384, "n_head": 6, "context": 256, "dropout": 0.2},
+}
+_BATCH = {"smoke": 8, "cpu": 16, "gpu": 64}
+
+
+def _base(scale: str, steps: int, *, lr: float, warmup: int = 0, schedule: str = "cosine",
+          n_layer: int = 6, evals: int = 5, **model: Any) -> dict[str, Any]:
+    """Base RunConfig data shared by the presets: one model size per scale."""
+    every = max(1, steps // evals)
+    return {
+        "model": {**_MODEL[scale], "n_layer": n_layer, **model},
+        "optim": {"lr": lr, "min_lr": lr / 10 if schedule != "constant" else lr, "warmup_steps": warmup,
+                  "schedule": schedule},
+        "train": {"steps": steps, "batch_size": _BATCH[scale], "eval_every": every,
+                  "eval_batches": 4 if scale == "smoke" else 10, "log_every": max(1, min(10, steps // 20)),
+                  "checkpoint_every": every},
+    }
+
+
+def _pick(scale: str, table: dict[str, Any], preset: str) -> Any:
+    if scale not in table:
+        raise ConfigError("--scale", scale, f"preset {preset!r} has scales {', '.join(table)}")
+    return table[scale]
+
+
+def _placements(wanted: list[str]) -> list[str]:
+    """``wanted`` minus placements this build does not register (listed in the preset's doc)."""
+    from normlab.model import placements  # noqa: F401  (registers the placement classes)
+    from normlab.model.placement import PLACEMENTS
+
+    return [p for p in wanted if p in PLACEMENTS]
+
+
+@STUDY_PRESETS.register("pre-vs-post")
+def pre_vs_post(scale: str = "cpu") -> StudySpec:
+    """Seed 002's pet project: Post-LN vs Pre-LN, 6 blocks, identical hyper-parameters, with and
+    without warm-up, 3 seeds (REFERENCE claim 15). cpu: d=128, 4 heads, context 64, batch 16,
+    500 steps, lr 1e-3 cosine, warm-up {0, 50}: 12 runs, about 10 min on 2 cores.
+    seed: lr 3e-4 constant, batch 32, 10 epochs (4900 steps), warm-up {0, 490}."""
+    steps, warm = _pick(scale, {"smoke": (20, 5), "cpu": (500, 50), "seed": (4900, 490), "gpu": (5000, 200)},
+                        "pre-vs-post")
+    if scale == "seed":
+        # 10 epochs of the 1.0M training characters at 32 x 64 tokens per step = 4900 steps.
+        base = _base("cpu", steps, lr=3e-4, schedule="constant", evals=20)
+        base["train"]["batch_size"] = 32
+    else:
+        base = _base(scale, steps, lr=1e-3 if scale != "gpu" else 6e-4)
+    return StudySpec(name="pre-vs-post", base=base, seeds=[0] if scale == "smoke" else [0, 1, 2],
+                     axes={"model.placement": ["post", "pre"], "optim.warmup_steps": [0, warm]},
+                     scientific=["model.placement", "optim.warmup_steps"],
+                     description="Seed 002: does Pre-LN converge faster and lower than Post-LN, "
+                                 "and does Post-LN need warm-up? (Xiong et al. 2020)")
+
+
+@STUDY_PRESETS.register("xiong-warmup")
+def xiong_warmup(scale: str = "cpu") -> StudySpec:
+    """Xiong et al. 2020 (On Layer Normalization in the Transformer Architecture): Post/Pre x
+    warm-up {0, short, long} x lr_max {5e-4, 1e-3} (+3e-3 at gpu scale), linear decay; 2 seeds
+    (3 at gpu). cpu: 6 blocks d=128, 400 steps, warm-up {0, 25, 100}: 24 runs."""
+    steps, short, long = _pick(scale, {"smoke": (20, 2, 8), "cpu": (400, 25, 100), "gpu": (5000, 500, 4000)},
+                               "xiong-warmup")
+    lrs = [5e-4, 1e-3, 3e-3] if scale == "gpu" else [5e-4, 1e-3]
+    return StudySpec(name="xiong-warmup", base=_base(scale, steps, lr=1e-3, schedule="linear"),
+                     axes={"model.placement": ["post", "pre"], "optim.warmup_steps": [0, short, long],
+                           "optim.lr": lrs},
+                     seeds=[0] if scale == "smoke" else [0, 1] if scale == "cpu" else [0, 1, 2],
+                     description="REFERENCE claim 7: Post-LN needs warm-up at lr_max 5e-4..1e-3; Pre-LN does not")
+
+
+@STUDY_PRESETS.register("init-gradients")
+def init_gradients(scale: str = "cpu") -> StudySpec:
+    """Xiong et al. 2020 Thm 1 at initialisation, as a study of ``normlab.diagnostics.probe``
+    trials (no training): Post/Pre/Sandwich/DeepNorm x depth {2, 4, 8, 16, 32} x 5 seeds, xavier
+    init, d=128, batch 8. Metric: ||dLoss/dW2|| of the last block; RUN/probe.csv has the rest."""
+    depths = _pick(scale, {"smoke": [2, 4], "cpu": [2, 4, 8, 16, 32], "gpu": [2, 4, 8, 16, 32, 64]},
+                   "init-gradients")
+    base = {"model": {"d_model": 128 if scale != "smoke" else 32, "n_head": 4, "context": 64, "init": "xavier"},
+            "train": {"batch_size": 8, "steps": 1}}
+    return StudySpec(name="init-gradients", base=base, trial="probe", metric="w2_grad_last",
+                     axes={"model.placement": _placements(["post", "pre", "sandwich", "deepnorm"]),
+                           "model.n_layer": depths},
+                     seeds=[0] if scale == "smoke" else [0, 1, 2, 3, 4],
+                     description="REFERENCE claims 1-5: gradient norms at init vs depth")
+
+
+@STUDY_PRESETS.register("lr-sensitivity")
+def lr_sensitivity(scale: str = "cpu") -> StudySpec:
+    """Wortsman et al. 2023 (Small-scale proxies for large-scale Transformer training
+    instabilities): placements x log-spaced lr x qk_norm off/layernorm. cpu: Post/Pre/Sandwich,
+    lr 3e-4..3e-2 (5 values), 6 blocks d=128, 300 steps, warm-up 30, 1 seed: 30 runs."""
+    steps = _pick(scale, {"smoke": 20, "cpu": 300, "gpu": 5000}, "lr-sensitivity")
+    lrs = [1e-3, 1e-2] if scale == "smoke" else [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+    return StudySpec(name="lr-sensitivity", base=_base(scale, steps, lr=1e-3, warmup=max(1, steps // 10)),
+                     axes={"model.placement": _placements(["post", "pre", "sandwich"]), "optim.lr": lrs,
+                           "model.qk_norm": [None, "layernorm"]},
+                     seeds=[0] if scale != "gpu" else [0, 1, 2],
+                     description="REFERENCE claim 10: LR sensitivity and attention-logit growth; QK-norm")
+
+
+@STUDY_PRESETS.register("depth")
+def depth(scale: str = "cpu") -> StudySpec:
+    """Every registered placement at depths 6, 12, 24, 48 with no warm-up (constant lr 1e-3):
+    which train, which diverge (DeepNet, Admin, Mix-LN, LNS claims). cpu: d=64, context 64,
+    batch 16, 200 steps, 1 seed."""
+    from normlab.model import placements  # noqa: F401  (registers the placement classes)
+    from normlab.model.placement import PLACEMENTS
+
+    steps = _pick(scale, {"smoke": 10, "cpu": 200, "gpu": 3000}, "depth")
+    depths = [2, 4] if scale == "smoke" else [6, 12, 24, 48]
+    base = _base(scale, steps, lr=1e-3, schedule="constant")
+    if scale == "cpu":
+        base["model"]["d_model"] = 64
+    return StudySpec(name="depth", base=base,
+                     axes={"model.placement": PLACEMENTS.names(), "model.n_layer": depths},
+                     seeds=[0] if scale != "gpu" else [0, 1, 2],
+                     description="Which placements train at depth without warm-up")
+
+
+@STUDY_PRESETS.register("collapse")
+def collapse(scale: str = "cpu") -> StudySpec:
+    """Representation collapse (Liu et al. 2020; Sun et al. 2025; Xie et al. 2023): Pre vs
+    ResiDual vs LNS vs Sandwich at depth 12 and 24, trained with in-training diagnostics
+    (layer cosine/angular distance in RUN/diagnostics.jsonl). Layer deletion after training is
+    run on the checkpoints by the report. cpu: d=64, 300 steps, 1 seed."""
+    steps = _pick(scale, {"smoke": 10, "cpu": 300, "gpu": 5000}, "collapse")
+    base = _base(scale, steps, lr=1e-3, warmup=max(1, steps // 10))
+    base["train"]["diag_every"] = max(1, steps // 5)
+    if scale == "cpu":
+        base["model"]["d_model"] = 64
+    return StudySpec(name="collapse", base=base,
+                     axes={"model.placement": _placements(["pre", "resi_dual", "lns", "sandwich"]),
+                           "model.n_layer": [2, 4] if scale == "smoke" else [12, 24]},
+                     seeds=[0] if scale != "gpu" else [0, 1, 2],
+                     description="REFERENCE claim 12: do deep layers become similar, and which placements avoid it")
+
+
+def study_preset(name: str, scale: str = "cpu") -> StudySpec:
+    """The StudySpec of preset ``name`` at ``scale``."""
+    return STUDY_PRESETS.get(name, "study")(scale)

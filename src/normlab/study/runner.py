@@ -1,0 +1,75 @@
+"""Run a study end to end: validate the spec, create/reopen the store, hand it to an executor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import ConfigError, UserError
+from normlab.study.spec import StudySpec, spec_from_dict
+from normlab.study.store import Store
+
+
+def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
+    """The store for ``spec`` (validated, created if needed); ``spec=None`` reopens an existing
+    store with the spec it was created with (``normlab study run --store DIR``)."""
+    root = Path(store_root)
+    if spec is None:
+        if not (root / "spec.json").exists():
+            raise UserError(f"--store {root}: no study there yet; name a study file or preset to start one")
+        spec = spec_from_dict(Store(root).spec)
+    trials = spec.trials()  # builds and validates every trial's RunConfig before anything runs
+    return Store.create(root, spec.to_json_data(), trials, spec.runs_dir)
+
+
+def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str = "local",
+              workers: int | None = None, threads: int = 1, address: str | None = None,
+              lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0) -> Store:
+    """Run every unfinished trial of the study in ``store_root``; returns the store.
+
+    Safe to rerun after any crash, and to run twice at once on the same store: trials are
+    claimed in SQLite transactions (see :mod:`normlab.study.store`).
+    """
+    from normlab.study.executors import EXECUTORS, default_workers
+    from normlab.study.worker import WorkerOptions
+
+    run = EXECUTORS.get(executor)
+    if threads < 1:
+        raise ConfigError("--threads-per-run", threads, "must be >= 1")
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", workers, "must be >= 1")
+    if lease_s <= 0:
+        raise ConfigError("--lease", lease_s, "must be > 0 seconds, e.g. 60")
+    store = open_store(spec, store_root)
+    resolved = store.spec
+    beat = heartbeat_s if heartbeat_s is not None else max(0.2, min(5.0, lease_s / 6))
+    opts = WorkerOptions(threads=threads, lease_s=lease_s, heartbeat_s=beat, poll_s=poll_s,
+                         retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")))
+    store.close()
+    run(store.root, opts, workers=workers or default_workers(threads), address=address)
+    return Store(store.root)
+
+
+def status_text(store: Store) -> str:
+    """``normlab study status``: counts by status, the results table, failed trials' errors."""
+    from normlab.study.results import format_results, results
+
+    spec: dict[str, Any] = store.spec
+    trials = store.trials()
+    counts = store.counts()
+    order = ["completed", "diverged", "failed", "running", "interrupted", "pending"]
+    parts = [f"{k} {counts[k]}" for k in order if counts.get(k)]
+    lines = [f"study {spec.get('name')!r} in {store.root}: {len(trials)} trials: " + ", ".join(parts)]
+    missing = [t.id for t in trials if t.status in ("completed", "diverged") and not t.run_dir.is_dir()]
+    if missing:
+        lines.append(f"warning: {len(missing)} finished trials lack their run directory: {', '.join(missing[:5])}")
+    metric = str(spec.get("metric", "best_val_loss"))
+    rows = results(trials, list(spec.get("scientific", [])), list(spec.get("nuisance", [])), metric)
+    lines += ["", format_results(rows, metric)]
+    failed = [t for t in trials if t.status == "failed"]
+    if failed:
+        lines += ["", "failed trials:"]
+        for t in failed:
+            first = (t.error or "").strip().splitlines()[0] if t.error else "?"
+            lines.append(f"  {t.id} {t.params}: {first}")
+    return "\n".join(lines)

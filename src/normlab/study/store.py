@@ -1,0 +1,284 @@
+"""The study store: one directory, one SQLite database that is the truth about every trial.
+
+Layout: ``STORE/spec.json`` (resolved spec), ``STORE/study.sqlite`` (tables ``trials`` and
+``events``), ``STORE/runs/<id>/`` (training run directories). Every state change is one
+``BEGIN IMMEDIATE`` transaction, so concurrent processes serialise on SQLite's write lock:
+
+* claim: pending/interrupted -> running (attempts + 1, worker, heartbeat); a running trial
+  whose lease expired (no heartbeat for ``lease_s``) or whose worker process on this host
+  is gone is reclaimed the same way and resumes from its checkpoint;
+* finish: only the holder of the current attempt may record a result ("fencing"), so a
+  presumed-dead worker that comes back cannot overwrite its successor's result;
+* completed and diverged are final; an exception is retried ``retries`` times, then final
+  ``failed`` with the error text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+
+SCHEMA_VERSION = 1
+FINAL = ("completed", "diverged", "failed")
+CLAIMABLE = ("pending", "interrupted")
+MAX_DEATHS = 3  # a trial whose worker dies this many times more than `retries` is marked failed
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trials (
+    id TEXT PRIMARY KEY, idx INTEGER NOT NULL, params TEXT NOT NULL, config TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0, worker TEXT, started_at REAL, finished_at REAL,
+    heartbeat REAL, error TEXT, summary TEXT, run_dir TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    trial TEXT NOT NULL, attempt INTEGER NOT NULL, event TEXT NOT NULL, worker TEXT,
+    at REAL NOT NULL, detail TEXT);
+"""
+
+
+def worker_id() -> str:
+    """``host:pid`` of this process: unique on a machine, and checkable for liveness."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _worker_dead(worker: str | None) -> bool:
+    """True only when ``worker`` ran on this host and its process is gone."""
+    host, _, pid = (worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass
+class TrialRecord:
+    """One row of the store, for readers (status, reports)."""
+
+    id: str
+    params: dict[str, Any]
+    status: str
+    summary: dict[str, Any] | None
+    run_dir: Path
+    error: str | None
+    attempts: int = 0
+    worker: str | None = None
+
+
+@dataclass
+class Claim:
+    """A trial this worker now holds: run it, then :meth:`Store.finish` with this attempt."""
+
+    id: str
+    attempt: int
+    params: dict[str, Any]
+    config_json: str
+    run_dir: Path
+    previous: str | None = None  # status before the claim (running = reclaimed from a dead worker)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Store:
+    """A study store directory. ``Store(path)`` opens an existing one (readers and workers)."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
+        self.root = Path(path)
+        self.db_path = self.root / "study.sqlite"
+        if not self.db_path.exists() or not (self.root / "spec.json").exists():
+            raise UserError(f"{self.root}: no study store here (create one with "
+                            f"`normlab study run SPEC --store {self.root}`)")
+        self._busy = busy_timeout_s
+        self._conn: sqlite3.Connection | None = None
+        self._check_version(self.conn)
+        self.spec: dict[str, Any] = json.loads((self.root / "spec.json").read_text())
+
+    # -- connection ------------------------------------------------------------------
+    @property
+    def conn(self) -> sqlite3.Connection:
+        # One connection per process: after fork/spawn each worker opens its own.
+        if self._conn is None or getattr(self, "_pid", None) != os.getpid():
+            self._conn = _connect(self.db_path, self._busy)
+            self._pid = os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _check_version(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UserError(f"{self.db_path}: written by a newer normlab (store schema v{version}; this "
+                            f"version reads v{SCHEMA_VERSION}); upgrade normlab to use this store")
+
+    # -- creation --------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, spec: dict[str, Any], trials: list[Any],
+               runs_dir: str = "runs") -> "Store":
+        """Create (or reopen) the store of ``spec`` and insert its trials; idempotent and safe
+        when two processes do it at once. A store holding a different study is refused."""
+        from normlab.fsutil import atomic_write_text
+
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(spec, indent=2, sort_keys=True)
+        spec_path = root / "spec.json"
+        if spec_path.exists():
+            if json.loads(spec_path.read_text()) != json.loads(text):
+                raise UserError(f"{root}: this store holds a different study "
+                                f"({json.loads(spec_path.read_text()).get('name')!r}, or the same one "
+                                "with other settings); pick a new --store, or rerun without a spec to resume it")
+        conn = _connect(root / "study.sqlite", 60.0)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{root / 'study.sqlite'}: written by a newer normlab (store schema "
+                                f"v{version}; this version reads v{SCHEMA_VERSION}); upgrade normlab")
+            conn.execute("BEGIN IMMEDIATE")
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.executemany(
+                "INSERT OR IGNORE INTO trials (id, idx, params, config, run_dir) VALUES (?, ?, ?, ?, ?)",
+                [(t.id, t.index, json.dumps(t.params, sort_keys=True), t.config_json, f"{runs_dir}/{t.id}")
+                 for t in trials])
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.close()
+        if not spec_path.exists():
+            atomic_write_text(spec_path, text)  # last: a store with spec.json is complete
+        return cls(root)
+
+    # -- readers ---------------------------------------------------------------------
+    def trials(self) -> list[TrialRecord]:
+        from normlab.study.spec import safe_relpath
+
+        rows = self.conn.execute("SELECT id, params, status, summary, run_dir, error, attempts, worker "
+                                 "FROM trials ORDER BY idx").fetchall()
+        return [TrialRecord(r[0], json.loads(r[1]), r[2], json.loads(r[3]) if r[3] else None,
+                            self.root / safe_relpath(r[4], f"trials[{r[0]}].run_dir"), r[5], r[6], r[7])
+                for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT status, COUNT(*) FROM trials GROUP BY status").fetchall())
+
+    def events(self, trial: str | None = None) -> list[dict[str, Any]]:
+        q = "SELECT trial, attempt, event, worker, at, detail FROM events"
+        rows = self.conn.execute(q + (" WHERE trial = ?" if trial else "") + " ORDER BY rowid",
+                                 (trial,) if trial else ()).fetchall()
+        keys = ("trial", "attempt", "event", "worker", "at", "detail")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def unfinished(self) -> int:
+        """Trials not yet final (pending, running anywhere, interrupted)."""
+        marks = ",".join("?" * len(FINAL))
+        return self.conn.execute(f"SELECT COUNT(*) FROM trials WHERE status NOT IN ({marks})", FINAL).fetchone()[0]
+
+    # -- writers (each one transaction) ----------------------------------------------
+    def claim(self, worker: str, lease_s: float, retries: int = 1) -> Claim | None:
+        """Take the next runnable trial, or None when nothing is runnable now."""
+        now = time.time()
+        with _immediate(self.conn) as c:
+            rows = c.execute("SELECT id, status, worker, heartbeat, attempts, failures, params, config, run_dir "
+                             "FROM trials WHERE status IN ('pending', 'interrupted', 'running') "
+                             "ORDER BY idx").fetchall()
+            for tid, status, owner, beat, attempts, failures, params, config, run_dir in rows:
+                if status == "running":
+                    if not ((beat or 0) < now - lease_s or _worker_dead(owner)):
+                        continue
+                    deaths = attempts - failures
+                    if deaths > retries + MAX_DEATHS:
+                        c.execute("UPDATE trials SET status='failed', finished_at=?, error=? WHERE id=?",
+                                  (now, f"its worker died {deaths} times (last: {owner})", tid))
+                        _event(c, tid, attempts, "failed", worker, now, f"worker {owner} died")
+                        continue
+                    _event(c, tid, attempts, "lost", owner, now, "lease expired or worker process gone")
+                c.execute("UPDATE trials SET status='running', worker=?, attempts=attempts+1, started_at=?, "
+                          "heartbeat=?, finished_at=NULL WHERE id=?", (worker, now, now, tid))
+                _event(c, tid, attempts + 1, "claim", worker, now, status)
+                from normlab.study.spec import safe_relpath
+
+                return Claim(tid, attempts + 1, json.loads(params), config,
+                             self.root / safe_relpath(run_dir, f"trials[{tid}].run_dir"), previous=status)
+        return None
+
+    def heartbeat(self, ids_attempts: list[tuple[str, int]]) -> None:
+        """Renew the leases of trials this worker runs."""
+        now = time.time()
+        with _immediate(self.conn) as c:
+            c.executemany("UPDATE trials SET heartbeat=? WHERE id=? AND attempts=? AND status='running'",
+                          [(now, tid, a) for tid, a in ids_attempts])
+
+    def finish(self, claim: Claim, worker: str, *, summary: dict[str, Any] | None = None,
+               error: str | None = None, retries: int = 1) -> str | None:
+        """Record the outcome of ``claim``; returns the new status, or None if the lease was lost."""
+        now = time.time()
+        outcome = (summary or {}).get("status") if error is None else "failed"
+        if outcome not in ("completed", "diverged", "interrupted", "failed"):
+            outcome, error = "failed", error or f"trial returned status {outcome!r}"
+        if outcome == "failed" and error is None:
+            error = (summary or {}).get("error") or "the run ended with status 'failed'"
+        with _immediate(self.conn) as c:
+            row = c.execute("SELECT failures FROM trials WHERE id=? AND attempts=? AND status='running' "
+                            "AND worker=?", (claim.id, claim.attempt, worker)).fetchone()
+            if row is None:
+                _event(c, claim.id, claim.attempt, "stale", worker, now, f"result {outcome} dropped: lease lost")
+                return None
+            status, failures = outcome, row[0]
+            if outcome == "failed":
+                failures += 1
+                status = "failed" if failures > retries else "pending"
+            c.execute("UPDATE trials SET status=?, failures=?, finished_at=?, heartbeat=NULL, error=?, "
+                      "summary=COALESCE(?, summary) WHERE id=?",
+                      (status, failures, now, error, json.dumps(summary) if summary else None, claim.id))
+            _event(c, claim.id, claim.attempt, outcome if status != "pending" else "retry", worker, now, error)
+        return status
+
+
+def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
+    # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is taken
+    # before reading what to change (no lost updates between two claimers).
+    conn = sqlite3.connect(path, timeout=busy_s, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if mode.lower() != "wal":
+        raise UserError(f"{path}: SQLite could not use WAL mode (got {mode}); put the store on a local disk")
+    conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL survives process crashes
+    return conn
+
+
+class _immediate:
+    """``with _immediate(conn) as c:`` one write transaction, rolled back on any error."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _event(c: sqlite3.Connection, trial: str, attempt: int, event: str, worker: str | None,
+           at: float, detail: str | None) -> None:
+    c.execute("INSERT INTO events (trial, attempt, event, worker, at, detail) VALUES (?, ?, ?, ?, ?, ?)",
+              (trial, attempt, event, worker, at, detail))

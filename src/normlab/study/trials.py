@@ -1,0 +1,80 @@
+"""What one trial of a study does: a name in ``TRIALS`` or a ``"module:function"`` path.
+
+A trial function is ``fn(cfg: RunConfig, run_dir: Path, *, resume: bool) -> dict``: it
+fills ``run_dir`` (the training run contract) and returns the summary dict, whose
+``status`` is completed, diverged, failed or interrupted. Raising an exception is a
+failure (retried by the store). Workers import the function by name, so it crosses
+process and Ray boundaries without pickling code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from normlab.errors import ConfigError
+from normlab.registry import Registry
+
+if TYPE_CHECKING:
+    from normlab.config import RunConfig
+
+TrialFn = Callable[..., dict[str, Any]]
+TRIALS: Registry[TrialFn] = Registry("trial", "trial")
+
+
+@TRIALS.register("train")
+def train(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Train one model with ``normlab.train.run_training`` (resuming from its checkpoint)."""
+    from normlab.train import run_training
+
+    return run_training(cfg, run_dir, resume=resume, quiet=True)
+
+
+def load_trial(name: str) -> TrialFn:
+    """Resolve a trial name in the worker process."""
+    if ":" not in name:
+        return TRIALS.get(name)
+    mod, _, attr = name.partition(":")
+    try:
+        fn = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError("trial", name, f"cannot import it ({e}); is the module on PYTHONPATH?") from None
+    if not callable(fn):
+        raise ConfigError("trial", name, "is not a function")
+    return fn
+
+
+@TRIALS.register("probe")
+def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Probe one freshly initialised model (``normlab.diagnostics.probe``): gradient and forward
+    statistics at init, no training. Same batch and weights as ``normlab probe`` for that seed,
+    so study trials and probe runs are paired. Writes RUN/probe.csv, config.json, summary.json."""
+    import torch
+
+    from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
+    from normlab.fsutil import atomic_write_json
+    from normlab.model.transformer import TransformerLM
+
+    run_dir = Path(run_dir)
+    tokens, vocab = load_tokens("tinyshakespeare", cfg.data.data_dir)
+    seed, m = cfg.seed, cfg.model
+    gen = torch.Generator().manual_seed(1_000_003 * seed + 17)  # normlab probe's batch for this seed
+    idx, tgt = sample_batch(tokens, vocab, cfg.train.batch_size, m.context, gen)
+    torch.manual_seed(seed)
+    import dataclasses
+
+    model = TransformerLM(dataclasses.replace(m, vocab_size=vocab))
+    rows = [{"placement": str(m.placement), "init": m.init, "n_layer": m.n_layer, "d_model": m.d_model,
+             "seed": seed, "layer": layer, "sublayer": sub, "param": param, "metric": metric, "value": value}
+            for layer, sub, param, metric, value in probe_model(model, idx, tgt, 2, torch.Generator().manual_seed(seed))]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_dir / "config.json", json.loads(cfg.to_json()))
+    write_csv(rows, run_dir / "probe.csv")
+    pick = {(r["layer"], r["param"], r["metric"]): r["value"] for r in rows}
+    summary = {"status": "completed", "steps": 0, "seed": seed, "placement": m.placement,
+               "w2_grad_last": pick.get((m.n_layer, "W_2", "grad_norm")),
+               "loss_at_init": pick.get((0, "loss", "loss")), "best_val_loss": None}
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary

@@ -1,0 +1,52 @@
+"""Study test helpers: fake trials importable from worker processes, tiny real-training specs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+
+
+@pytest.fixture
+def fake_path(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Makes ``fake_trials`` importable here and in spawned workers; returns the trial prefix."""
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(SRC), os.environ.get("PYTHONPATH", "")]))
+    return "fake_trials"
+
+
+TINY_BASE = """
+[base.model]
+n_layer = 2
+d_model = 32
+n_head = 2
+context = 32
+[base.optim]
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 2
+[base.train]
+steps = {steps}
+batch_size = 8
+eval_every = {every}
+eval_batches = 2
+log_every = 2
+checkpoint_every = {ckpt}
+"""
+
+
+def tiny_spec(path: Path, *, name: str = "tiny", steps: int = 12, every: int = 6, ckpt: int = 6,
+              seeds: str = "[0, 1]", axes: str = '"model.placement" = ["post", "pre"]', extra: str = "") -> Path:
+    """Writes a study TOML of tiny real trainings (2 blocks, d=32) and returns its path."""
+    path.write_text(f'name = "{name}"\nseeds = {seeds}\n{extra}\n'
+                    + TINY_BASE.format(steps=steps, every=every, ckpt=ckpt) + f"\n[axes]\n{axes}\n")
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "normlab", *args]

@@ -1,0 +1,42 @@
+"""Cheap trial functions for the store's transactional tests (imported by name in workers).
+
+Each call appends one line ``<trial dir name>`` to STORE/calls.log (O_APPEND: whole lines
+even from concurrent processes), so tests count how often every trial really ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _record(run_dir: Path) -> None:
+    store = run_dir.parent.parent
+    fd = os.open(store / "calls.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{run_dir.name}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def ok(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Completes with a loss computed from lr and seed (hand-checkable)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _record(run_dir)
+    time.sleep(float(os.environ.get("NORMLAB_FAKE_SLEEP", "0")))
+    status = "diverged" if cfg.optim.lr >= 0.1 else "completed"
+    summary = {"status": status, "best_val_loss": 1.0 + 10 * cfg.optim.lr + 0.01 * cfg.seed}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    return summary
+
+
+def flaky(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Raises for n_layer == 3, otherwise like :func:`ok`."""
+    if cfg.model.n_layer == 3:
+        _record(Path(run_dir))
+        raise RuntimeError("boom: this trial always fails")
+    return ok(cfg, run_dir, resume=resume)

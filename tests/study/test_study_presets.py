@@ -1,0 +1,77 @@
+"""Presets build valid grids at every scale; the CLI lists them and reports a store."""
+
+from __future__ import annotations
+
+import pytest
+
+from normlab.errors import ConfigError
+from normlab.study.presets import STUDY_PRESETS, study_preset
+
+NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "depth", "collapse"]
+
+
+def test_every_preset_builds_valid_trials_at_every_scale() -> None:
+    assert STUDY_PRESETS.names() == NAMES
+    for name in NAMES:
+        for scale in ("smoke", "cpu", "gpu"):
+            spec = study_preset(name, scale)
+            trials = spec.trials()  # every RunConfig built and validated
+            assert len(trials) == len(spec.points()) * len(spec.seeds) >= 2
+
+
+def test_pre_vs_post_sizes_match_the_docs() -> None:
+    import json
+
+    cpu = study_preset("pre-vs-post")
+    assert len(cpu.trials()) == 12 and cpu.seeds == [0, 1, 2]
+    cfg = json.loads(cpu.trials()[0].config_json)
+    assert (cfg["model"]["n_layer"], cfg["model"]["d_model"], cfg["model"]["context"]) == (6, 128, 64)
+    assert (cfg["train"]["batch_size"], cfg["train"]["steps"], cfg["optim"]["lr"]) == (16, 500, 1e-3)
+    seed = json.loads(study_preset("pre-vs-post", "seed").trials()[0].config_json)
+    # seed 002: lr 3e-4, batch 32, 10 epochs of ~1.0M training chars at 32 x 64 tokens per step
+    assert (seed["optim"]["lr"], seed["train"]["batch_size"], seed["optim"]["schedule"]) == (3e-4, 32, "constant")
+    assert seed["train"]["steps"] == 4900 and abs(10 * 1003854 / (32 * 64) - 4900) < 5
+    with pytest.raises(ConfigError, match="--scale.*smoke, cpu, seed, gpu"):
+        study_preset("pre-vs-post", "huge")
+    with pytest.raises(ConfigError, match="--scale"):
+        study_preset("depth", "seed")
+
+
+def test_cli_presets_dry_run_and_status(tmp_path, capsys, fake_path) -> None:
+    from normlab.cli import main
+
+    assert main(["study", "presets"]) == 0
+    out = capsys.readouterr().out
+    assert all(n in out for n in NAMES)
+    assert main(["study", "run", "pre-vs-post", "--scale", "smoke", "--store", str(tmp_path / "d"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "4 trials" in out and out.count("model.placement=") == 4 and not (tmp_path / "d").exists()
+    assert main(["study", "run", "nonesuch", "--store", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown name" in err and "pre-vs-post" in err and ".toml" in err
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'name = "c"\ntrial = "{fake_path}:flaky"\nretries = 0\nseeds = [0]\n'
+                    '[axes]\n"model.n_layer" = [2, 3]\n')
+    assert main(["study", "run", str(spec), "--store", str(tmp_path / "s"), "--workers", "1"]) == 1  # one failed
+    capsys.readouterr()
+    assert main(["study", "status", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "2 trials: completed 1, failed 1" in out and "boom" in out
+    assert main(["study", "status", str(tmp_path / "nowhere")]) == 2
+
+
+def test_probe_trials_reproduce_normlab_probe_for_the_same_seed(tmp_path, data_dir) -> None:
+    from normlab.diagnostics.probe import ProbeConfig, run_probe
+    from normlab.study.runner import run_study
+
+    spec = study_preset("init-gradients", "smoke")
+    store = run_study(spec, tmp_path / "s", workers=1)
+    trials = {(t.params["model.placement"], t.params["model.n_layer"]): t for t in store.trials()}
+    assert len(trials) == 8 and {t.status for t in trials.values()} == {"completed"}
+    rows = run_probe(ProbeConfig(placements=["post", "pre"], depths=[4], d_model=32, n_head=4, context=64,
+                                 seeds=1, batch_size=8, init="xavier"), str(data_dir))
+    for p in ("post", "pre"):
+        want = next(r["value"] for r in rows if r["placement"] == p and r["param"] == "W_2"
+                    and r["layer"] == 4 and r["metric"] == "grad_norm")
+        assert trials[(p, 4)].summary["w2_grad_last"] == pytest.approx(want, rel=1e-6)
+        assert (trials[(p, 4)].run_dir / "probe.csv").is_file()
