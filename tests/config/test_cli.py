@@ -79,3 +79,11 @@ def test_config_explain_documents_every_field(capsys):
     assert main(["config", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "model.placement" in out and "optim.warmup_steps" in out
+
+
+def test_closed_pipe_is_not_an_error():
+    """`normlab placements | head -1` must not print a BrokenPipe traceback."""
+    r = subprocess.run(f"{sys.executable} -m normlab placements | head -1", shell=True,
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.startswith("name")
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr

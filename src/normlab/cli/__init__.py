@@ -57,3 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("normlab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `normlab ... | head` closed our stdout: not an error. Point stdout at devnull so
+        # the interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
