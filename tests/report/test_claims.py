@@ -35,7 +35,8 @@ def test_quick_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         assert {"statement", "source", "experiment", "quantity", "rule"} <= r.keys()
     s001 = recs["seed001-lower-layers"]
     assert s001["verdict"] == NOT_SUPPORTED, s001["summary"]
-    assert s001["numbers"]["median_spearman"] > 0  # the measured trend: rising toward the output
+    assert s001["numbers"]["spearman_at_L"] > 0.7  # the measured trend: rising toward the output
+    assert "0.7" in s001["rule"] and "issue 5" in recs["xiong-thm1"]["rule"]  # rules from the source, stated
     assert recs["seed001-rms"]["verdict"] == NOT_SUPPORTED
     assert recs["deepnorm-constants"]["verdict"] == "supported"
     html = (tmp_path / "index.html").read_text()

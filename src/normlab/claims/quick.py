@@ -16,84 +16,80 @@ PROBE = ("probe at init: post, pre, deepnorm; xavier init; d=128, d_ff=128, 4 he
          "L in {2,4,8,16,32}; batch 8 x 64 chars of Tiny Shakespeare; seeds 0..S-1")
 
 
-def _spear(q: QuickData, p: str) -> dict[int, float]:
-    """Spearman(layer, seed-mean ||dLoss/dW2_l||) per depth L >= 4 (Xiong et al. 2020, Fig. 3)."""
-    from normlab.diagnostics.stats import spearman
-
-    return {L: spearman(q.layers(p, L, "grad_norm", "ffn", "W_2"),
-                        np.nanmean(q.values(p, L, "grad_norm", "ffn", "W_2"), 0))
-            for L in q.probe["depths"] if L >= 4}
+def _block_spear(q: QuickData, p: str) -> dict[int, float]:
+    """Spearman(layer, seed-mean block gradient norm) per depth L >= 4 (the probe's grad_spearman,
+    issue 5: every parameter of the block, not only W2)."""
+    return {int(L): float(v) for L, v in q.fits["grad_spearman"].get(p, {}).items() if v is not None and int(L) >= 4}
 
 
-def _w2(q: QuickData, p: str, L: int) -> np.ndarray:
-    return np.nanmean(q.values(p, L, "grad_norm", "ffn", "W_2"), 0)
+def _ref_depth(q: QuickData) -> int:
+    """L = 16, the depth issue 5's direction thresholds were stated at (else the largest below it)."""
+    ds = [L for L in q.probe["depths"] if L <= 16]
+    return max(ds) if ds else max(q.probe["depths"])
 
 
 @claim(id="xiong-thm1", quick=True, source="Xiong et al. 2020, Theorem 1",
        statement="The gradient of the last layer's W2 has Frobenius norm O(d sqrt(ln d)) for Post-LN, "
                  "independent of L, and O(d sqrt(ln d / L)) for Pre-LN.",
        experiment=PROBE, quantity="||dLoss/dW2_L||_F against L: log-log slope (pooled over seeds) and Post/Pre ratio",
-       rule="supported if |slope_post| < 0.25, slope_pre < -0.25 (falls with L; theory -0.5) and the Post/Pre "
-            "ratio grows with L (log-log slope > 0.2); not supported if slope_post < -0.25 or slope_pre > -0.1")
+       rule="issue 5's thresholds (theory: slopes 0 and -0.5): supported if slope_pre < -0.15, slope_post - "
+            "slope_pre > 0.3 and the Post/Pre ratio at the largest L is > 3x the one at the smallest; not "
+            "supported if slope_pre >= 0 or slope_post - slope_pre <= 0 (no depth effect, or reversed)")
 def xiong_thm1(q: QuickData) -> Verdict:
     sp, sr = q.fits["w2_slope"]["post"], q.fits["w2_slope"]["pre"]
     ratio = q.fits["ratio_to_pre"]["post"]
     Ls = sorted(int(k) for k in ratio)
-    rs = float(np.polyfit(np.log(Ls), np.log([ratio[k] if k in ratio else ratio[str(k)] for k in Ls]), 1)[0])
-    yes = abs(sp["slope"]) < 0.25 and sr["slope"] < -0.25 and rs > 0.2
-    no = sp["slope"] < -0.25 or sr["slope"] > -0.1
-    rtxt = ", ".join(f"L{L}: {ratio.get(L, ratio.get(str(L))):.2f}" for L in Ls)
+    r = [ratio[k] if k in ratio else ratio[str(k)] for k in Ls]
+    gap = sp["slope"] - sr["slope"]
+    yes = sr["slope"] < -0.15 and gap > 0.3 and r[-1] > 3 * r[0]
+    no = sr["slope"] >= 0 or gap <= 0
+    rtxt = ", ".join(f"L{L}: {v:.2f}" for L, v in zip(Ls, r))
     return Verdict(three_way(yes, no),
                    f"slope post {sp['slope']:+.2f} ± {sp['stderr']:.2f}, pre {sr['slope']:+.2f} ± {sr['stderr']:.2f} "
-                   f"(theory 0 and -0.5); Post/Pre ratio {rtxt} (ratio slope {rs:+.2f})",
-                   {"slope_post": sp, "slope_pre": sr, "ratio_post_pre": ratio, "ratio_loglog_slope": rs},
+                   f"(theory 0 and -0.5; post - pre {gap:+.2f}); Post/Pre ratio {rtxt}",
+                   {"slope_post": sp, "slope_pre": sr, "slope_gap": gap, "ratio_post_pre": ratio},
                    f"± = stderr of the slope over {q.seeds} seeds x {len(Ls)} depths", "xiong_w2_depth")
 
 
 @claim(id="xiong-direction", quick=True, source="REFERENCE.md claim 3 (Xiong et al. 2020, Fig. 3)",
        statement="At init the Post-LN gradient norm rises with layer index (largest next to the output); "
                  "Pre-LN is much flatter.",
-       experiment=PROBE, quantity="Spearman(layer index, ||dLoss/dW2_l||_F) per depth L >= 4; "
-                                  "max/min of that norm over layers at the largest L",
-       rule="supported if the median Spearman for post is > 0.3 and post's max/min ratio exceeds pre's; "
-            "not supported if the median Spearman for post is < -0.3")
+       experiment=PROBE, quantity="Spearman(layer index, seed-mean gradient norm of the whole block) at L = 16 "
+                                  "(issue 5); reported for every L >= 4",
+       rule="issue 5's threshold: supported if post's Spearman at L=16 > 0.7; not supported if it is < -0.7 "
+            "(falls toward the output); otherwise inconclusive")
 def xiong_direction(q: QuickData) -> Verdict:
-    sp, sr = _spear(q, "post"), _spear(q, "pre")
-    med = float(np.median(list(sp.values())))
-    L = max(q.probe["depths"])
-    spread = {p: float(np.nanmax(g) / np.nanmin(g)) for p in ("post", "pre") for g in [_w2(q, p, L)]}
-    yes, no = med > 0.3 and spread["post"] > spread["pre"], med < -0.3
-    return Verdict(three_way(yes, no),
-                   f"post Spearman by L: {_fmt(sp)} (median {med:+.2f}); pre: {_fmt(sr)}; "
-                   f"max/min over layers at L={L}: post {spread['post']:.2f}, pre {spread['pre']:.2f}",
-                   {"spearman_post": sp, "spearman_pre": sr, "max_over_min": spread},
+    sp, sr = _block_spear(q, "post"), _block_spear(q, "pre")
+    L = _ref_depth(q)
+    rho = sp.get(L, float("nan"))
+    return Verdict(three_way(rho > 0.7, rho < -0.7),
+                   f"post Spearman at L={L}: {rho:+.2f} (all L: {_fmt(sp)}); pre: {_fmt(sr)}",
+                   {"spearman_post": sp, "spearman_pre": sr, "L": L},
                    f"Spearman of the seed-mean profile over {q.seeds} seeds", "grad_per_layer")
 
 
 @claim(id="seed001-lower-layers", quick=True, source="seed 001 (Korean paper summary of Xiong et al. 2020)",
        statement="In Post-LN at the start of training lower layers get much larger gradients than upper "
                  "layers: dL/dx_l = O(L - l + 1) dL/dx_L.",
-       experiment=PROBE, quantity="per-layer parameter gradient ||dLoss/dW2_l||_F of post (the quantity of the "
-       "figure the seed cites): Spearman(layer, norm) and norm(layer 1)/norm(layer L), medians over L >= 4; "
-       "the stream gradient ||dLoss/dx_l|| is reported alongside",
-       rule="supported if the median ratio is >= 2 ('much larger') and the median Spearman < -0.3; not "
-            "supported if the median ratio is < 1.5 and the median Spearman > 0 (no much larger lower-layer "
-            "gradients; the trend rises toward the output)")
+       experiment=PROBE, quantity="Spearman(layer index, seed-mean block gradient norm of post) at L = 16 "
+       "(issue 5) and the block gradient of layer 1 over layer L; the stream gradient ||dLoss/dx_l|| alongside",
+       rule="issue 5's threshold on the same statistic as xiong-direction: supported if post's Spearman at L=16 "
+            "< -0.7 (lower layers larger); not supported if it is > 0.7 (rises toward the output)")
 def seed001_lower_layers(q: QuickData) -> Verdict:
-    sp = _spear(q, "post")
-    med = float(np.median(list(sp.values())))
-    Ls = [L for L in q.probe["depths"] if L >= 4]
-    ratio = {L: float(_w2(q, "post", L)[0] / _w2(q, "post", L)[-1]) for L in Ls}
-    mr = float(np.median(list(ratio.values())))
-    xs = {L: np.nanmean(q.values("post", L, "grad_norm", "stream", "x"), 0) for L in Ls}
-    xr = {L: float(v[0] / v[-1]) for L, v in xs.items()}
-    v = three_way(mr >= 2 and med < -0.3, mr < 1.5 and med > 0)
-    return Verdict(v, f"measured layer trend of post's W2 gradient: Spearman {_fmt(sp)} (median {med:+.2f}); "
-                      f"layer 1 / layer L {_fmt(ratio)} (median {mr:.2f}): gradients "
-                      f"{'rise' if med > 0 else 'fall'} toward the output. Stream gradient ||dL/dx_0||/||dL/dx_L||: "
-                      f"{_fmt(xr)} (seed formula: L+1)",
-                   {"spearman_post": sp, "median_spearman": med, "first_over_last": ratio,
-                    "median_first_over_last": mr, "stream_grad_first_over_last": xr},
+    sp = _block_spear(q, "post")
+    L = _ref_depth(q)
+    rho = sp.get(L, float("nan"))
+    Ls = [x for x in q.probe["depths"] if x >= 4]
+    blk = {x: np.nanmean(q.values("post", x, "grad_norm", "block"), 0) for x in Ls}
+    ratio = {x: float(v[0] / v[-1]) for x, v in blk.items()}
+    xs = {x: np.nanmean(q.values("post", x, "grad_norm", "stream", "x"), 0) for x in Ls}
+    xr = {x: float(v[0] / v[-1]) for x, v in xs.items()}
+    return Verdict(three_way(rho < -0.7, rho > 0.7),
+                   f"measured layer trend of post's block gradient: Spearman at L={L} {rho:+.2f} (all L: {_fmt(sp)}); "
+                   f"layer 1 / layer L {_fmt(ratio)}: gradients {'rise' if rho > 0 else 'fall'} toward the output. "
+                   f"Stream gradient ||dL/dx_0||/||dL/dx_L||: {_fmt(xr)} (seed formula: L+1)",
+                   {"spearman_post": sp, "spearman_at_L": rho, "L": L, "first_over_last": ratio,
+                    "stream_grad_first_over_last": xr},
                    f"seed mean over {q.seeds} seeds", "grad_per_layer")
 
 

@@ -17,6 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", metavar="ID", action="append", default=[],
                    help="run just this claim id (repeatable; see the table for ids)")
     p.add_argument("--seeds", type=int, default=5, help="seeds averaged per measurement (default 5)")
+    p.add_argument("--scale", default="cpu", choices=["smoke", "cpu", "gpu"],
+                   help="size of the training studies without --quick (default cpu; smoke = seconds, for tests)")
+    p.add_argument("--workers", type=int, default=None, help="parallel training processes (default 1)")
     p.set_defaults(func=_claims)
 
 
@@ -34,7 +37,8 @@ def _claims(args: argparse.Namespace) -> int:
     from normlab.claims import run_claims
     from normlab.claims.output import print_table
 
-    results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds)
+    results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds,
+                          scale=args.scale, workers=args.workers)
     print_table(results)
     print(f"\nwrote {Path(args.out) / 'claims.json'} and {Path(args.out) / 'index.html'}")
     return 0

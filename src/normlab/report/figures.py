@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from normlab.report.style import band, color, figure, spans_decades
+from normlab.report.style import band, color, figure, legend, spans_decades
 
 Series = tuple[np.ndarray, np.ndarray]  # x (N,), ys (S, N)
 
@@ -48,8 +48,7 @@ def curves(groups: Mapping[str, Series], xlabel: str, ylabel: str, title: str,
     if logx:
         ax.set_xscale("log")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
-    if groups:
-        ax.legend()
+    legend(ax)
     return fig
 
 
@@ -99,7 +98,7 @@ def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str) -> tupl
 
 
 def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], label: str, title: str,
-            xlabel: str = "training step") -> Any:
+            xlabel: str = "training step", ylabel: str = "layer") -> Any:
     """A per-layer statistic (rows = layers, bottom = layer 1) against step; log colours if needed."""
     from matplotlib.colors import LogNorm
 
@@ -112,7 +111,7 @@ def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], labe
     ax.set_xticks(ticks, [f"{xs[i]:g}" for i in ticks])
     ax.set_yticks(range(len(layers)), [str(v) for v in layers])
     ax.grid(False)
-    ax.set(xlabel=xlabel, ylabel="layer", title=title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     fig.colorbar(im, ax=ax, label=label)
     return fig
 

@@ -73,7 +73,7 @@ def analyse_checkpoint(run_dir: Any, batch_size: int = 8) -> dict[str, Any] | No
     model = load_model(ck)
     model.eval()
     corpus = load_corpus(cfg.data)
-    val = torch.as_tensor(np.asarray(corpus.val), dtype=torch.long)
+    val = torch.as_tensor(np.array(corpus.val), dtype=torch.long)  # a copy: corpus arrays may be read-only
     T = min(cfg.model.context, 128)
     g = torch.Generator().manual_seed(0)  # the same validation windows for every run
     starts = torch.randint(0, val.numel() - T - 1, (batch_size,), generator=g)

@@ -69,6 +69,9 @@ def diag_matrices(rows: list[dict[str, Any]]) -> dict[str, tuple[list[float], li
             elif isinstance(v, (int, float)) and (m := _LAYER_KEY.match(k)):
                 stat = (m["pre"] + m["post"]).strip("/_.") or "value"
                 table[stat][int(m["n"])][float(step)] = float(v)
+    # diagnostics.jsonl list lengths (normlab.diagnostics.training): L per block, L + 1 per stream
+    # x_0..x_L, L + 2 per parameter group [embeddings, blocks 1..L, final norm/head]
+    n_block = max((len(by) for k, by in table.items() if k in ("cos", "angle")), default=None)
     out = {}
     for stat, by_layer in table.items():
         layers = sorted(by_layer)
@@ -76,8 +79,23 @@ def diag_matrices(rows: list[dict[str, Any]]) -> dict[str, tuple[list[float], li
         if len(layers) < 2 or len(steps) < 2:
             continue
         m = np.array([[by_layer[lv].get(s, np.nan) for s in steps] for lv in layers])
-        out[stat] = (steps, layers, m)
+        names: list[Any] = layers
+        if n_block is not None and len(layers) == n_block + 2:
+            names = ["emb", *range(1, n_block + 1), "head"]
+        elif n_block is not None and len(layers) == n_block + 1:
+            names = [f"x{i}" for i in range(n_block + 1)]
+        out[stat] = (steps, names, m)
     return out
+
+
+# colour-bar label and row axis of each diagnostics statistic
+DIAG_LABELS = {
+    "grad_norm": ("||grad||_F per group", "parameter group"), "update_ratio": ("||ΔW|| / ||W||", "parameter group"),
+    "rms": ("RMS of x_l", "stream x_l"), "max_abs": ("max |x_l|", "stream x_l"),
+    "cos": ("cos(block input, output)", "block"), "angle": ("arccos(cos)/π", "block"),
+    "attn_max_logit": ("max |q·k|/√d_head", "block"), "attn_min_entropy": ("min entropy (nats)", "block"),
+    "attn_mean_entropy": ("mean entropy (nats)", "block"),
+}
 
 
 def run_page(path: str | Path) -> Path:
@@ -95,7 +113,9 @@ def run_page(path: str | Path) -> Path:
         page.heading("Per-layer statistics during training", "heatmaps")
         for stat, (steps, layers, m) in mats.items():
             safe = re.sub(r"[^A-Za-z0-9_]+", "_", stat)
-            page.figure(F.heatmap(m, steps, layers, stat, f"{stat} per layer against step"), f"heat_{safe}",
+            label, rows = DIAG_LABELS.get(stat, (stat, "layer"))
+            page.figure(F.heatmap(m, steps, layers, label, f"{stat} per layer against step", ylabel=rows),
+                        f"heat_{safe}",
                         f"{stat} per layer (rows) against training step (columns), from diagnostics.jsonl.")
     layer_section(page, run.path)
     page.heading("Configuration", "config")

@@ -30,11 +30,21 @@ def group_label(params: dict[str, Any]) -> str:
     return " ".join(parts) or "all"
 
 
+def _natural(label: str) -> list[tuple[int, float, str]]:
+    """Sort key splitting 'post warmup_steps=100' into words and numbers."""
+    import re
+
+    return [(0, float(x), "") if re.fullmatch(r"[-+]?\d*\.?\d+(e[-+]?\d+)?", x) else (1, 0.0, x)
+            for x in re.split(r"[ =]", label)]
+
+
 def build(study: StudyData) -> Any:
     page = Page(f"normlab study report: {study.spec.get('name', study.path.name)}", study.path / "report")
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in study.trials:
         groups[group_label(t.params)].append(t)
+    # placement first, then numeric axis values in numeric order (warm-up 0 before 50 before 100)
+    groups = defaultdict(list, sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     page.heading("Summary", "summary")
     rows = []
     for label, ts in groups.items():

@@ -2,7 +2,8 @@
 labelled axes, and ``save`` writing PNG + SVG side by side.
 
 Colours are keyed by placement name so that "post" is the same colour in every figure
-of every page; unknown names take the next colour of a fixed cycle.
+of every page; unknown names take the next colour of a fixed cycle. In multi-trial figures
+the rest of a label ("post warmup_steps=50": the other scientific axes) sets the line style.
 """
 
 from __future__ import annotations
@@ -47,6 +48,36 @@ def color(name: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliber
     return _seen[name]
 
 
+LINESTYLES = ["-", "--", ":", "-."]
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """('post', 'warmup_steps=50') from 'post warmup_steps=50': the placement picks the colour,
+    the rest (the other scientific axes) picks the line style."""
+    head, _, rest = label.partition(" ")
+    head = head.rstrip(":")
+    return (head, rest) if head in PLACEMENT_COLORS else (label, "")
+
+
+def linestyle(rest: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliberate memo
+    """Line style of the non-placement part of a label: '' is solid; others take the next style
+    in first-seen order, stable for the whole process (so every figure of a page agrees)."""
+    if not rest:
+        return "-"
+    if rest not in _seen:
+        _seen[rest] = LINESTYLES[len(_seen) % len(LINESTYLES)]
+    return _seen[rest]
+
+
+def legend(ax: Any) -> None:
+    """Legend beside the axes when there are more than three entries (never over the data)."""
+    n = len(ax.get_legend_handles_labels()[1])
+    if n > 3:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    elif n:
+        ax.legend()
+
+
 def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.0) -> tuple[Any, Any]:
     """A new (fig, axes) in the lab style; axes is a flat array when there are several."""
     p = plt()
@@ -71,7 +102,9 @@ def band(ax: Any, x: np.ndarray, ys: np.ndarray, label: str, c: str | None = Non
     """
     ys = np.atleast_2d(np.asarray(ys, dtype=float))
     mean = np.nanmean(ys, axis=0)
-    (line,) = ax.plot(x, mean, label=label, color=c or color(label), **kw)
+    head, rest = split_label(label)
+    kw.setdefault("linestyle", linestyle(rest))
+    (line,) = ax.plot(x, mean, label=label, color=c or color(head), **kw)
     if ys.shape[0] > 1:
         if kind == "std":
             sd = np.nanstd(ys, axis=0)
