@@ -72,10 +72,11 @@ def write_store(d: Path, placements=("post", "pre"), lrs=(1e-3, 3e-3), warmups=(
     d.mkdir(parents=True, exist_ok=True)
     (d / "spec.json").write_text(json.dumps({"name": "pre-vs-post", "scientific": ["model.placement"],
                                              "nuisance": ["optim.lr", "optim.warmup_steps", "seed"]}))
+    from normlab.study.store import _SCHEMA, SCHEMA_VERSION
+
     con = sqlite3.connect(d / "study.sqlite")
-    con.execute("CREATE TABLE trials (id TEXT PRIMARY KEY, params TEXT, config TEXT, status TEXT, attempts INT,"
-                " worker TEXT, started_at REAL, finished_at REAL, heartbeat REAL, error TEXT, summary TEXT,"
-                " run_dir TEXT)")
+    con.executescript(_SCHEMA)  # the store's own schema: the report reads through normlab.study.store
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     i = 0
     for pl in placements:
         for lr in lrs:
@@ -86,8 +87,9 @@ def write_store(d: Path, placements=("post", "pre"), lrs=(1e-3, 3e-3), warmups=(
                     div = pl == "post" and lr == max(lrs) and wu == 0
                     run = write_run(d / "runs" / tid, pl, s, lr, wu, diverged=div)
                     params = {"model.placement": pl, "optim.lr": lr, "optim.warmup_steps": wu, "seed": s}
-                    con.execute("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (
-                        tid, json.dumps(params), (run / "config.json").read_text(),
+                    con.execute("INSERT INTO trials (id, idx, params, config, status, attempts, worker, started_at,"
+                                " finished_at, heartbeat, error, summary, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                        tid, i, json.dumps(params), (run / "config.json").read_text(),
                         "diverged" if div else "completed", 1, "w0", 0.0, 1.0, 1.0, None,
                         (run / "summary.json").read_text(), f"runs/{tid}"))
     con.commit()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,27 +43,10 @@ def _json(path: Path, default: Any = None) -> Any:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """JSON lines; a torn last line (a run killed mid-write) is ignored."""
-    try:
-        from normlab.fsutil import read_jsonl as shared
+    """JSON lines of ``path`` ([] when absent); a torn last line (a killed run) is ignored."""
+    from normlab.fsutil import read_jsonl as shared
 
-        return shared(path) if path.is_file() else []
-    except ImportError:
-        pass
-    if not path.is_file():
-        return []
-    rows = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break
-            raise UserError(f"{path}:{i + 1}: not valid JSON") from None
-    return rows
+    return shared(path) if path.is_file() else []
 
 
 @dataclass
@@ -139,43 +121,19 @@ def load_probe(path: str | Path) -> ProbeData:
 
 
 @dataclass
-class Trial:
-    id: str
-    params: dict[str, Any]
-    status: str
-    summary: dict[str, Any] | None
-    run_dir: Path
-    error: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class StudyData:
     path: Path
     spec: dict[str, Any]
-    trials: list[Trial]
+    trials: list[Any]  # normlab.study.store.TrialRecord
 
 
 def load_study(path: str | Path) -> StudyData:
-    """A study store. Reads study.sqlite directly (read-only) so a report works while
-    workers still run; the ``trials`` table is the study engineer's contract."""
-    p = Path(path)
-    spec = _json(p / "spec.json", {}) or {}
-    uri = f"file:{(p / 'study.sqlite').resolve()}?mode=ro"
+    """A study store, read through the store's own reader (safe while workers still run:
+    SQLite in WAL mode lets readers see the last committed state)."""
+    from normlab.study.store import Store
+
+    store = Store(path)
     try:
-        con = sqlite3.connect(uri, uri=True, timeout=30)
-        con.row_factory = sqlite3.Row
-        rows = con.execute("SELECT * FROM trials ORDER BY id").fetchall()
-        con.close()
-    except sqlite3.Error as e:
-        raise UserError(f"{p / 'study.sqlite'}: cannot read the trials table ({e})") from None
-    trials = []
-    for r in rows:
-        keys = r.keys()
-        trials.append(Trial(
-            id=r["id"], params=json.loads(r["params"] or "{}"), status=r["status"],
-            summary=json.loads(r["summary"]) if r["summary"] else None,
-            run_dir=p / (r["run_dir"] or f"runs/{r['id']}"),
-            error=r["error"] if "error" in keys else None,
-            config=json.loads(r["config"]) if "config" in keys and r["config"] else {}))
-    return StudyData(p, spec, trials)
+        return StudyData(store.root, store.spec, store.trials())
+    finally:
+        store.close()

@@ -11,8 +11,9 @@ import numpy as np
 
 from normlab.report import figures as F
 from normlab.report.html import Page
-from normlab.report.load import RunData, StudyData, Trial, load_run
+from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.pages import curve_figures, mean_std
+from normlab.study.store import TrialRecord as Trial
 
 
 def _find(params: dict[str, Any], suffix: str) -> Any:
@@ -69,7 +70,7 @@ def build(study: StudyData) -> Any:
     page.text("Resolved study spec (spec.json):")
     page.pre(json.dumps(study.spec, indent=2, sort_keys=True, default=str))
     for label, ts in groups.items():
-        cfg = ts[0].config or (runs[label][0].config if label in runs else {})
+        cfg = runs[label][0].config if label in runs else {}
         if cfg:
             page.text(f"RunConfig of '{label}' (seed {_find(ts[0].params, 'seed')}):")
             page.pre(json.dumps(cfg, indent=2, sort_keys=True))
