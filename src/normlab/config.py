@@ -55,6 +55,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise UserError(f"--config {p}: no such file") from None
+    except UnicodeDecodeError as e:  # tomllib decodes bytes itself and lets this through
+        raise UserError(f"--config {p}: not UTF-8 text (byte {e.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"--config {p}: not valid TOML ({e})") from None
 

@@ -13,6 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from normlab.errors import UserError
+
+
+class CorruptFileError(UserError, ValueError):
+    """A file normlab wrote is damaged beyond the torn last line a kill can leave (one CLI line, exit 2)."""
+
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via temp file + fsync + rename."""
@@ -71,7 +77,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
             # Only the last line may be torn (no trailing newline was written yet).
             if i == len(lines) - 1:
                 break
-            raise ValueError(f"{p}: line {i + 1} is not valid JSON") from None
+            raise CorruptFileError(f"{p}: line {i + 1} is not valid JSON") from None
     return out
 
 

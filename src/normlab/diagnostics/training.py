@@ -206,3 +206,44 @@ class TrainingDiagnostics:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, save({"logits": ref.detach().cpu().contiguous()}))
         return ref
+
+
+def first_nonfinite(model: nn.Module, forward_backward: Any, step: int) -> dict[str, Any] | None:
+    """Run one training step's ``forward_backward()`` with capture hooks; name the first
+    place a non-finite value appears, in the order the computation visits it.
+
+    Forward: the embedding output, then per block l the attention branch, the FFN branch
+    and the block output (``blocks.l.attn``, ``blocks.l.ffn``, ``blocks.l``), then the loss
+    (``head``). If the forward is finite, backward: the parameter whose gradient turned
+    non-finite, searched from the output end (where backprop starts) towards the input,
+    since a bad gradient propagates from its source to everything before it.
+    Returns ``{"step", "stage": "forward"|"backward", "where"}`` or None if the step is
+    clean on replay (e.g. a non-deterministic kernel on a GPU).
+    """
+    from normlab.model.capture import capture
+
+    def bad(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and not bool(torch.isfinite(t).all())
+
+    model.zero_grad(set_to_none=True)
+    with capture(model, norms=False) as cap:
+        loss, _ = forward_backward()  # (mean CE of the step, log Z)
+        L = len(model.blocks)
+        n = len(cap.block_in) // max(L, 1)  # blocks are entered once per micro-batch
+        for mb in range(n):
+            order: list[tuple[str, Any]] = [("embed", cap.block_in[mb * L])]
+            for layer in range(L):
+                order += [(f"blocks.{layer}.attn", None), (f"blocks.{layer}.ffn", None),
+                          (f"blocks.{layer}", cap.block_out[mb * L + layer])]
+            for where, t in order:
+                if t is None:  # branch outputs are kept per layer (last micro-batch wins)
+                    layer, kind = int(where.split(".")[1]), where.split(".")[2]
+                    t = cap.branch_out.get((layer, kind))
+                if bad(t):
+                    return {"step": step, "stage": "forward", "where": where}
+        if bad(loss):
+            return {"step": step, "stage": "forward", "where": "head"}
+    for name, p in reversed(list(model.named_parameters())):
+        if bad(p.grad):
+            return {"step": step, "stage": "backward", "where": name}
+    return None

@@ -27,6 +27,27 @@ def _replace_atomically(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+def _data_sha256(path: Path) -> tuple[str, dict]:
+    """(sha256 of the tensor bytes after the header, the header's ``__metadata__``)."""
+    import hashlib
+    import struct
+
+    with open(path, "rb") as fh:
+        raw = fh.read(8)
+        n = struct.unpack("<Q", raw)[0] if len(raw) == 8 else -1
+        size = os.fstat(fh.fileno()).st_size
+        if n < 2 or 8 + n > size:
+            raise UserError(f"{path}: not a safetensors file (bad header length; truncated?)")
+        try:
+            meta = json.loads(fh.read(n)).get("__metadata__") or {}
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            raise UserError(f"{path}: corrupt safetensors header") from None
+        h = hashlib.sha256()
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest(), meta
+
+
 def save_model(model: "TransformerLM", dir: str | Path) -> Path:
     """Write ``dir/model.safetensors`` and ``dir/model_config.json``; returns ``dir``.
 
@@ -39,7 +60,11 @@ def save_model(model: "TransformerLM", dir: str | Path) -> Path:
     out = Path(dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (WEIGHTS + ".tmp")
-    st_save(model, str(tmp), metadata={"format": "pt", "normlab": "TransformerLM"})
+    meta = {"format": "pt", "normlab": "TransformerLM"}
+    st_save(model, str(tmp), metadata=meta)
+    # safetensors checks structure, not content: a flipped bit in the data loads silently.
+    # The data section does not depend on the header, so its hash can go in the header.
+    st_save(model, str(tmp), metadata={**meta, "sha256": _data_sha256(tmp)[0]})
     _replace_atomically(tmp, out / WEIGHTS)
     tmp = out / (CONFIG + ".tmp")
     tmp.write_text(json.dumps(to_dict(model.cfg), indent=2, sort_keys=True) + "\n")
@@ -74,6 +99,9 @@ def load_model(dir: str | Path, device: str = "cpu") -> "TransformerLM":
     path = Path(dir) / WEIGHTS
     if not path.exists():
         raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?")
+    digest, meta = _data_sha256(path)
+    if "sha256" in meta and meta["sha256"] != digest:  # files from other tools carry no hash
+        raise UserError(f"{path}: tensor data does not match its sha256 (corrupted file)")
     try:
         missing, unexpected = st_load(model, str(path), strict=True, device=device)
     except (SafetensorError, RuntimeError) as e:

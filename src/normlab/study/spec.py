@@ -242,6 +242,8 @@ def load_spec(path: str | Path) -> StudySpec:
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise UserError(f"{p}: no such study file") from None
+    except UnicodeDecodeError as e:  # tomllib decodes bytes itself and lets this through
+        raise UserError(f"{p}: not UTF-8 text (byte {e.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{p}: not valid TOML ({e})") from None
     return spec_from_dict(data)

@@ -6,14 +6,19 @@ A checkpoint is a directory ``RUN/checkpoints/<name>/`` holding
   optimizer.safetensors  AdamW moments and step counters, flattened ``"<param>.<key>"``
   rng.safetensors        torch CPU (and CUDA) generator states, for dropout
   state.json             loop counters, accumulators, optimizer param groups, tokenizer
+  model_config.json      the ModelConfig, so the folder is also a ``normlab.model.io`` model dir
+  manifest.json          byte size and sha256 of each file above, written last
 
 It is written to ``<name>.tmp/`` and swapped in by renames, so a kill at any moment
 leaves a complete ``<name>/`` or, during the two-rename window, a complete ``<name>.old/``
-that :func:`find` falls back to.
+that :func:`find` falls back to. The manifest makes "complete" checkable: a checkpoint whose
+files do not match it (truncated by a full disk, a bit flipped, a file swapped in by hand)
+is never loaded, and files it does not list (say a planted ``optimizer.pt``) are never read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from normlab.errors import UserError
 from normlab.fsutil import atomic_write_json
 from normlab.train.optim import flatten_state, unflatten_state
 
@@ -43,13 +49,33 @@ def _fsync_dir(path: Path) -> None:
 def save(folder: Path, model: nn.Module, state: dict[str, Any],
          optimizer: torch.optim.Optimizer | None = None) -> None:
     """Write a complete checkpoint to ``folder`` atomically (see the module docstring)."""
-    from safetensors.torch import save_file, save_model
+    from safetensors import SafetensorError
 
     folder = Path(folder)
-    tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
+    tmp = folder.with_name(folder.name + ".tmp")
+    try:
+        _save(folder, tmp, model, state, optimizer)
+    except (OSError, SafetensorError) as e:  # safetensors reports ENOSPC as SafetensorError
+        # Disk full or read-only: the previous checkpoint is untouched (only tmp was being
+        # written); drop the partial copy to give the space back, and say so in one line.
+        shutil.rmtree(tmp, ignore_errors=True)
+        why = (e.strerror if isinstance(e, OSError) else None) or str(e)
+        raise UserError(f"cannot write checkpoint {folder}: {why}; the previous "
+                        "checkpoint is intact (free space or fix permissions, then --resume)") from e
+
+
+def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
+          optimizer: torch.optim.Optimizer | None) -> None:
+    from safetensors.torch import save_file, save_model
+
+    old = folder.with_name(folder.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
+    if hasattr(model, "cfg"):  # also a model dir for normlab.model.io.load_model (report, analyze)
+        from normlab.schema import to_dict
+
+        atomic_write_json(tmp / "model_config.json", to_dict(model.cfg))
     meta = dict(state)
     if optimizer is not None:
         tensors, opt_meta = flatten_state(optimizer)
@@ -61,6 +87,7 @@ def save(folder: Path, model: nn.Module, state: dict[str, Any],
             rng[f"cuda{i}"] = s
     save_file(rng, str(tmp / "rng.safetensors"))
     atomic_write_json(tmp / "state.json", meta)
+    atomic_write_json(tmp / MANIFEST, {"files": {f.name: _digest(f) for f in sorted(tmp.iterdir())}})
     for f in tmp.iterdir():  # data on disk before the rename makes it visible
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
@@ -73,11 +100,50 @@ def save(folder: Path, model: nn.Module, state: dict[str, Any],
     shutil.rmtree(old, ignore_errors=True)
 
 
+MANIFEST = "manifest.json"
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def problem(folder: Path) -> str | None:
+    """Why ``folder`` is not a complete, intact checkpoint (None when it is).
+
+    Sizes are compared before hashes so a truncated file is named cheaply.
+    """
+    folder = Path(folder)
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except FileNotFoundError:
+        return f"{folder}: no {MANIFEST} (checkpoint incomplete or not written by normlab)"
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        return f"{folder}/{MANIFEST}: unreadable ({type(e).__name__})"
+    for name in ("model.safetensors", "state.json"):
+        if name not in files:
+            return f"{folder}/{MANIFEST}: does not list {name}"
+    for name, want in files.items():
+        f = folder / name
+        if "/" in name or "\\" in name or name.startswith("."):
+            return f"{folder}/{MANIFEST}: bad file name {name!r}"
+        if not f.is_file():
+            return f"{f}: missing"
+        if f.stat().st_size != want.get("bytes"):
+            return f"{f}: {f.stat().st_size} bytes, manifest says {want.get('bytes')} (truncated?)"
+        if _digest(f)["sha256"] != want.get("sha256"):
+            return f"{f}: sha256 differs from {MANIFEST} (corrupted)"
+    return None
+
+
 def find(folder: Path) -> Path | None:
-    """The complete checkpoint at ``folder``, or its ``.old`` twin after an interrupted swap."""
+    """The intact checkpoint at ``folder``, or its ``.old`` twin after an interrupted swap."""
     folder = Path(folder)
     for cand in (folder, folder.with_name(folder.name + ".old")):
-        if (cand / "state.json").is_file() and (cand / "model.safetensors").is_file():
+        if cand.is_dir() and problem(cand) is None:
             return cand
     return None
 
@@ -92,12 +158,16 @@ def load(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None
     from safetensors.torch import load_file, load_model
 
     folder = Path(folder)
+    bad = problem(folder)
+    if bad is not None:  # never load a torn or tampered checkpoint
+        raise UserError(f"checkpoint not loadable: {bad}")
     state = read_state(folder)
+    listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]  # only verified files
     load_model(model, str(folder / "model.safetensors"))
-    if optimizer is not None and (folder / "optimizer.safetensors").is_file():
+    if optimizer is not None and "optimizer.safetensors" in listed:
         tensors = load_file(str(folder / "optimizer.safetensors"))
         optimizer.load_state_dict(unflatten_state(tensors, state["optimizer"]))
-    if restore_rng and (folder / "rng.safetensors").is_file():
+    if restore_rng and "rng.safetensors" in listed:
         rng = load_file(str(folder / "rng.safetensors"))
         torch.set_rng_state(rng["cpu"])
         cuda = [rng[k] for k in sorted(rng) if k.startswith("cuda")]

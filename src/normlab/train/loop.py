@@ -60,6 +60,7 @@ class Trainer:
         self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if cfg.train.dtype == "bfloat16"
                          else contextlib.nullcontext())
         self.interrupted = False
+        self.first_nonfinite: dict[str, Any] | None = None  # set by _localise on divergence
         self.diag = None
         if cfg.train.diag_every > 0 and dist.main:
             from normlab.diagnostics.training import TrainingDiagnostics
@@ -130,6 +131,57 @@ class Trainer:
             if self.diag is not None:
                 self.diag.close()
 
+    def _forward_backward(self, s: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """All micro-batches of step ``s`` (0-based): gradients accumulated, returns (mean CE, log Z)."""
+        t = self.cfg.train
+        step_loss = torch.zeros((), device=self.device)
+        log_z = None
+        for m in range(t.grad_accum):
+            x, y = self._batch(s, m)
+            sync_ctx = (self.fwd.no_sync() if self.dist.enabled and m < t.grad_accum - 1
+                        and hasattr(self.fwd, "no_sync") else contextlib.nullcontext())
+            with sync_ctx:
+                obj, ce, log_z = self._loss(x, y)
+                (obj / t.grad_accum).backward()
+            step_loss += ce.detach().float() / t.grad_accum
+        return step_loss, log_z
+
+    def _localise(self, bad_step: int) -> dict[str, Any] | None:
+        """Where the first non-finite value of step ``bad_step`` appeared (diverged path only).
+
+        Normal steps pay nothing for this: the weights of step ``bad_step - 1`` are rebuilt
+        by replaying from the latest checkpoint (always older than the bad step, since a
+        checkpoint is written only after a divergence check) or from the seeded init, and
+        only the bad step is run with capture hooks. Batches and dropout are keyed by step
+        and restored RNG, so the replay sees what the run saw.
+        """
+        from normlab.diagnostics.training import first_nonfinite
+        from normlab.model.transformer import TransformerLM
+
+        ckpt = checkpoint.find(self.run_dir / "checkpoints" / "latest")
+        start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
+        if ckpt is not None and start < bad_step:
+            checkpoint.load(ckpt, self.model, self.opt)
+        else:  # the seeded init of run_training, then a fresh optimizer
+            start = 0
+            torch.manual_seed(self.cfg.seed)
+            self.model.load_state_dict(TransformerLM(self.cfg.model).state_dict())
+            self.opt.state.clear()
+        o, t = self.cfg.optim, self.cfg.train
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.model.train()
+        for s in range(start, bad_step):
+            lr = lr_at(o.schedule, s, o.lr, o.warmup_steps, t.steps, o.min_lr)
+            for g in self.opt.param_groups:
+                g["lr"] = lr
+            if s < bad_step - 1:
+                self._forward_backward(s)
+                torch.nn.utils.clip_grad_norm_(params, o.grad_clip if o.grad_clip > 0 else math.inf)
+                self.opt.step()
+                self.opt.zero_grad(set_to_none=True)
+                self.model.after_step()
+        return first_nonfinite(self.model, lambda: self._forward_backward(bad_step - 1), step=bad_step)
+
     def _run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
         from tqdm import tqdm
 
@@ -154,16 +206,7 @@ class Trainer:
             diag_on = self.diag is not None and self.diag.active(s1)
             if diag_on:
                 self.diag.before_forward(s1)
-            step_loss = torch.zeros((), device=dev)
-            log_z = None
-            for m in range(t.grad_accum):
-                x, y = self._batch(s, m)
-                sync_ctx = (self.fwd.no_sync() if self.dist.enabled and m < t.grad_accum - 1
-                            and hasattr(self.fwd, "no_sync") else contextlib.nullcontext())
-                with sync_ctx:
-                    obj, ce, log_z = self._loss(x, y)
-                    (obj / t.grad_accum).backward()
-                step_loss += ce.detach().float() / t.grad_accum
+            step_loss, log_z = self._forward_backward(s)
             grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
             if diag_on:
                 self.diag.after_backward(s1)
@@ -171,7 +214,9 @@ class Trainer:
             self.opt.zero_grad(set_to_none=True)
             self.model.after_step()
             loss_acc += step_loss
-            bad = ~torch.isfinite(step_loss) | (step_loss > t.diverge_loss)
+            # A non-finite gradient with a finite loss is divergence at this step too (the
+            # update has just poisoned the weights); checked on the device, no host sync.
+            bad = ~torch.isfinite(step_loss) | ~torch.isfinite(grad_norm) | (step_loss > t.diverge_loss)
             first_bad = torch.where(bad & (first_bad < 0), torch.full_like(first_bad, s1), first_bad)
             st.step, st.loss_n = s1, st.loss_n + 1
             steps_since += 1
@@ -191,6 +236,8 @@ class Trainer:
                 status, diverged_at = "diverged", int(first_bad)
                 self._log(s1, tokens_per_step, {"train/loss": _finite(float(loss_acc) / st.loss_n), "lr": lr,
                                                 "grad_norm": _finite(float(grad_norm)), "diverged": True})
+                if self.diag is not None and not self.dist.enabled:
+                    self.first_nonfinite = self._localise(diverged_at)
                 break
             if diag_on:
                 self.diag.after_step(s1, {"train/loss": float(step_loss), "lr": lr, "grad_norm": float(grad_norm)})

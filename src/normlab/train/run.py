@@ -7,6 +7,7 @@ created or rewritten. Only rank 0 writes files under DDP.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -93,6 +94,12 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     # ---- from here on RUN is ours ----
     st = LoopState()
     ckpt = checkpoint.find(run_dir / "checkpoints" / "latest") if resume else None
+    if resume and ckpt is None and (run_dir / "checkpoints" / "latest").exists() and dist.main:
+        # A damaged checkpoint is never loaded; starting over reproduces the same metrics.
+        import sys
+
+        print(f"normlab: warning: {checkpoint.problem(run_dir / 'checkpoints' / 'latest')}; "
+              "restarting the run from step 0", file=sys.stderr)
     env = environment(device, cfg.seed, dist)
     if dist.main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -114,10 +121,16 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     try:
         status, st, diverged_at = trainer.run(st)
         summary = _summary(status, st, diverged_at, cfg, model)
+        if trainer.first_nonfinite is not None:  # diagnostics on: where the NaN/inf began
+            summary["first_nonfinite"] = trainer.first_nonfinite
     except BaseException as e:
         summary = _summary("failed", st, None, cfg, model, error=f"{type(e).__name__}: {e}")
         if dist.main:
-            atomic_write_json(run_dir / "summary.json", summary)
+            with contextlib.suppress(OSError):  # the disk may be what failed; keep the first error
+                atomic_write_json(run_dir / "summary.json", summary)
+        if isinstance(e, OSError):  # a log write hit a full or read-only disk: one clear line
+            raise UserError(f"cannot write under {run_dir}: {e.strerror or e} ({e.filename}); the last "
+                            "checkpoint is intact (free space or fix permissions, then --resume)") from e
         raise
     finally:
         for lg in loggers:
