@@ -1,0 +1,17 @@
+"""Shared by the benchmark scripts: the tiny run config (nanoGPT's CPU recipe shape)."""
+
+from __future__ import annotations
+
+from normlab.config import RunConfig
+from normlab.presets import PRESETS
+
+
+def tiny_run(steps: int, seed: int = 1337, lr: float = 1e-3, warmup: int = 100, dtype: str = "float32") -> RunConfig:
+    """nanogpt-cpu shape (4L, d=128, ctx 64, batch 12), ``steps`` long, CPU, no checkpoints mid-run."""
+    cfg = PRESETS.get("nanogpt-cpu")()
+    cfg.seed = seed
+    cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_steps = lr, lr / 10, min(warmup, steps // 2)
+    t = cfg.train
+    t.steps, t.eval_every, t.eval_batches, t.log_every, t.checkpoint_every = steps, steps, 10, 10, 0
+    t.device, t.dtype = "cpu", dtype
+    return RunConfig.from_json(cfg.to_json())  # re-validated as a whole

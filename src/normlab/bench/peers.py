@@ -1,0 +1,123 @@
+"""Peers at identical shapes: normlab, x-transformers and Hugging Face GPT-2, by name.
+
+Each factory returns ``(model, loss_fn)`` where ``loss_fn(x, y)`` is the mean next-token
+cross-entropy, or raises ``PeerMissing`` when its library is not installed (the bench
+then prints a note and skips it). Shapes follow the size table; every peer is a Pre-LN
+decoder with learned positions, GELU FFN of width 4d, tied embeddings and no dropout,
+so parameter counts agree to about 1% (the bench prints them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normlab.registry import Registry
+
+
+@dataclass(frozen=True)
+class Size:
+    """One benchmark shape: layers, width, heads, context, batch (sequences per step)."""
+
+    n_layer: int
+    d_model: int
+    n_head: int
+    context: int
+    batch: int
+    vocab: int = 65  # Tiny Shakespeare characters
+
+
+SIZES: Registry[Size] = Registry("size", "--sizes")
+SIZES.add("tiny", Size(4, 128, 4, 64, 12))     # nanoGPT's CPU recipe
+SIZES.add("baby", Size(6, 384, 6, 256, 8))     # nanoGPT's shakespeare_char, smaller batch
+SIZES.add("deep", Size(24, 128, 4, 128, 16))   # many small layers: per-op overhead dominates
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+PeerFn = Callable[[Size], tuple[nn.Module, LossFn]]
+PEERS: Registry[PeerFn] = Registry("peer", "--peers")
+GROUPS = {"normlab": ["normlab", "normlab-fused"], "xtransformers": ["xt-pre", "xt-sandwich"],
+          "hf-gpt2": ["hf-gpt2"]}
+
+
+class PeerMissing(Exception):
+    """The peer's library is not installed."""
+
+
+def _ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+
+
+def _normlab(s: Size) -> nn.Module:
+    from normlab.model.config import ModelConfig
+    from normlab.model.transformer import TransformerLM
+
+    return TransformerLM(ModelConfig(vocab_size=s.vocab, context=s.context, n_layer=s.n_layer,
+                                     d_model=s.d_model, n_head=s.n_head, placement="pre", dropout=0.0))
+
+
+@PEERS.register("normlab")
+def normlab(s: Size) -> tuple[nn.Module, LossFn]:
+    """normlab's TransformerLM, placement pre (GPT-2 layout)."""
+    m = _normlab(s)
+    return m, lambda x, y: m(x, y)[1]
+
+
+@PEERS.register("normlab-fused")
+def normlab_fused(s: Size) -> tuple[nn.Module, LossFn]:
+    """The same model with AdamW(fused=True) (the bench reads ``model.bench_fused``)."""
+    m, fn = normlab(s)
+    m.bench_fused = True
+    return m, fn
+
+
+def _xt(s: Size, **kw: object) -> tuple[nn.Module, LossFn]:
+    try:
+        from x_transformers import Decoder, TransformerWrapper
+    except ImportError as e:
+        raise PeerMissing("pip install x-transformers") from e
+    m = TransformerWrapper(num_tokens=s.vocab, max_seq_len=s.context, tie_embedding=True,
+                           attn_layers=Decoder(dim=s.d_model, depth=s.n_layer, heads=s.n_head,
+                                               attn_dim_head=s.d_model // s.n_head,
+                                               attn_flash=True, **kw))
+    return m, lambda x, y: _ce(m(x), y)
+
+
+@PEERS.register("xt-pre")
+def xt_pre(s: Size) -> tuple[nn.Module, LossFn]:
+    """x-transformers Decoder, pre_norm (its default)."""
+    return _xt(s)
+
+
+@PEERS.register("xt-sandwich")
+def xt_sandwich(s: Size) -> tuple[nn.Module, LossFn]:
+    """x-transformers Decoder, sandwich_norm=True (CogView's Sandwich-LN)."""
+    return _xt(s, sandwich_norm=True)
+
+
+@PEERS.register("hf-gpt2")
+def hf_gpt2(s: Size) -> tuple[nn.Module, LossFn]:
+    """transformers' GPT2LMHeadModel built from a GPT2Config (never downloaded), SDPA attention."""
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError as e:
+        raise PeerMissing("pip install transformers") from e
+    cfg = GPT2Config(vocab_size=s.vocab, n_positions=s.context, n_embd=s.d_model, n_layer=s.n_layer,
+                     n_head=s.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+                     bos_token_id=None, eos_token_id=None)
+    cfg._attn_implementation = "sdpa"  # torch's fused attention, as normlab uses
+    m = GPT2LMHeadModel(cfg)
+    return m, lambda x, y: _ce(m(input_ids=x).logits, y)
+
+
+def expand(names: list[str]) -> list[str]:
+    """Peer groups (normlab, xtransformers, hf-gpt2) to their variants; single variants pass."""
+    out: list[str] = []
+    for n in names:
+        for v in GROUPS.get(n, [n]):
+            PEERS.get(v)
+            out.append(v)
+    return list(dict.fromkeys(out))

@@ -1,0 +1,92 @@
+"""The whole comparison: every size x peer in one process, printed as a table with ratios.
+
+Targets (issue 8) printed next to the numbers: normlab >= 1.3x the fastest peer at tiny,
+>= 1.0x at baby (and MFU >= 85% of the measured float32 peak), >= 1.2x at deep.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from normlab.bench.harness import Result, matmul_peak, run_peer
+from normlab.bench.peers import SIZES, expand
+
+TARGETS = {"tiny": 1.3, "baby": 1.0, "deep": 1.2}
+MFU_TARGET = {"baby": 0.85}
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    return {"torch": torch.__version__, "python": platform.python_version(), "cpu": platform.processor(),
+            "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: str = "float32",
+              repeats: int = 5, window: int = 10, warmup: int = 5, out: Path | None = None,
+              echo: Any = print) -> dict[str, Any]:
+    """Measure, print and return {"machine", "peak_gflops", "results", "notes", "verdicts"}."""
+    dev = torch.device(device)
+    variants = expand(peers)
+    for s in sizes:
+        SIZES.get(s)
+    peaks = {"float32": matmul_peak(torch.float32, dev), "bfloat16": matmul_peak(torch.bfloat16, dev)}
+    info = machine()
+    echo(f"machine: {json.dumps(info)}")
+    echo(f"matmul peak 2048^3: float32 {peaks['float32']:.1f} GFLOP/s, bfloat16 {peaks['bfloat16']:.1f} GFLOP/s")
+    echo("FLOPs/step = 6*N*B*T + 12*L*d*T*B*T (N = matmul parameters); MFU vs the peak of the dtype")
+    echo(f"windows: {repeats} x {window} steps after {warmup} warm-up steps; AdamW; {dtype}; {device}")
+    results: list[Result] = []
+    notes: list[str] = []
+    verdicts: list[str] = []
+    for size in sizes:
+        s = SIZES.get(size)
+        echo(f"\n== {size}: {s.n_layer}L d={s.d_model} heads={s.n_head} ctx={s.context} batch={s.batch}")
+        echo(f"{'peer':<14}{'params':>10}{'tok/s':>10}{'min-max':>18}{'GFLOP/s':>9}{'MFU':>7}"
+             f"{'RSS MiB':>9}{'ratio':>7}")
+        rows: list[Result] = []
+        for p in variants:
+            r = run_peer(p, size, s, dev, dtype=dtype, warmup=warmup, repeats=repeats, window=window,
+                         peak=peaks[dtype])
+            if isinstance(r, str):
+                notes.append(r)
+                echo(f"  note: {r}")
+                continue
+            rows.append(r)
+        best = max((r.tokens_per_s for r in rows), default=0.0)
+        for r in rows:
+            echo(f"{r.peer:<14}{r.params:>10}{r.tokens_per_s:>10.0f}{f'{r.tps_min:.0f}-{r.tps_max:.0f}':>18}"
+                 f"{r.gflops:>9.1f}{r.mfu:>7.0%}{r.peak_rss_mib:>9.0f}{r.tokens_per_s / best:>7.2f}")
+        results += rows
+        verdicts += _verdicts(size, rows)
+    for v in verdicts:
+        echo(v)
+    report = {"machine": info, "device": device, "dtype": dtype, "peak_gflops": peaks,
+              "results": [r.row() for r in results], "notes": notes, "verdicts": verdicts}
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def _verdicts(size: str, rows: list[Result]) -> list[str]:
+    """normlab's best variant vs the fastest non-normlab peer, against the issue's targets."""
+    ours = [r for r in rows if r.peer.startswith("normlab")]
+    theirs = [r for r in rows if not r.peer.startswith("normlab")]
+    if not ours or not theirs:
+        return [f"{size}: no ratio (need normlab and at least one peer)"]
+    a, b = max(ours, key=lambda r: r.tokens_per_s), max(theirs, key=lambda r: r.tokens_per_s)
+    ratio = a.tokens_per_s / b.tokens_per_s
+    out = [f"{size}: {a.peer} / fastest peer {b.peer} = {ratio:.2f}x (target >= {TARGETS.get(size, 1.0)}x: "
+           f"{'met' if ratio >= TARGETS.get(size, 1.0) else 'MISSED'}); params {a.params} vs {b.params} "
+           f"({abs(a.params / b.params - 1):.1%} apart)"]
+    if size in MFU_TARGET:
+        ok = a.mfu >= MFU_TARGET[size]
+        out.append(f"{size}: MFU {a.mfu:.0%} (target >= {MFU_TARGET[size]:.0%}: {'met' if ok else 'MISSED'})")
+    return out
