@@ -48,8 +48,8 @@ def _probe(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from normlab.diagnostics.fits import format_summary, summarize
-    from normlab.diagnostics.io import atomic_write_text
     from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
+    from normlab.fsutil import atomic_write_text
     from normlab.schema import to_dict
 
     cfg = ProbeConfig(placements=args.placements, depths=args.depths, d_model=args.d_model, n_head=args.n_head,

@@ -106,8 +106,8 @@ def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 
 
     from normlab.data import load_corpus
     from normlab.data.batches import val_batches
-    from normlab.diagnostics.io import atomic_write_text
     from normlab.diagnostics.probe import COLUMNS
+    from normlab.fsutil import atomic_write_text
 
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_corpus(cfg.data)

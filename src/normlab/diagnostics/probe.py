@@ -207,7 +207,7 @@ def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     import csv
     import io
 
-    from normlab.diagnostics.io import atomic_write_text
+    from normlab.fsutil import atomic_write_text
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")

@@ -46,7 +46,7 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     the first logged ``val/loss`` at step 0, else the first ``train/loss``, else ln(vocab).
     """
     from normlab.config import RunConfig
-    from normlab.diagnostics.io import read_jsonl
+    from normlab.fsutil import read_jsonl
 
     run = Path(run_dir)
     try:

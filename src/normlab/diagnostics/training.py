@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from normlab.diagnostics.io import append_jsonl
+from normlab.fsutil import append_jsonl
 from normlab.model.capture import main_stream
 
 

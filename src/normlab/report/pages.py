@@ -127,17 +127,24 @@ def run_page(path: str | Path) -> Path:
 
 
 def layer_section(page: Page, run_dir: Path) -> None:
-    from normlab.report.layers import analyse_checkpoint
+    """Layer similarity and deletion from RUN/analysis/analysis.json (``normlab analyze``),
+    which is computed first when absent; skipped with a note when it cannot be (no
+    checkpoint, corpus not available)."""
+    from normlab.diagnostics.analyze import analyze_run
+    from normlab.errors import UserError
 
-    res = analyse_checkpoint(run_dir)
-    if res is None:
+    path = run_dir / "analysis" / "analysis.json"
+    try:
+        res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else analyze_run(run_dir)
+    except (UserError, json.JSONDecodeError) as e:
+        page.text(f"Layer similarity and deletion skipped: {e}", "muted")
         return
     page.heading("Layer similarity and deletion (checkpoint, validation text)", "layers")
-    page.figure(F.similarity_matrix(res["distance"]), "layer_similarity",
-                "Angular distance arccos(cos)/π between layer outputs, mean over tokens.")
-    delta = [v - res["full_loss"] for v in res["deleted"]]
+    page.figure(F.similarity_matrix(np.asarray(res["angular_distance"])), "layer_similarity",
+                "Angular distance arccos(cos)/π between the stream states x_0..x_L, mean over tokens.")
+    delta = [v - res["val_loss"] for v in res["deletion_loss"]]
     page.figure(F.deletion_bars(range(1, len(delta) + 1), delta), "layer_deletion",
-                f"Validation loss increase when one block is skipped (full model: {res['full_loss']:.4f}).")
+                f"Validation loss increase when one block is skipped (full model: {res['val_loss']:.4f}).")
 
 
 def probe_page(path: str | Path) -> Path:
