@@ -72,7 +72,7 @@ class TrainingDiagnostics:
         self.group = torch.tensor(group, dtype=torch.long)
         self.n_groups = self.L + 2
         self._hooks: list[Any] = []
-        self._stream: dict[int, list[torch.Tensor]] = {}
+        self._stream: dict[int, torch.Tensor] = {}  # x_0..x_L of the fixed batch
         self._grad: torch.Tensor | None = None
         self._attn: list[torch.Tensor] = []
         self._snapshot: list[torch.Tensor] | None = None
@@ -103,12 +103,8 @@ class TrainingDiagnostics:
             upd = self._group_norms(diffs)
             parts["update_ratio"] = upd / self._group_norms([p.detach() for p in self.params]).clamp_min(1e-30)
         logits = self._logits(record=True)  # fills self._stream and self._attn
-        if self._stream:
-            cols = list(zip(*[self._stream[i] for i in range(self.L)]))  # per-block (rms_in, ...)
-            rms_in, max_in, rms_out, max_out, cos, ang = (torch.stack(c) for c in cols)
-            parts["rms"] = torch.cat([rms_in[:1], rms_out])
-            parts["max_abs"] = torch.cat([max_in[:1], max_out])
-            parts["cos"], parts["angle"] = cos, ang
+        if len(self._stream) == self.L + 1:
+            parts.update(self._stream_stats([self._stream[i] for i in range(self.L + 1)]))
         if self._attn:
             a = torch.stack(self._attn)  # (L, 3)
             parts["attn_max_logit"], parts["attn_min_entropy"], parts["attn_mean_entropy"] = a.unbind(1)
@@ -146,16 +142,25 @@ class TrainingDiagnostics:
         return sq.sqrt()
 
     def _block_hook(self, i: int):
+        """Keep the main stream entering block 0 (as x_0) and leaving block i (as x_{i+1})."""
         def hook(_m: nn.Module, args: tuple, out: Any) -> None:
-            if i in self._stream:
+            if i + 1 in self._stream:
                 return  # keep the first micro-batch only
-            with torch.no_grad():
-                a, b = main_stream(args[0]).detach().float(), main_stream(out).detach().float()
-                c = torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12)
-                self._stream[i] = [a.pow(2).mean().sqrt(), a.abs().amax(), b.pow(2).mean().sqrt(),
-                                   b.abs().amax(), c.mean(), (torch.arccos(c.clamp(-1, 1)) / math.pi).mean()]
+            if i == 0:
+                self._stream[0] = main_stream(args[0]).detach()
+            self._stream[i + 1] = main_stream(out).detach()
 
         return hook
+
+    @staticmethod
+    def _stream_stats(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """RMS and max |x| of x_0..x_L, cosine and angular distance of consecutive states:
+        a handful of batched ops over the stacked states, not a few per block (they run at
+        every diagnostic step, and per-op overhead dominates for small models)."""
+        xs = torch.stack(states).float()                                      # (L+1, B, T, d)
+        c = torch.nn.functional.cosine_similarity(xs[:-1], xs[1:], dim=-1, eps=1e-12)  # (L, B, T)
+        return {"rms": xs.pow(2).mean(dim=(1, 2, 3)).sqrt(), "max_abs": xs.abs().amax(dim=(1, 2, 3)),
+                "cos": c.mean(dim=(1, 2)), "angle": (torch.arccos(c.clamp(-1, 1)) / math.pi).mean(dim=(1, 2))}
 
     def _remove_hooks(self) -> None:
         for h in self._hooks:
@@ -174,7 +179,13 @@ class TrainingDiagnostics:
         for a in attn:
             a.record = True
         try:
-            return self.model(self.x).detach()
+            # The model's forward minus its input check (this batch was checked when the
+            # run started): one host sync less per diagnostic step.
+            m = self.model
+            h = m.stream.begin(m.embed(self.x))
+            for block in m.blocks:
+                h = block(h)
+            return m.head(h).detach()
         finally:
             self.model.train(was)
             self._remove_hooks()
