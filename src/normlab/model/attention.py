@@ -88,18 +88,23 @@ class CausalSelfAttention(nn.Module):
             del self.scale  # drop the learned l2 scale: the new q/k norms own the scaling
         self.q_norm, self.k_norm, self.scale = q_norm, k_norm, scale
 
+    def _future_mask(self, T: int, device: torch.device) -> torch.Tensor:
+        # Cached: the recording path runs at every diagnostic step.
+        m = getattr(self, "_future", None)
+        if m is None or m.size(0) != T or m.device != device:
+            m = self._future = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+        return m
+
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   scale: float | torch.Tensor) -> torch.Tensor:
         T = q.size(-2)
-        logits = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, T)
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-        logits = logits.masked_fill(~mask, float("-inf"))
-        att = logits.softmax(dim=-1)
+        future = self._future_mask(T, q.device)                     # (T, T), True above the diagonal
+        logits = (q @ k.transpose(-2, -1)) * scale                  # (B, H, T, T)
+        att = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
         with torch.no_grad():
-            ent = -(att * att.clamp_min(1e-30).log()).sum(-1)  # (B, H, T)
             # Query 0 sees one key, so its entropy is always 0: leave it out of min and mean.
-            ent = ent[..., 1:] if T > 1 else ent
-            self.stats = {"max_logit": logits.masked_fill(~mask, 0).abs().amax(),
+            ent = torch.special.entr(att).sum(-1)[..., 1:] if T > 1 else att.new_zeros(1)  # (B, H, T-1)
+            self.stats = {"max_logit": logits.masked_fill(future, 0).abs().amax(),
                           "min_entropy": ent.amin(), "mean_entropy": ent.mean()}
         if self.training and self.dropout:
             att = F.dropout(att, self.dropout)
