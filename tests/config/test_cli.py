@@ -38,11 +38,13 @@ def test_presets_lists_names(capsys):
         assert name in out
 
 
-def test_bad_value_is_one_line_exit_2():
-    r = run("config", "--set", "model.n_layer=abc")
+@pytest.mark.parametrize("command", ["config", "train"])
+def test_bad_value_is_one_line_exit_2(command, tmp_path):
+    r = run(command, "--set", "model.n_layer=abc", *(["--out", str(tmp_path / "run")] if command == "train" else []))
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert "model.n_layer" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()  # nothing created for a refused config
 
 
 def test_unknown_key_suggests_and_exits_2():
