@@ -47,18 +47,19 @@ class RunConfig(Section):
         return from_dict(cls, json.loads(text))
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config file into plain data (validated later, as a whole)."""
+def load_toml(path: str | Path, label: str = "--config") -> dict[str, Any]:
+    """Read a TOML file into plain data (validated later, as a whole); errors start with
+    ``label`` (the option or kind of file) and the path."""
     p = Path(path)
     try:
         with p.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
-        raise UserError(f"--config {p}: no such file") from None
+        raise UserError(f"{label} {p}: no such file") from None
     except UnicodeDecodeError as e:  # tomllib decodes bytes itself and lets this through
-        raise UserError(f"--config {p}: not UTF-8 text (byte {e.start}); TOML files must be UTF-8") from None
+        raise UserError(f"{label} {p}: not UTF-8 text (byte {e.start}); TOML files must be UTF-8") from None
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"--config {p}: not valid TOML ({e})") from None
+        raise UserError(f"{label} {p}: not valid TOML ({e})") from None
 
 
 def resolve(preset: str | None = None, config: str | Path | None = None,

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import tomllib
-
-from normlab.errors import NO_VALUE, ConfigError, UserError
+from normlab.errors import NO_VALUE, ConfigError
 from normlab.schema import Section, coerce, field_type, merge, set_dotted, to_dict
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
@@ -236,14 +234,6 @@ def spec_from_dict(data: dict[str, Any]) -> StudySpec:
 
 def load_spec(path: str | Path) -> StudySpec:
     """Read a study TOML file (see docs/studies.md for the format)."""
-    p = Path(path)
-    try:
-        with p.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such study file") from None
-    except UnicodeDecodeError as e:  # tomllib decodes bytes itself and lets this through
-        raise UserError(f"{p}: not UTF-8 text (byte {e.start}); TOML files must be UTF-8") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{p}: not valid TOML ({e})") from None
-    return spec_from_dict(data)
+    from normlab.config import load_toml
+
+    return spec_from_dict(load_toml(path, "study file"))
