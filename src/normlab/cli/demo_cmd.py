@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="main job: Pre-LN vs Post-LN study on Tiny Shakespeare, then its report")
     p.add_argument("--store", default="studies/pre-vs-post", metavar="DIR",
                    help="study store (rerunning resumes it; completed trials are not repeated)")
-    p.add_argument("--scale", default="cpu", help="study size: smoke, cpu (default, ~10 min on 2 cores), seed, gpu")
+    p.add_argument("--scale", default="cpu", help="study size: smoke, cpu (default, 7 min on 2 idle cores), seed, gpu")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel trials (default: one per core)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (else download)")
     p.set_defaults(func=_demo)

@@ -60,7 +60,7 @@ def _placements(wanted: list[str]) -> list[str]:
 def pre_vs_post(scale: str = "cpu") -> StudySpec:
     """Seed 002's pet project: Post-LN vs Pre-LN, 6 blocks, identical hyper-parameters, with and
     without warm-up, 3 seeds (REFERENCE claim 15). cpu: d=128, 4 heads, context 64, batch 16,
-    500 steps, lr 1e-3 cosine, warm-up {0, 50}: 12 runs, about 10 min on 2 cores.
+    500 steps, lr 1e-3 cosine, warm-up {0, 50}: 12 runs, 7 min on 2 idle cores.
     seed: lr 3e-4 constant, batch 32, 10 epochs (4900 steps), warm-up {0, 490}."""
     steps, warm = _pick(scale, {"smoke": (20, 5), "cpu": (500, 50), "seed": (4900, 490), "gpu": (5000, 200)},
                         "pre-vs-post")
