@@ -97,3 +97,11 @@ def test_study_curves_group_by_non_seed_params(tmp_path: Path) -> None:
     names = {p.stem for p in page.figures}
     assert {"train_loss_step", "val_loss_step", "lr", "grad_norm", "train_loss_tokens"} <= names
     assert all((p.with_suffix(".svg")).is_file() for p in page.figures)
+
+
+def test_summary_spread_is_the_sample_std_like_study_status():
+    """Pages and `normlab study status` must agree: sample std (ddof=1); [1, 2, 3] -> 1."""
+    from normlab.report.pages import mean_std
+
+    assert mean_std([1.0, 2.0, 3.0]) == "2.0000 ± 1.0000"
+    assert mean_std([2.5]) == "2.5000" and mean_std([float("nan")]) == "-"

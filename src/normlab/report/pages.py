@@ -31,10 +31,11 @@ _LAYER_KEY = re.compile(r"^(?P<pre>.*?)[/_.]?(?:layer|l)[/_.]?(?P<n>\d+)(?P<post
 
 
 def mean_std(values: list[float]) -> str:
+    """'mean ± sample std' (ddof=1, as `normlab study status` and the claims use)."""
     v = [x for x in values if isinstance(x, (int, float)) and math.isfinite(x)]
     if not v:
         return "-"
-    return f"{np.mean(v):.4f} ± {np.std(v):.4f}" if len(v) > 1 else f"{v[0]:.4f}"
+    return f"{np.mean(v):.4f} ± {np.std(v, ddof=1):.4f}" if len(v) > 1 else f"{v[0]:.4f}"
 
 
 def curve_figures(page: Page, groups: dict[str, list[RunData]]) -> None:

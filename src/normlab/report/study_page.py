@@ -52,7 +52,7 @@ def build(study: StudyData) -> Any:
         status = ", ".join(f"{s}: {n}" for s, n in sorted(_count(t.status for t in ts).items()))
         best = [t.summary.get("best_val_loss") for t in ts if t.summary]
         rows.append([label, len(ts), status, mean_std([b for b in best if b is not None])])
-    page.table(["trial", "seeds", "status", "best val loss (mean ± std over seeds)"], rows)
+    page.table(["trial", "seeds", "status", "best val loss (mean ± sample std over seeds)"], rows)
     failed = [t for t in study.trials if t.error]
     if failed:
         page.text("Errors: " + "; ".join(f"{t.id[:10]}: {t.error}" for t in failed[:10]), "muted")
@@ -92,10 +92,10 @@ def _best_bars(page: Page, groups: dict[str, list[Trial]]) -> None:
         if v:
             labels.append(label)
             means.append(float(np.mean(v)))
-            sds.append(float(np.std(v)))
+            sds.append(float(np.std(v, ddof=1)) if len(v) > 1 else 0.0)
     if labels:
         page.figure(F.bars(labels, means, sds, "best val loss (nats/token)", "best validation loss per trial"),
-                    "best_val_loss", "Best validation loss, mean over seeds; error bar = std over seeds.")
+                    "best_val_loss", "Best validation loss, mean over seeds; error bar = sample std over seeds.")
 
 
 def _finite(v: Any) -> bool:
