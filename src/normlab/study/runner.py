@@ -24,11 +24,13 @@ def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
 
 def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str = "local",
               workers: int | None = None, threads: int = 1, address: str | None = None,
-              lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0) -> Store:
+              lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0,
+              progress: bool | None = None) -> Store:
     """Run every unfinished trial of the study in ``store_root``; returns the store.
 
     Safe to rerun after any crash, and to run twice at once on the same store: trials are
-    claimed in SQLite transactions (see :mod:`normlab.study.store`).
+    claimed in SQLite transactions (see :mod:`normlab.study.store`). ``progress``: a bar of
+    finished trials on stderr (None: only when stderr is a terminal).
     """
     from normlab.study.executors import EXECUTORS, default_workers
     from normlab.study.worker import WorkerOptions
@@ -46,8 +48,59 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     opts = WorkerOptions(threads=threads, lease_s=lease_s, heartbeat_s=beat, poll_s=poll_s,
                          retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")))
     store.close()
-    run(store.root, opts, workers=workers or default_workers(threads), address=address)
+    with Progress(store.root, enabled=progress):
+        run(store.root, opts, workers=workers or default_workers(threads), address=address)
     return Store(store.root)
+
+
+class Progress:
+    """Finished trials out of all, with counts by status and an ETA, polled from the store.
+
+    It reads the database (the source of truth) from its own thread, so it works the same
+    for every executor and for trials that other processes run on the same store.
+    """
+
+    def __init__(self, root: Path, enabled: bool | None = None, every_s: float = 2.0) -> None:
+        self.root, self.every_s = root, every_s
+        self.disable = None if enabled is None else not enabled  # tqdm: None = off when not a TTY
+        self._stop: Any = None
+
+    def __enter__(self) -> "Progress":
+        import threading
+
+        from tqdm import tqdm
+
+        store = Store(self.root)
+        self.total = len(store.trials())
+        store.close()
+        self.bar = tqdm(total=self.total, unit="trial", desc="study", disable=self.disable, dynamic_ncols=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        store = Store(self.root)  # this thread's own connection
+        try:
+            while True:
+                self._update(store)
+                if self._stop.wait(self.every_s):
+                    self._update(store)
+                    return
+        finally:
+            store.close()
+
+    def _update(self, store: Store) -> None:
+        counts = store.counts()
+        done = sum(counts.get(k, 0) for k in ("completed", "diverged", "failed"))
+        self.bar.set_postfix({k: v for k, v in counts.items() if v}, refresh=False)
+        self.bar.update(done - self.bar.n)  # redraws, with the postfix above
+        self.bar.refresh()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.bar.close()
 
 
 def status_text(store: Store) -> str:
