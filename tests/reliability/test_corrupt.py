@@ -28,6 +28,7 @@ def saved(tmp_path) -> Path:
     return save_model(TransformerLM(tiny_cfg("model.vocab_size=65").model), tmp_path / "m")
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("how, words", [
     ("truncate-data", "sha256|cannot load"), ("truncate-header", "not a safetensors"),
     ("flip-data", "does not match its sha256"), ("flip-header", "corrupt safetensors header|cannot load"),
@@ -52,6 +53,7 @@ def test_damaged_model_safetensors_is_a_one_line_error(saved, how, words):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("text, words", [
     ("{", "not valid JSON"), ('{"n_layer": -1}', "n_layer"), ('{"n_layerz": 2}', "n_layerz"),
     ("[]", "expected|table|dict|mapping"), ('{"placement": "nope"}', "placement")])
@@ -62,6 +64,7 @@ def test_damaged_model_config_is_a_one_line_error_naming_the_field(saved, text, 
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_foreign_safetensors_without_a_hash_still_load(saved):
     """Interop: files from other tools carry no sha256 and are loaded (structure-checked only)."""
     import safetensors.torch as st
@@ -71,6 +74,7 @@ def test_foreign_safetensors_without_a_hash_still_load(saved):
     assert load_model(saved).state_dict().keys() == m.state_dict().keys()
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_torn_last_metrics_line_resume_and_report_work(tmp_path, reference):
     run = tmp_path / "run"
     _run_and_die_at(run, _kill_at_step(27))
@@ -82,6 +86,7 @@ def test_torn_last_metrics_line_resume_and_report_work(tmp_path, reference):
     assert comparable(run) == reference
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_corruption_before_the_last_line_is_one_line_exit_2(tmp_path, capsys):
     run = tmp_path / "run"
     run_training(tiny_cfg("train.steps=10"), run, quiet=True)
@@ -93,6 +98,7 @@ def test_corruption_before_the_last_line_is_one_line_exit_2(tmp_path, capsys):
     assert err.count("\n") == 1 and "line 1 is not valid JSON" in err
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_damaged_config_json_on_resume_is_one_line_exit_2(tmp_path, capsys):
     run = tmp_path / "run"
     _run_and_die_at(run, _kill_at_step(12))
@@ -106,6 +112,7 @@ def test_damaged_config_json_on_resume_is_one_line_exit_2(tmp_path, capsys):
     assert sorted(p.name for p in run.rglob("*")) == before  # nothing created or removed
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_non_utf8_files_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "c.toml").write_bytes(b'[model]\nplacement = "pr\xe9"\n')
     assert main(["train", "--config", str(tmp_path / "c.toml"), "--out", str(tmp_path / "r")]) == 2

@@ -32,6 +32,7 @@ def _failing_writer(mp: pytest.MonkeyPatch, code: int, when) -> None:
         mp.setattr(st, name, fake)
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
 def test_checkpoint_write_failure_is_one_line_exit_2_and_keeps_the_last_checkpoint(
         code, tmp_path, monkeypatch, capsys, reference):
@@ -52,6 +53,7 @@ def test_checkpoint_write_failure_is_one_line_exit_2_and_keeps_the_last_checkpoi
     assert comparable(run) == reference
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_metrics_write_failure_is_a_user_error_and_summary_failure_does_not_mask_it(tmp_path, monkeypatch):
     from normlab.fsutil import atomic_write_bytes
     from normlab.train import loggers
@@ -74,6 +76,7 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_real_full_tmpfs(tmp_path, reference):
     """The same on a real full filesystem (skipped where ``mount`` is not allowed)."""
     mnt = tmp_path / "small"

@@ -77,6 +77,7 @@ def test_toml_files_of_any_bytes(tmp_path_factory, data):
 axes = st.dictionaries(keys, st.one_of(st.lists(scalars, max_size=3), scalars), max_size=3)
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @FEW
 @given(axes, st.one_of(st.lists(st.integers(-2, 3), max_size=3), scalars),
        st.sampled_from(["runs", "../up", "/abs", "a/../../b", "ok/dir", "", "."]),
@@ -94,6 +95,7 @@ def test_study_specs_build_or_fail_in_one_line(axes_, seeds, runs_dir, nuisance)
         assert not runs_dir.startswith(("/", "..")) and ".." not in runs_dir.split("/")
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @CLI
 @given(st.lists(st.tuples(keys, texts), min_size=1, max_size=2))
 def test_cli_train_exit_2_one_line_and_no_run_dir(tmp_path_factory, capsys, pairs):

@@ -114,6 +114,7 @@ FAULTS = {
 }
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_kill_anywhere_then_resume_matches_uninterrupted_run(fault, tmp_path, reference):
     run = tmp_path / "run"
@@ -140,6 +141,7 @@ def _corrupt(path: Path, how: str) -> None:
         path.write_bytes(bytes(data))
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("name", ["model.safetensors", "optimizer.safetensors", "rng.safetensors"])
 @pytest.mark.parametrize("how", ["truncate", "bitflip"])
 def test_damaged_checkpoint_is_never_loaded_and_resume_still_matches(name, how, tmp_path, reference, capsys):

@@ -59,6 +59,7 @@ def _inject_gradient(monkeypatch, at_step, param: str) -> None:
     monkeypatch.setattr(Trainer, "__init__", init)
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("layer, kind, diag", [(1, "ffn", True), (0, "attn", True), (1, "ffn", False)])
 def test_activation_inf_at_step_k(layer, kind, diag, tmp_path, monkeypatch, at_step):
     _inject_activation(monkeypatch, at_step, layer, kind)
@@ -73,6 +74,7 @@ def test_activation_inf_at_step_k(layer, kind, diag, tmp_path, monkeypatch, at_s
         assert "first_nonfinite" not in on_disk  # no diagnostics: no replay, no cost
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_activation_inf_before_any_checkpoint_replays_from_init(tmp_path, monkeypatch, at_step):
     _inject_activation(monkeypatch, at_step, 1, "attn", bad_step=3)
     s = run_training(tiny_cfg("train.diag_every=100"), tmp_path / "run", quiet=True)
@@ -80,6 +82,7 @@ def test_activation_inf_before_any_checkpoint_replays_from_init(tmp_path, monkey
     assert s["first_nonfinite"] == {"step": 3, "stage": "forward", "where": "blocks.1.attn"}
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_gradient_inf_at_step_k_is_divergence_at_k_and_names_the_parameter(tmp_path, monkeypatch, at_step):
     name = "blocks.0.ffn.branch.fc.weight"
     _inject_gradient(monkeypatch, at_step, name)

@@ -31,6 +31,7 @@ def _plant(folder: Path, marker: Path) -> None:
         torch.save({"state": Payload(marker)}, folder / name)  # a pickle, whatever the suffix
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_planted_pickles_in_a_checkpoint_are_never_loaded(tmp_path):
     marker = tmp_path / "PWNED"
     run = tmp_path / "run"
@@ -54,6 +55,7 @@ def test_planted_pickles_in_a_checkpoint_are_never_loaded(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_pickle_swapped_in_for_a_checkpoint_file_is_refused_without_running(tmp_path):
     marker = tmp_path / "PWNED"
     run = tmp_path / "run"
@@ -67,6 +69,7 @@ def test_pickle_swapped_in_for_a_checkpoint_file_is_refused_without_running(tmp_
     assert not marker.exists()
 
 
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_pickle_as_model_safetensors_in_model_io_is_refused(tmp_path):
     from normlab.errors import UserError
     from normlab.model.io import load_model, save_model
