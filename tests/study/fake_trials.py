@@ -40,3 +40,18 @@ def flaky(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
         _record(Path(run_dir))
         raise RuntimeError("boom: this trial always fails")
     return ok(cfg, run_dir, resume=resume)
+
+
+def dies_once(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """SIGKILLs its own process the first time a trial runs (what the OOM killer does to a
+    worker mid-trial), then behaves like :func:`ok` when the trial is run again."""
+    import signal
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    marker = run_dir / "was_killed"
+    if cfg.seed == 0 and not marker.exists():
+        _record(run_dir)
+        marker.write_text("1")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return ok(cfg, run_dir, resume=resume)

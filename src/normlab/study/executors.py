@@ -46,17 +46,31 @@ def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, addr
 
     # spawn, not fork: a forked child would inherit torch's thread pool and our SQLite handle.
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_process_main, args=(str(store_root), opts, os.getpid()),
-                         name=f"normlab-study-{i}") for i in range(workers)]
-    for p in procs:
+
+    def start(i: int) -> Any:
+        p = ctx.Process(target=_process_main, args=(str(store_root), opts, os.getpid()), name=f"normlab-study-{i}")
         p.start()
+        return p
+
+    procs = [start(i) for i in range(workers)]
+    # A worker killed by a signal (OOM killer, SIGKILL) is replaced while trials remain; its
+    # trial is reclaimed by the store (dead pid) and resumed. The store fails a trial that
+    # keeps killing its workers, so this loop ends.
+    store = Store(store_root)
     try:
+        while any(p.is_alive() for p in procs):
+            time.sleep(opts.poll_s)
+            for i, p in enumerate(procs):
+                if not p.is_alive() and p.exitcode is not None and p.exitcode < 0 and store.unfinished():
+                    procs[i] = start(i)
         for p in procs:
             p.join()
     except KeyboardInterrupt:
         for p in procs:  # they got the same SIGINT; each records its trial as interrupted
             p.join(timeout=30)
         raise
+    finally:
+        store.close()
 
 
 def _ray_trial(config_json: str, run_dir: str, store_root: str, resume: bool, opts: WorkerOptions
