@@ -7,7 +7,7 @@ import pytest
 from normlab.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
-NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "depth", "collapse"]
+NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "collapse"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:

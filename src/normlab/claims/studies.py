@@ -17,26 +17,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
-
-
-def zloss_spec(scale: str) -> Any:
-    """REFERENCE claim 11 has no study preset: Pre-LN at a high lr (3e-3, no warm-up, constant)
-    with z_loss {0, 1e-4} (PaLM's coefficient), sizes of the ``lr-sensitivity`` preset."""
-    from normlab.study.presets import _MODEL, _pick, lr_sensitivity
-    from normlab.study.spec import StudySpec
-
-    base = lr_sensitivity(scale).base
-    base["model"] = {**_MODEL[scale], "n_layer": 6, "placement": "pre"}
-    base["optim"] = {"lr": 3e-3, "min_lr": 3e-3, "warmup_steps": 0, "schedule": "constant"}
-    # log Z of the run without z-loss is only measured by the diagnostics (metrics log it when z > 0)
-    base["train"]["diag_every"] = max(1, base["train"]["steps"] // 10)
-    return StudySpec(name="zloss", base=base, axes={"optim.z_loss": [0.0, 1e-4]},
-                     seeds=[0] if scale == "smoke" else _pick(scale, {"cpu": [0, 1], "gpu": [0, 1, 2]}, "zloss"),
-                     description="REFERENCE claim 11: mean log Z drifts without z-loss, stays near 0 with it")
-
-
-EXTRA_SPECS: dict[str, Callable[[str], Any]] = {"zloss": zloss_spec}
+from typing import Any
 
 
 @dataclass
@@ -55,7 +36,7 @@ class StudyContext:
     def spec(self, name: str) -> Any:
         from normlab.study.presets import study_preset
 
-        return EXTRA_SPECS[name](self.scale) if name in EXTRA_SPECS else study_preset(name, self.scale)
+        return study_preset(name, self.scale)
 
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""

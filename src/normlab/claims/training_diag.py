@@ -15,7 +15,7 @@ P, DEPTH = "model.placement", "model.n_layer"
 
 @claim(id="zloss-logz", quick=False, source="PaLM (Chowdhery et al. 2022), Wortsman et al. 2023 (REFERENCE.md claim 11)",
        statement="Mean log Z of the output softmax drifts without z-loss and stays near 0 with it.",
-       experiment="study 'zloss' (built by the claims check, no preset): Pre-LN 6 blocks, constant lr 3e-3, no "
+       experiment="study preset 'zloss': Pre-LN 6 blocks, constant lr 3e-3, no "
                   "warm-up, z_loss {0, 1e-4}, sizes of 'lr-sensitivity'",
        quantity="|mean log Z| on the diagnostics' fixed batch over the last quarter of diagnostic steps, mean ± std over seeds",
        rule="supported if with z-loss it is < 1 and without z-loss it is larger by > 2s; not supported if with "

@@ -122,6 +122,21 @@ def lr_sensitivity(scale: str = "cpu") -> StudySpec:
                      description="REFERENCE claim 10: LR sensitivity and attention-logit growth; QK-norm")
 
 
+@STUDY_PRESETS.register("zloss")
+def zloss(scale: str = "cpu") -> StudySpec:
+    """PaLM's z-loss (REFERENCE claim 11): Pre-LN, 6 blocks, constant lr 3e-3 with no warm-up,
+    z_loss {0, 1e-4}; mean log Z from in-training diagnostics (the metrics log it only when
+    z > 0). Sizes of ``lr-sensitivity``; cpu: 2 seeds, 4 runs."""
+    base = lr_sensitivity(scale).base
+    base["model"] = {**_MODEL[scale], "n_layer": 6, "placement": "pre"}
+    base["optim"] = {"lr": 3e-3, "min_lr": 3e-3, "warmup_steps": 0, "schedule": "constant"}
+    base["train"]["diag_every"] = max(1, base["train"]["steps"] // 10)
+    return StudySpec(name="zloss", base=base, axes={"optim.z_loss": [0.0, 1e-4]},
+                     seeds=[0] if scale == "smoke" else _pick(scale, {"cpu": [0, 1], "gpu": [0, 1, 2]}, "zloss"),
+                     scientific=["optim.z_loss"],
+                     description="REFERENCE claim 11: mean log Z drifts without z-loss, stays near 0 with it")
+
+
 @STUDY_PRESETS.register("depth")
 def depth(scale: str = "cpu") -> StudySpec:
     """Every registered placement at depths 6, 12, 24, 48 with no warm-up (constant lr 1e-3):
