@@ -181,12 +181,12 @@ def _log(tr: _Trial, step: int, tokens_per_step: int, metrics: dict[str, Any]) -
 
 def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
     from normlab.fsutil import atomic_write_json
-    from normlab.train.run import _summary
+    from normlab.train.run import make_summary
 
     tr.st.wall_time = wall
     for lg in tr.loggers:
         lg.close()
-    tr.summary = _summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model)
+    tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model)
     tr.summary["batched"] = True
     atomic_write_json(tr.run_dir / "summary.json", tr.summary)
     return tr.summary
@@ -208,7 +208,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     from normlab.train.env import Dist, environment, pick_device
     from normlab.train.loggers import make_loggers
     from normlab.train.optim import param_groups
-    from normlab.train.run import _is_run
+    from normlab.train.run import is_run_dir
     from normlab.train.schedules import lr_at
 
     if len(cfgs) != len(run_dirs):
@@ -220,7 +220,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     if len(set(run_dirs)) != len(run_dirs):
         raise UserError("run_batched: two trials share one run directory")
     for d in run_dirs:
-        if d.exists() and _is_run(d):
+        if d.exists() and is_run_dir(d):
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
     c0 = cfgs[0]
     corpus = load_corpus(c0.data)

@@ -40,7 +40,8 @@ def load_run_config(run_dir: str | Path) -> RunConfig:
     return RunConfig.from_json(path.read_text(encoding="utf-8"))
 
 
-def _is_run(run_dir: Path) -> bool:
+def is_run_dir(run_dir: Path) -> bool:
+    """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
     return any((run_dir / n).exists() for n in ("config.json", "metrics.jsonl", "checkpoints"))
 
 
@@ -68,7 +69,7 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
             return done  # nothing left to do; a finished run is never retrained
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
-    elif run_dir.exists() and _is_run(run_dir):
+    elif run_dir.exists() and is_run_dir(run_dir):
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
 
     # ---- validate everything before touching RUN ----
@@ -120,11 +121,11 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     summary: dict[str, Any]
     try:
         status, st, diverged_at = trainer.run(st)
-        summary = _summary(status, st, diverged_at, cfg, model)
+        summary = make_summary(status, st, diverged_at, cfg, model)
         if trainer.first_nonfinite is not None:  # diagnostics on: where the NaN/inf began
             summary["first_nonfinite"] = trainer.first_nonfinite
     except BaseException as e:
-        summary = _summary("failed", st, None, cfg, model, error=f"{type(e).__name__}: {e}")
+        summary = make_summary("failed", st, None, cfg, model, error=f"{type(e).__name__}: {e}")
         if dist.main:
             with contextlib.suppress(OSError):  # the disk may be what failed; keep the first error
                 atomic_write_json(run_dir / "summary.json", summary)
@@ -152,8 +153,9 @@ def _read_summary(run_dir: Path) -> dict | None:
     return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
 
-def _summary(status: str, st: Any, diverged_at: int | None, cfg: RunConfig, model: torch.nn.Module,
-             error: str | None = None) -> dict[str, Any]:
+def make_summary(status: str, st: Any, diverged_at: int | None, cfg: RunConfig, model: torch.nn.Module,
+                 error: str | None = None) -> dict[str, Any]:
+    """summary.json of a run (the contract in docs/training.md); shared with batched training."""
     tokens = st.step * cfg.train.batch_size * cfg.model.context
     return {
         "status": status,
