@@ -6,7 +6,7 @@ stays fast and free of side effects.
 
 from __future__ import annotations
 
-from typing import Any
+from normlab.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -22,12 +22,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'normlab' has no attribute {name!r}")
-
+__getattr__ = lazy_getattr("normlab", _LAZY)
 
 __all__ = ["__version__", *_LAZY]

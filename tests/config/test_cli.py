@@ -97,3 +97,12 @@ def test_closed_pipe_is_not_an_error():
         os.close(w)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr
+
+
+def test_import_and_help_do_not_load_torch():
+    """Public names load lazily: `import normlab` and `normlab --help` stay free of torch."""
+    code = ("import sys, normlab, normlab.study; from normlab.cli import build_parser; build_parser(); "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "assert normlab.ModelConfig.__name__ == 'ModelConfig'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

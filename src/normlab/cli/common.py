@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from normlab.config import RunConfig
+if TYPE_CHECKING:  # the config pulls in torch; the parser must not (`normlab --help` stays instant)
+    from normlab.config import RunConfig
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
@@ -16,7 +18,7 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="override one option, e.g. --set model.n_layer=12 (repeatable)")
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace) -> "RunConfig":
     from normlab.config import resolve
 
     return resolve(args.preset, args.config, args.placement, args.overrides)

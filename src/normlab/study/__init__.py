@@ -5,7 +5,7 @@ Public names load lazily: ``from normlab.study import Store, StudySpec, run_stud
 
 from __future__ import annotations
 
-from typing import Any
+from normlab.lazy import lazy_getattr
 
 _LAZY = {
     "StudySpec": "normlab.study.spec",
@@ -22,12 +22,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'normlab.study' has no attribute {name!r}")
-
+__getattr__ = lazy_getattr("normlab.study", _LAZY)
 
 __all__ = list(_LAZY)
