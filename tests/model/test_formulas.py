@@ -228,3 +228,12 @@ def test_recorded_attention_stats_by_hand() -> None:
     assert math.isclose(float(a.stats["min_entropy"]), math.log(2), rel_tol=1e-5)
     mean = sum(math.log(t + 1) for t in range(1, T)) / (T - 1)  # also over queries 1..
     assert math.isclose(float(a.stats["mean_entropy"]), mean, rel_tol=1e-5)
+
+
+def test_every_registered_placement_has_a_formula_test() -> None:
+    """Adding a placement means adding its hand-written formula here (docs/architecture.md)."""
+    from normlab.model import placements  # noqa: F401  (registration happens on import)
+    from normlab.model.placement import PLACEMENTS
+
+    two_stream_or_sphere = {"resi_dual", "ngpt"}  # their own tests above
+    assert set(PLACEMENTS.names()) == set(SINGLE) | two_stream_or_sphere
