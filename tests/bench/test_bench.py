@@ -44,7 +44,8 @@ def test_peers_match_normlab_params_within_one_percent(peer: str) -> None:
 
 def test_sizes_and_groups() -> None:
     assert SIZES.get("baby") == Size(6, 384, 6, 256, 8)
-    assert expand(["normlab", "hf-gpt2"]) == ["normlab", "normlab-fused", "hf-gpt2"]
+    assert expand(["normlab", "hf-gpt2"]) == ["normlab", "normlab-fused", "normlab-compiled", "hf-gpt2"]
+    assert expand(["normlab-fused", "xt-pre"]) == ["normlab-fused", "xt-pre"]
     with pytest.raises(Exception, match="valid"):
         expand(["nope"])
 
@@ -56,16 +57,31 @@ def test_cli_bench_runs_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFi
 
     monkeypatch.setattr(suite, "matmul_peak", lambda dtype, dev: 100.0)  # no 2048^3 matmuls in tests
     monkeypatch.setitem(SIZES._items, "t", Size(1, 16, 2, 8, 2))         # a size small enough for a test
-    rc = main(["bench", "--sizes", "t", "--peers", "normlab", "--repeats", "2",
+    rc = main(["bench", "--sizes", "t", "--peers", "normlab-fused,xt-pre", "--repeats", "2",
                "--window-steps", "1", "--warmup", "0", "--out", str(tmp_path / "b.json")])
     assert rc == 0
     out = capsys.readouterr().out
     assert "normlab-fused" in out and "6*N*B*T" in out
     rep = json.loads((tmp_path / "b.json").read_text())
-    assert {r["peer"] for r in rep["results"]} == {"normlab", "normlab-fused"}
+    assert {r["peer"] for r in rep["results"]} | {n.split(":")[0] for n in rep["notes"]} == {"normlab-fused", "xt-pre"}
     r = rep["results"][0]
     assert r["tps_min"] <= r["tokens_per_s"] <= r["tps_max"]
     assert r["mfu"] == pytest.approx(r["gflops"] / 100.0)
+
+
+def test_windows_are_interleaved_in_rotating_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round r starts at peer r mod n, so drift during the run shifts every peer alike."""
+    import torch
+
+    from normlab.bench import harness
+
+    order: list[str] = []
+    monkeypatch.setattr(harness.Trainee, "window", lambda self, steps: (order.append(self.peer),
+                                                                         self.rates.append(1.0)))
+    rows = harness.measure_many(["normlab", "normlab-fused"], "t", Size(1, 16, 2, 8, 2), torch.device("cpu"),
+                                warmup=0, repeats=3, window=1)
+    assert order == ["normlab", "normlab-fused", "normlab-fused", "normlab", "normlab", "normlab-fused"]
+    assert [r.peer for r in rows] == ["normlab", "normlab-fused"]
 
 
 def test_cli_bench_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture) -> None:

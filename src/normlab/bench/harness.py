@@ -1,9 +1,12 @@
 """Timed train steps, the matmul peak, and the FLOP count behind GFLOP/s and MFU.
 
-Method: build a peer at one size, take ``warmup`` AdamW steps (allocator, caches, lazy
-kernels), then ``repeats`` windows of ``window`` steps each on fixed random tokens; each
-window gives tokens/s = window * batch * context / seconds. The median is the result and
-the min-max range its spread. CUDA windows end with a synchronize.
+Method: build every peer at one size, take ``warmup`` AdamW steps each (allocator, caches,
+lazy kernels), then ``repeats`` rounds in which each peer times one window of ``window``
+steps on fixed random tokens, in rotating order; each window gives tokens/s = window *
+batch * context / seconds. The median is the result and the min-max range its spread.
+CUDA windows end with a synchronize. Interleaving matters on shared or turbo-clocked
+machines: timed one after the other, the same peer measured 15k or 21k tok/s depending on
+whether it ran first or after another peer.
 
 FLOPs per train step (Kaplan et al. 2020; PaLM, Chowdhery et al. 2022, appendix B):
     6 * N * B * T  +  12 * L * d * T * B * T
@@ -80,52 +83,91 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+class Trainee:
+    """One peer built at one size, taking AdamW steps on fixed random tokens."""
+
+    def __init__(self, peer: str, s: Size, device: torch.device, dtype: str = "float32",
+                 seed: int = 0) -> None:
+        self.peer, self.size, self.device = peer, s, device
+        torch.manual_seed(seed)
+        model, self.loss_fn = PEERS.get(peer)(s)  # PeerMissing propagates
+        self.model = model.to(device).train()
+        fused = getattr(model, "bench_fused", False)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.1,
+                                     fused=True if fused else None)
+        gen = torch.Generator().manual_seed(seed)
+        self.x = torch.randint(0, s.vocab, (s.batch, s.context), generator=gen).to(device)
+        self.y = torch.randint(0, s.vocab, (s.batch, s.context), generator=gen).to(device)
+        self.amp = (torch.autocast(device.type, dtype=torch.bfloat16) if dtype == "bfloat16"
+                    else contextlib.nullcontext())
+        self.rates: list[float] = []
+        self.loss = float("nan")
+        self.dev_mib: float | None = None
+
+    def step(self) -> torch.Tensor:
+        with self.amp:
+            loss = self.loss_fn(self.x, self.y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    def window(self, steps: int) -> None:
+        """Time ``steps`` train steps and record their tokens/s."""
+        _sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = self.step()
+        _sync(self.device)
+        self.rates.append(steps * self.size.batch * self.size.context / (time.perf_counter() - t0))
+        self.loss = float(loss)
+
+    def result(self, size_name: str, peak: float) -> Result:
+        s = self.size
+        med = statistics.median(self.rates)
+        gflops = step_flops(matmul_params(self.model, s), s) * med / (s.batch * s.context) / 1e9
+        return Result(self.peer, size_name, sum(p.numel() for p in self.model.parameters()), med,
+                      min(self.rates), max(self.rates), gflops, gflops / peak if peak else float("nan"),
+                      peak_rss_mib(), self.dev_mib, self.loss)
+
+
+def measure_many(peers: list[str], size_name: str, s: Size, device: torch.device,
+                 dtype: str = "float32", warmup: int = 5, repeats: int = 5, window: int = 10,
+                 peak: float = 0.0, seed: int = 0) -> list[Result | str]:
+    """Build every peer, warm each up, then time ``repeats`` rounds of one window per peer.
+
+    Windows are interleaved (round r starts at peer r mod n), so a machine that speeds up or
+    slows down during the run (turbo, a neighbour's job, allocator state) shifts every peer
+    alike instead of whichever happens to run last. A peer whose library is missing becomes
+    a one-line note in its place.
+    """
+    trainees: dict[str, Trainee | str] = {}
+    for p in peers:
+        before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        try:
+            t = Trainee(p, s, device, dtype, seed)
+        except PeerMissing as e:
+            trainees[p] = f"{p}: skipped, not installed ({e})"
+            continue
+        for _ in range(warmup):
+            t.step()
+        if device.type == "cuda":  # this peer's own peak: the others' tensors are subtracted
+            t.dev_mib = (torch.cuda.max_memory_allocated(device) - before) / 2 ** 20
+        trainees[p] = t
+    live = [t for t in trainees.values() if isinstance(t, Trainee)]
+    for r in range(repeats):
+        for i in range(len(live)):
+            live[(r + i) % len(live)].window(window)
+    return [t.result(size_name, peak) if isinstance(t, Trainee) else t for t in trainees.values()]
+
+
 def measure(peer: str, size_name: str, s: Size, device: torch.device, dtype: str = "float32",
             warmup: int = 5, repeats: int = 5, window: int = 10, peak: float = 0.0,
             seed: int = 0) -> Result:
-    """Time ``repeats`` windows of ``window`` AdamW train steps of ``peer`` at size ``s``."""
-    torch.manual_seed(seed)
-    model, loss_fn = PEERS.get(peer)(s)
-    model = model.to(device).train()
-    fused = getattr(model, "bench_fused", False)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=True if fused else None)
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, s.vocab, (s.batch, s.context), generator=gen).to(device)
-    y = torch.randint(0, s.vocab, (s.batch, s.context), generator=gen).to(device)
-    amp = (torch.autocast(device.type, dtype=torch.bfloat16) if dtype == "bfloat16"
-           else contextlib.nullcontext())
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
-    def step() -> torch.Tensor:
-        with amp:
-            loss = loss_fn(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    for _ in range(warmup):
-        step()
-    _sync(device)
-    rates = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(window):
-            loss = step()
-        _sync(device)
-        rates.append(window * s.batch * s.context / (time.perf_counter() - t0))
-    med = statistics.median(rates)
-    n = sum(p.numel() for p in model.parameters())
-    gflops = step_flops(matmul_params(model, s), s) * med / (s.batch * s.context) / 1e9
-    dev_peak = torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda" else None
-    return Result(peer, size_name, n, med, min(rates), max(rates), gflops,
-                  gflops / peak if peak else float("nan"), peak_rss_mib(), dev_peak, float(loss))
-
-
-def run_peer(peer: str, size_name: str, s: Size, device: torch.device, **kw: Any) -> Result | str:
-    """``measure`` or, when the peer's library is missing, a one-line note."""
-    try:
-        return measure(peer, size_name, s, device, **kw)
-    except PeerMissing as e:
-        return f"{peer}: skipped, not installed ({e})"
+    """Time ``repeats`` windows of ``window`` AdamW train steps of one ``peer`` at size ``s``."""
+    (r,) = measure_many([peer], size_name, s, device, dtype, warmup, repeats, window, peak, seed)
+    if isinstance(r, str):
+        raise PeerMissing(r)
+    return r

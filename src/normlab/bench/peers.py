@@ -39,7 +39,7 @@ SIZES.add("deep", Size(24, 128, 4, 128, 16))   # many small layers: per-op overh
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 PeerFn = Callable[[Size], tuple[nn.Module, LossFn]]
 PEERS: Registry[PeerFn] = Registry("peer", "--peers")
-GROUPS = {"normlab": ["normlab", "normlab-fused"], "xtransformers": ["xt-pre", "xt-sandwich"],
+GROUPS = {"normlab": ["normlab", "normlab-fused", "normlab-compiled"], "xtransformers": ["xt-pre", "xt-sandwich"],
           "hf-gpt2": ["hf-gpt2"]}
 
 
@@ -72,6 +72,15 @@ def normlab_fused(s: Size) -> tuple[nn.Module, LossFn]:
     m, fn = normlab(s)
     m.bench_fused = True
     return m, fn
+
+
+@PEERS.register("normlab-compiled")
+def normlab_compiled(s: Size) -> tuple[nn.Module, LossFn]:
+    """The fused variant with the forward under ``torch.compile`` (what ``train.compile=true``
+    does); compilation happens in the untimed warm-up steps."""
+    m, _ = normlab_fused(s)
+    fwd = torch.compile(m)
+    return m, lambda x, y: fwd(x, y)[1]
 
 
 def _xt(s: Size, **kw: object) -> tuple[nn.Module, LossFn]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from normlab.bench.harness import Result, matmul_peak, run_peer
+from normlab.bench.harness import Result, matmul_peak, measure_many
 from normlab.bench.peers import SIZES, expand
 
 TARGETS = {"tiny": 1.3, "baby": 1.0, "deep": 1.2}
@@ -41,19 +41,19 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
     echo(f"machine: {json.dumps(info)}")
     echo(f"matmul peak 2048^3: float32 {peaks['float32']:.1f} GFLOP/s, bfloat16 {peaks['bfloat16']:.1f} GFLOP/s")
     echo("FLOPs/step = 6*N*B*T + 12*L*d*T*B*T (N = matmul parameters); MFU vs the peak of the dtype")
-    echo(f"windows: {repeats} x {window} steps after {warmup} warm-up steps; AdamW; {dtype}; {device}")
+    echo(f"windows: {repeats} rounds x {window} steps per peer, interleaved, after {warmup} warm-up steps; "
+         f"AdamW; {dtype}; {device}; RSS is the process peak after all peers are built")
     results: list[Result] = []
     notes: list[str] = []
     verdicts: list[str] = []
     for size in sizes:
         s = SIZES.get(size)
         echo(f"\n== {size}: {s.n_layer}L d={s.d_model} heads={s.n_head} ctx={s.context} batch={s.batch}")
-        echo(f"{'peer':<14}{'params':>10}{'tok/s':>10}{'min-max':>18}{'GFLOP/s':>9}{'MFU':>7}"
+        echo(f"{'peer':<18}{'params':>10}{'tok/s':>10}{'min-max':>18}{'GFLOP/s':>9}{'MFU':>7}"
              f"{'RSS MiB':>9}{'ratio':>7}")
         rows: list[Result] = []
-        for p in variants:
-            r = run_peer(p, size, s, dev, dtype=dtype, warmup=warmup, repeats=repeats, window=window,
-                         peak=peaks[dtype])
+        for r in measure_many(variants, size, s, dev, dtype=dtype, warmup=warmup, repeats=repeats,
+                              window=window, peak=peaks[dtype]):
             if isinstance(r, str):
                 notes.append(r)
                 echo(f"  note: {r}")
@@ -61,7 +61,7 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
             rows.append(r)
         best = max((r.tokens_per_s for r in rows), default=0.0)
         for r in rows:
-            echo(f"{r.peer:<14}{r.params:>10}{r.tokens_per_s:>10.0f}{f'{r.tps_min:.0f}-{r.tps_max:.0f}':>18}"
+            echo(f"{r.peer:<18}{r.params:>10}{r.tokens_per_s:>10.0f}{f'{r.tps_min:.0f}-{r.tps_max:.0f}':>18}"
                  f"{r.gflops:>9.1f}{r.mfu:>7.0%}{r.peak_rss_mib:>9.0f}{r.tokens_per_s / best:>7.2f}")
         results += rows
         verdicts += _verdicts(size, rows)
