@@ -19,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="parallel trials (default: one per core / threads-per-run)")
     r.add_argument("--threads-per-run", type=int, default=1, metavar="T",
                    help="torch threads per trial (default 1: fastest for small models, see docs)")
+    r.add_argument("--batch", type=int, default=None, metavar="K",
+                   help="train up to K compatible trials as one batched computation (default: 8 on a "
+                        "GPU, 1 on CPU where it does not pay; see docs/performance.md)")
     r.add_argument("--ray-address", default=None, metavar="ADDR", help="existing Ray cluster (default: a local one)")
     r.add_argument("--lease", type=float, default=60.0, metavar="S",
                    help="seconds without heartbeat before a running trial is presumed dead and reclaimed")
@@ -80,7 +83,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {t.id}  " + "  ".join(f"{k}={v}" for k, v in t.params.items()))
         return 0
     store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
-                      threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease)
+                      threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
+                      batch=args.batch)
     print(status_text(store))
     # 1: some trial failed, or workers died and left trials unfinished (rerun to resume them)
     return 1 if store.counts().get("failed") or store.unfinished() else 0

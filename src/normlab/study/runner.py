@@ -25,12 +25,15 @@ def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
 def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str = "local",
               workers: int | None = None, threads: int = 1, address: str | None = None,
               lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0,
-              progress: bool | None = None) -> Store:
+              progress: bool | None = None, batch: int | None = None) -> Store:
     """Run every unfinished trial of the study in ``store_root``; returns the store.
 
     Safe to rerun after any crash, and to run twice at once on the same store: trials are
     claimed in SQLite transactions (see :mod:`normlab.study.store`). ``progress``: a bar of
-    finished trials on stderr (None: only when stderr is a terminal).
+    finished trials on stderr (None: only when stderr is a terminal). ``batch``: train up to
+    this many compatible fresh trials as one batched computation in a local worker
+    (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
+    batching measured 1.0x and one trial per core is faster (docs/performance.md).
     """
     from normlab.study.executors import EXECUTORS, default_workers
     from normlab.study.worker import WorkerOptions
@@ -42,11 +45,21 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
         raise ConfigError("--workers", workers, "must be >= 1")
     if lease_s <= 0:
         raise ConfigError("--lease", lease_s, "must be > 0 seconds, e.g. 60")
+    if batch is not None and batch < 1:
+        raise ConfigError("--batch", batch, "must be >= 1 (1 = no trial batching)")
+    if batch is not None and batch > 1 and executor != "local":
+        raise ConfigError("--batch", batch, "trial batching runs in local workers; use --executor local "
+                          "or --batch 1")
+    if batch is None:
+        import torch
+
+        batch = 8 if executor == "local" and torch.cuda.is_available() else 1
     store = open_store(spec, store_root)
     resolved = store.spec
     beat = heartbeat_s if heartbeat_s is not None else max(0.2, min(5.0, lease_s / 6))
     opts = WorkerOptions(threads=threads, lease_s=lease_s, heartbeat_s=beat, poll_s=poll_s,
-                         retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")))
+                         retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")),
+                         batch=batch)
     store.close()
     with Progress(store.root, enabled=progress):
         run(store.root, opts, workers=workers or default_workers(threads), address=address)

@@ -22,7 +22,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from normlab.errors import UserError
 
@@ -194,13 +194,26 @@ class Store:
     # -- writers (each one transaction) ----------------------------------------------
     def claim(self, worker: str, lease_s: float, retries: int = 1) -> Claim | None:
         """Take the next runnable trial, or None when nothing is runnable now."""
+        got = self.claim_many(worker, lease_s, retries)
+        return got[0] if got else None
+
+    def claim_many(self, worker: str, lease_s: float, retries: int = 1, limit: int = 1,
+                   fits: Callable[[str, str], bool] | None = None) -> list[Claim]:
+        """Take the next runnable trial and, when ``limit`` > 1 and it has never started, up to
+        ``limit - 1`` more never-started pending trials for which ``fits(first_config_json,
+        config_json)`` is true (trial batching). A reclaimed, interrupted or retried trial is
+        always taken alone: it resumes from its own checkpoint, or retries without a batch."""
         now = time.time()
+        out: list[Claim] = []
         with _immediate(self.conn) as c:
             rows = c.execute("SELECT id, status, worker, heartbeat, attempts, failures, params, config, run_dir "
                              "FROM trials WHERE status IN ('pending', 'interrupted', 'running') "
                              "ORDER BY idx").fetchall()
             for tid, status, owner, beat, attempts, failures, params, config, run_dir in rows:
-                if status == "running":
+                if out:  # filling a batch behind a fresh first trial
+                    if status != "pending" or attempts or fits is None or not fits(out[0].config_json, config):
+                        continue
+                elif status == "running":
                     if not ((beat or 0) < now - lease_s or _worker_dead(owner)):
                         continue
                     deaths = attempts - failures
@@ -212,12 +225,14 @@ class Store:
                     _event(c, tid, attempts, "lost", owner, now, "lease expired or worker process gone")
                 c.execute("UPDATE trials SET status='running', worker=?, attempts=attempts+1, started_at=?, "
                           "heartbeat=?, finished_at=NULL WHERE id=?", (worker, now, now, tid))
-                _event(c, tid, attempts + 1, "claim", worker, now, status)
+                _event(c, tid, attempts + 1, "claim", worker, now, status if not out else f"{status}, batched")
                 from normlab.study.spec import safe_relpath
 
-                return Claim(tid, attempts + 1, json.loads(params), config,
-                             self.root / safe_relpath(run_dir, f"trials[{tid}].run_dir"), previous=status)
-        return None
+                out.append(Claim(tid, attempts + 1, json.loads(params), config,
+                                 self.root / safe_relpath(run_dir, f"trials[{tid}].run_dir"), previous=status))
+                if len(out) >= limit or status != "pending" or attempts:
+                    break
+        return out
 
     def heartbeat(self, ids_attempts: list[tuple[str, int]]) -> None:
         """Renew the leases of trials this worker runs."""

@@ -29,6 +29,7 @@ class WorkerOptions:
     poll_s: float = 1.0        # wait between claims while other workers hold the last trials
     retries: int = 1           # failures before a trial is final 'failed' (from the spec)
     trial: str = "train"       # TRIALS name or "module:function" (from the spec)
+    batch: int = 1             # up to this many compatible fresh trials trained as one batch
 
 
 class Heartbeat:
@@ -83,6 +84,36 @@ def run_claimed(claim: Claim, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
         return None, f"{type(e).__name__}: {e}\n{tail}".strip()
 
 
+def batchable(first_json: str, other_json: str) -> bool:
+    """Whether two trials' configs can train as one batch (``normlab.train.batched``)."""
+    from normlab.config import RunConfig
+    from normlab.train.batched import compatible
+
+    return compatible([RunConfig.from_json(first_json), RunConfig.from_json(other_json)])
+
+
+def run_claimed_batch(claims: list[Claim], opts: WorkerOptions) -> list[tuple[dict[str, Any] | None, str | None]]:
+    """Train fresh claimed trials together (``run_batched``); one (summary, error) per claim.
+
+    If the batch raises, every trial gets the error and is retried by the store, alone
+    (retried trials never join a batch), so one bad trial cannot keep failing the others.
+    """
+    import torch
+
+    from normlab.config import RunConfig
+    from normlab.train.batched import run_batched
+
+    try:
+        torch.set_num_threads(max(1, opts.threads))
+        cfgs = [RunConfig.from_json(c.config_json) for c in claims]
+        summaries = run_batched(cfgs, [c.run_dir for c in claims], quiet=True)
+        return [(json.loads(json.dumps(s, default=str)), None) for s in summaries]
+    except Exception as e:
+        tail = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
+        err = f"batch of {len(claims)}: {type(e).__name__}: {e}\n{tail}".strip()
+        return [(None, err) for _ in claims]
+
+
 def work(store_root: str | Path, opts: WorkerOptions, *, parent_pid: int | None = None) -> int:
     """Claim and run trials until all are final; returns how many this worker ran."""
     store = Store(store_root)
@@ -92,22 +123,26 @@ def work(store_root: str | Path, opts: WorkerOptions, *, parent_pid: int | None 
         while True:
             if parent_pid is not None and os.getppid() != parent_pid:
                 break  # the study process is gone: finish nothing new, leave the rest to a rerun
-            claim = store.claim(me, opts.lease_s, opts.retries)
-            if claim is None:
+            batching = opts.batch > 1 and opts.trial == "train"
+            claims = store.claim_many(me, opts.lease_s, opts.retries, limit=opts.batch if batching else 1,
+                                      fits=batchable)
+            if not claims:
                 if store.unfinished() == 0:
                     break
                 time.sleep(opts.poll_s)
                 continue
-            beat = Heartbeat(store.root, [(claim.id, claim.attempt)], opts.heartbeat_s)
+            beat = Heartbeat(store.root, [(c.id, c.attempt) for c in claims], opts.heartbeat_s)
             try:
                 with beat:
-                    summary, error = run_claimed(claim, opts)
+                    outcomes = run_claimed_batch(claims, opts) if len(claims) > 1 else [run_claimed(claims[0], opts)]
             except KeyboardInterrupt:
-                store.finish(claim, me, summary={"status": "interrupted"}, retries=opts.retries)
+                for claim in claims:
+                    store.finish(claim, me, summary={"status": "interrupted"}, retries=opts.retries)
                 raise
-            store.finish(claim, me, summary=summary, error=error, retries=opts.retries)
-            ran += 1
-            if summary and summary.get("status") == "interrupted":
+            for claim, (summary, error) in zip(claims, outcomes):
+                store.finish(claim, me, summary=summary, error=error, retries=opts.retries)
+            ran += len(claims)
+            if any(s and s.get("status") == "interrupted" for s, _ in outcomes):
                 break  # Ctrl-C reached the trial: stop here, a rerun resumes it from its checkpoint
     finally:
         store.close()
