@@ -134,3 +134,33 @@ def test_compatibility_rules(data_dir: Path) -> None:
     d.train.diverge_loss = 7.0
     assert compatible([a, d])
     assert not compatible([])
+
+
+def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_dir: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the study runner relies on: a batched worker dies, each trial resumes solo."""
+    from normlab.train import batched, run_training
+
+    cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2, lr=1e-2)]
+    dirs = [tmp_path / "b0", tmp_path / "b1"]
+    real_log = batched._log
+
+    def dying_log(tr, step, tokens_per_step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
+        if step == 9:
+            raise SystemExit("killed")
+        real_log(tr, step, tokens_per_step, metrics)
+
+    monkeypatch.setattr(batched, "_log", dying_log)
+    with pytest.raises(SystemExit):
+        batched.run_batched(cfgs, dirs, quiet=True)
+    monkeypatch.setattr(batched, "_log", real_log)
+    for cfg, d in zip(cfgs, dirs):
+        assert not (d / "summary.json").exists()
+        resumed = run_training(cfg, d, resume=True, quiet=True)
+        solo = run_training(cfg, tmp_path / f"solo{cfg.seed}", quiet=True)
+        assert resumed["status"] == "completed" and resumed["steps"] == 12
+        got = [r for r in read_jsonl(d / "metrics.jsonl") if "train/loss" in r]
+        want = [r for r in read_jsonl(tmp_path / f"solo{cfg.seed}" / "metrics.jsonl") if "train/loss" in r]
+        assert [r["step"] for r in got] == [r["step"] for r in want]  # no duplicated or missing steps
+        assert max(_rel(a["train/loss"], b["train/loss"]) for a, b in zip(got, want)) <= 1e-4
+        assert _rel(resumed["best_val_loss"], solo["best_val_loss"]) <= 1e-4
