@@ -1,6 +1,10 @@
-"""Shared by the benchmark scripts: the tiny run config (nanoGPT's CPU recipe shape)."""
+"""Shared by the benchmark scripts: the tiny run config (nanoGPT's CPU recipe shape) and the
+target rows each script can write with ``--json`` (``targets.py`` collects them)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from normlab.config import RunConfig
 from normlab.presets import PRESETS
@@ -15,3 +19,15 @@ def tiny_run(steps: int, seed: int = 1337, lr: float = 1e-3, warmup: int = 100, 
     t.steps, t.eval_every, t.eval_batches, t.log_every, t.checkpoint_every = steps, steps, 10, 10, 0
     t.device, t.dtype = "cpu", dtype
     return RunConfig.from_json(cfg.to_json())  # re-validated as a whole
+
+
+def target(name: str, measured: str, goal: str, ok: bool | None) -> dict:
+    """One line of the targets table: what, the measured value, the goal, met / MISSED / n/a."""
+    return {"target": name, "measured": measured, "goal": goal,
+            "verdict": "n/a" if ok is None else ("met" if ok else "MISSED")}
+
+
+def write_targets(path: Path | None, rows: list[dict]) -> None:
+    """Write ``rows`` as JSON to ``path`` (``--json``), for ``targets.py`` to read."""
+    if path is not None:
+        path.write_text(json.dumps({"rows": rows}, indent=2) + "\n", encoding="utf-8")

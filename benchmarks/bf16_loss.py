@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import tiny_run  # noqa: E402
+from _common import target, tiny_run, write_targets  # noqa: E402
 
 from normlab.fsutil import read_jsonl  # noqa: E402
 from normlab.train import run_training  # noqa: E402
@@ -21,6 +21,7 @@ from normlab.train import run_training  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
     a = ap.parse_args()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -33,6 +34,8 @@ def main() -> None:
     print(f"{a.steps} steps: val loss float32 {v32:.4f}, bfloat16 {v16:.4f} ({rel:.2%} apart; target <= 1%: "
           f"{'met' if rel <= 0.01 else 'MISSED'}); train loss {t32:.4f} vs {t16:.4f}; "
           f"tokens/s {r32:.0f} vs {r16:.0f}")
+    write_targets(a.json, [target(f"bf16 val loss vs fp32 after {a.steps} steps",
+                                  f"{v16:.4f} vs {v32:.4f} ({rel:.2%})", "<= 1%", rel <= 0.01)])
 
 
 if __name__ == "__main__":

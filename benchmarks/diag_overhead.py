@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
-from normlab import ModelConfig, TransformerLM
-from normlab.diagnostics.training import TrainingDiagnostics
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import target, write_targets  # noqa: E402
+
+from normlab import ModelConfig, TransformerLM  # noqa: E402
+from normlab.diagnostics.training import TrainingDiagnostics  # noqa: E402
 
 
 def run(model, opt, batches, diag, steps: int, start: int) -> list[float]:
@@ -56,6 +62,7 @@ def main() -> None:
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--batch", type=int, default=12)
     ap.add_argument("--context", type=int, default=64)
+    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -84,6 +91,10 @@ def main() -> None:
         print(f"{name:<5} median {med * 1e3:7.2f} ms  mean {mean * 1e3:7.2f} ms  "
               f"overhead (mean) {100 * (mean / statistics.fmean(times['off']) - 1):+6.1f}%  "
               f"(median) {100 * (med / base - 1):+6.1f}%")
+    over = {k: statistics.median(times[k]) / base - 1 for k in ("k=1", "k=10")}
+    write_targets(args.json, [
+        target("diagnostics every 10 steps", f"{over['k=10']:+.1%} step time (median)", "< 2%", over["k=10"] < 0.02),
+        target("diagnostics every step", f"{over['k=1']:+.1%} step time (median)", "< 10%", over["k=1"] < 0.10)])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import tiny_run  # noqa: E402
+from _common import target, tiny_run, write_targets  # noqa: E402
 
 from normlab.study.runner import run_study  # noqa: E402
 from normlab.study.spec import StudySpec  # noqa: E402
@@ -38,6 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--trials", type=int, default=8, help="a multiple of 4 (4 learning rates x seeds)")
+    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
     a = ap.parse_args()
     cores = os.cpu_count() or 1
     layouts = [  # (label, workers, threads per trial, batch)
@@ -49,6 +50,7 @@ def main() -> None:
     n = len(spec(a.steps, a.trials).trials())
     print(f"{n} trials x {a.steps} steps (4L d=128 ctx 64 batch 12), {cores} cores")
     base = None
+    speed: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, workers, threads, batch) in enumerate(layouts):
             t0 = time.perf_counter()
@@ -57,7 +59,13 @@ def main() -> None:
             wall = time.perf_counter() - t0
             ok = sum(t.status == "completed" for t in store.trials())
             base = base or wall
+            speed[label] = base / wall
             print(f"{label:<40} {wall:7.1f} s  {base / wall:5.2f}x  ({ok}/{n} completed)", flush=True)
+    best = max(speed, key=speed.get)
+    write_targets(a.json, [target(f"study of {n} tiny trials vs sequential solo runs",
+                                  f"best layout: {best}, {speed[best]:.2f}x; "
+                                  + "; ".join(f"{k}: {v:.2f}x" for k, v in speed.items() if k != best),
+                                  ">= 1.4x", speed[best] >= 1.4)])
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import tiny_run  # noqa: E402
+from _common import target, tiny_run, write_targets  # noqa: E402
 
 from normlab.fsutil import read_jsonl  # noqa: E402
 from normlab.train import run_training  # noqa: E402
@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="train.threads for both arms (0 = torch default)")
+    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
     a = ap.parse_args()
     lrs = [1e-3, 2e-3, 5e-4, 3e-3]
     cfgs = []
@@ -52,12 +53,17 @@ def main() -> None:
             assert len(got) == len(want), (len(got), len(want))
             worst = max(worst, max(abs(g - w) / abs(w) for g, w in zip(got, want)))
     speed = t_solo / t_batched
-    target = 5.0 if a.device.startswith("cuda") else 1.4
+    target_x = 5.0 if a.device.startswith("cuda") else 1.4
     print(f"{a.trials} trials x {a.steps} steps on {a.device}: batched {t_batched:.1f} s, "
-          f"sequential {t_solo:.1f} s, speedup {speed:.2f}x (target >= {target}x: "
-          f"{'met' if speed >= target else 'MISSED'})")
+          f"sequential {t_solo:.1f} s, speedup {speed:.2f}x (target >= {target_x}x: "
+          f"{'met' if speed >= target_x else 'MISSED'})")
     print(f"loss curves: max relative difference batched vs solo {worst:.2e} "
           f"(target <= 1e-4: {'met' if worst <= 1e-4 else 'MISSED'})")
+    write_targets(a.json, [
+        target(f"trial batching, {a.trials} trials x {a.steps} steps, {a.device}",
+               f"batched {t_batched:.1f} s vs sequential {t_solo:.1f} s = {speed:.2f}x", f">= {target_x}x",
+               speed >= target_x),
+        target("trial batching loss curves vs solo", f"max rel. difference {worst:.1e}", "<= 1e-4", worst <= 1e-4)])
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
          f"AdamW; {dtype}; {device}; RSS is the process peak after all peers are built")
     results: list[Result] = []
     notes: list[str] = []
-    verdicts: list[str] = []
+    verdicts: list[dict[str, str]] = []
     for size in sizes:
         s = SIZES.get(size)
         echo(f"\n== {size}: {s.n_layer}L d={s.d_model} heads={s.n_head} ctx={s.context} batch={s.batch}")
@@ -66,7 +66,7 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
         results += rows
         verdicts += _verdicts(size, rows)
     for v in verdicts:
-        echo(v)
+        echo(verdict_line(v))
     report = {"machine": info, "device": device, "dtype": dtype, "peak_gflops": peaks,
               "results": [r.row() for r in results], "notes": notes, "verdicts": verdicts}
     if out is not None:
@@ -75,18 +75,26 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
     return report
 
 
-def _verdicts(size: str, rows: list[Result]) -> list[str]:
-    """normlab's best variant vs the fastest non-normlab peer, against the issue's targets."""
+def _verdicts(size: str, rows: list[Result]) -> list[dict[str, str]]:
+    """normlab's best variant vs the fastest non-normlab peer, against the issue's targets:
+    rows of {target, measured, goal, verdict} (met / MISSED / n/a)."""
     ours = [r for r in rows if r.peer.startswith("normlab")]
     theirs = [r for r in rows if not r.peer.startswith("normlab")]
+    goal = TARGETS.get(size, 1.0)
     if not ours or not theirs:
-        return [f"{size}: no ratio (need normlab and at least one peer)"]
+        return [{"target": f"{size} vs fastest peer", "measured": "no ratio (need normlab and a peer)",
+                 "goal": f">= {goal}x", "verdict": "n/a"}]
     a, b = max(ours, key=lambda r: r.tokens_per_s), max(theirs, key=lambda r: r.tokens_per_s)
     ratio = a.tokens_per_s / b.tokens_per_s
-    out = [f"{size}: {a.peer} / fastest peer {b.peer} = {ratio:.2f}x (target >= {TARGETS.get(size, 1.0)}x: "
-           f"{'met' if ratio >= TARGETS.get(size, 1.0) else 'MISSED'}); params {a.params} vs {b.params} "
-           f"({abs(a.params / b.params - 1):.1%} apart)"]
+    out = [{"target": f"{size} vs fastest peer",
+            "measured": f"{a.peer} {a.tokens_per_s:.0f} / {b.peer} {b.tokens_per_s:.0f} tok/s = {ratio:.2f}x "
+                        f"(params {abs(a.params / b.params - 1):.1%} apart)",
+            "goal": f">= {goal}x", "verdict": "met" if ratio >= goal else "MISSED"}]
     if size in MFU_TARGET:
-        ok = a.mfu >= MFU_TARGET[size]
-        out.append(f"{size}: MFU {a.mfu:.0%} (target >= {MFU_TARGET[size]:.0%}: {'met' if ok else 'MISSED'})")
+        out.append({"target": f"{size} MFU", "measured": f"{a.peer} {a.mfu:.0%}",
+                    "goal": f">= {MFU_TARGET[size]:.0%}", "verdict": "met" if a.mfu >= MFU_TARGET[size] else "MISSED"})
     return out
+
+
+def verdict_line(v: dict[str, str]) -> str:
+    return f"{v['target']}: {v['measured']} (target {v['goal']}: {v['verdict']})"
