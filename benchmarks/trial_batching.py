@@ -16,8 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import torch  # noqa: E402
 from _common import target, tiny_run, write_targets  # noqa: E402
 
+from normlab.config import RunConfig  # noqa: E402
 from normlab.fsutil import read_jsonl  # noqa: E402
 from normlab.train import run_training  # noqa: E402
 from normlab.train.batched import run_batched  # noqa: E402
@@ -46,24 +48,41 @@ def main() -> None:
         for i, c in enumerate(cfgs):
             run_training(c, root / f"s{i}", quiet=True)
         t_solo = time.perf_counter() - t0
-        worst = 0.0
-        for i in range(a.trials):
-            got = [r["train/loss"] for r in read_jsonl(root / f"b{i}" / "metrics.jsonl")]
-            want = [r["train/loss"] for r in read_jsonl(root / f"s{i}" / "metrics.jsonl")]
-            assert len(got) == len(want), (len(got), len(want))
-            worst = max(worst, max(abs(g - w) / abs(w) for g, w in zip(got, want)))
+        diffs = [_max_rel(root / f"b{i}", root / f"s{i}") for i in range(a.trials)]
+        worst_i = max(range(a.trials), key=diffs.__getitem__)
+        worst = diffs[worst_i]
+        floor = None
+        if worst > 1e-4:  # the float32 noise floor of that trial: the same solo run at another thread count
+            c = RunConfig.from_json(cfgs[worst_i].to_json())
+            c.train.threads = 1 if torch.get_num_threads() > 1 else 2
+            run_training(c, root / "floor", quiet=True)
+            floor = _max_rel(root / "floor", root / f"s{worst_i}")
     speed = t_solo / t_batched
     target_x = 5.0 if a.device.startswith("cuda") else 1.4
     print(f"{a.trials} trials x {a.steps} steps on {a.device}: batched {t_batched:.1f} s, "
           f"sequential {t_solo:.1f} s, speedup {speed:.2f}x (target >= {target_x}x: "
           f"{'met' if speed >= target_x else 'MISSED'})")
-    print(f"loss curves: max relative difference batched vs solo {worst:.2e} "
-          f"(target <= 1e-4: {'met' if worst <= 1e-4 else 'MISSED'})")
+    w = cfgs[worst_i].optim
+    print("loss curves, max relative difference batched vs solo per trial: "
+          + ", ".join(f"{d:.1e}" for d in diffs) + f" (target <= 1e-4: {'met' if worst <= 1e-4 else 'MISSED'})")
+    if floor is not None:
+        print(f"worst trial {worst_i} (lr {w.lr:g}, warm-up {w.warmup_steps}): {worst:.1e}; the same solo run "
+              f"at another thread count differs from it by {floor:.1e} (float32 rounding, amplified)")
     write_targets(a.json, [
         target(f"trial batching, {a.trials} trials x {a.steps} steps, {a.device}",
                f"batched {t_batched:.1f} s vs sequential {t_solo:.1f} s = {speed:.2f}x", f">= {target_x}x",
                speed >= target_x),
-        target("trial batching loss curves vs solo", f"max rel. difference {worst:.1e}", "<= 1e-4", worst <= 1e-4)])
+        target("trial batching loss curves vs solo",
+               f"max rel. difference {worst:.1e} (trial lr {w.lr:g}, warm-up {w.warmup_steps})"
+               + (f"; solo vs solo at another thread count {floor:.1e}" if floor is not None else "")
+               + f"; other trials <= {sorted(diffs)[-2] if len(diffs) > 1 else worst:.1e}", "<= 1e-4", worst <= 1e-4)])
+
+
+def _max_rel(a: Path, b: Path) -> float:
+    got = [r["train/loss"] for r in read_jsonl(a / "metrics.jsonl")]
+    want = [r["train/loss"] for r in read_jsonl(b / "metrics.jsonl")]
+    assert len(got) == len(want), (len(got), len(want))
+    return max(abs(g - w) / abs(w) for g, w in zip(got, want))
 
 
 if __name__ == "__main__":
