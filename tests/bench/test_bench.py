@@ -91,3 +91,22 @@ def test_cli_bench_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture) -
     err = capsys.readouterr().err
     assert "huge" in err and "tiny" in err and err.count("\n") == 1
     assert main(["bench", "--repeats", "0"]) == 2
+
+
+def test_a_peer_that_fails_in_warm_up_is_a_note_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from normlab.bench import harness
+
+    def broken(s: Size):
+        model, fn = PEERS.get("normlab")(s)
+
+        def loss(x, y):
+            raise RuntimeError("InductorError: no C++ compiler found\nlong traceback")
+        return model, loss
+
+    monkeypatch.setitem(PEERS._items, "broken", broken)
+    rows = harness.measure_many(["broken", "normlab"], "t", Size(1, 16, 2, 8, 2), torch.device("cpu"),
+                                warmup=1, repeats=1, window=1)
+    assert rows[0] == "broken: skipped, failed in warm-up (RuntimeError: InductorError: no C++ compiler found)"
+    assert rows[1].peer == "normlab" and rows[1].tokens_per_s > 0

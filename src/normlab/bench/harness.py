@@ -138,8 +138,9 @@ def measure_many(peers: list[str], size_name: str, s: Size, device: torch.device
 
     Windows are interleaved (round r starts at peer r mod n), so a machine that speeds up or
     slows down during the run (turbo, a neighbour's job, allocator state) shifts every peer
-    alike instead of whichever happens to run last. A peer whose library is missing becomes
-    a one-line note in its place.
+    alike instead of whichever happens to run last. A peer whose library is missing, or that
+    fails while warming up (``torch.compile`` without a C++ compiler), becomes a one-line
+    note in its place.
     """
     trainees: dict[str, Trainee | str] = {}
     for p in peers:
@@ -148,11 +149,15 @@ def measure_many(peers: list[str], size_name: str, s: Size, device: torch.device
             torch.cuda.reset_peak_memory_stats(device)
         try:
             t = Trainee(p, s, device, dtype, seed)
+            for _ in range(warmup):
+                t.step()
         except PeerMissing as e:
             trainees[p] = f"{p}: skipped, not installed ({e})"
             continue
-        for _ in range(warmup):
-            t.step()
+        except Exception as e:  # e.g. torch.compile without a C++ compiler: the other peers still run
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            trainees[p] = f"{p}: skipped, failed in warm-up ({type(e).__name__}: {first})"
+            continue
         if device.type == "cuda":  # this peer's own peak: the others' tensors are subtracted
             t.dev_mib = (torch.cuda.max_memory_allocated(device) - before) / 2 ** 20
         trainees[p] = t
