@@ -53,6 +53,9 @@ def main() -> None:
                              "goal": "-", "verdict": "error"})
                 continue
             rows += json.loads(out.read_text())["rows"]
+    if not torch.cuda.is_available():
+        rows.append({"target": "trial batching, 8 trials, cuda", "measured": "not run: no CUDA device here",
+                     "goal": ">= 5x", "verdict": "n/a"})
     w = max(len(r["target"]) for r in rows)
     print(f"\n{'target':<{w}}  {'verdict':<7}  {'goal':<10}  measured")
     for r in rows:
