@@ -53,6 +53,21 @@ def test_bad_inputs_exit_2_with_one_line_and_create_nothing(tmp_path, tiny, caps
         assert not out.exists(), what
 
 
+def test_compile_without_a_cpp_compiler_is_one_line_before_anything_is_written(tmp_path, tiny, capsys,
+                                                                               monkeypatch) -> None:
+    from torch._inductor import cpp_builder
+
+    def no_compiler():
+        raise RuntimeError("No working C++ compiler found")
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
+    out = tmp_path / "run"
+    rc = main(["train", "--quiet", "--out", str(out), *tiny.args("train.compile=true")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "train.compile" in err and "C++ compiler" in err, err
+    assert not out.exists()
+
+
 def test_bad_input_leaves_an_existing_run_untouched(existing_run, tmp_path, capsys, tiny):
     before = _snapshot(existing_run)
     for flags in (["--out", str(existing_run), *tiny.args()],                      # would overwrite

@@ -83,6 +83,10 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     if cfg.train.batch_size % (cfg.train.grad_accum * dist.world):
         raise UserError(f"train.batch_size={cfg.train.batch_size}: must be divisible by grad_accum x "
                         f"processes = {cfg.train.grad_accum * dist.world}")
+    if cfg.train.compile and device.type == "cpu":
+        from normlab.train.loop import check_cpp_compiler
+
+        check_cpp_compiler()  # before RUN is touched: a failed start leaves no half-made run
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
