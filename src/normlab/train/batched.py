@@ -18,7 +18,8 @@ Limits (``incompatibility`` names the first one met, ``run_batched`` refuses wit
   * placements with per-step weight hooks (nGPT's ``after_step``) are refused;
   * train.diag_every must be 0 (diagnostic hooks see one model, not a stack);
   * the model, data and train sections must be equal (only train.diverge_loss may differ);
-  * no resume: a killed batched run is re-run (its trials are short by construction);
+  * a killed batched run is not resumed as a batch: each trial resumes alone from its own
+    solo-format checkpoint (``run_training(..., resume=True)``, what the study runner does);
   * train.compile is ignored: the vmapped step runs eagerly.
 """
 
@@ -92,49 +93,41 @@ def _stack(trials: list[_Trial], names: list[str], decay: set[str]) -> dict[str,
     params = {n: torch.stack([dict(t.model.named_parameters())[n].detach() for t in trials]).requires_grad_()
               for n in names}
     o = [t.cfg.optim for t in trials]
-    return {"params": params, "m": {n: torch.zeros_like(p) for n, p in params.items()},
+    order = [n for n, p in trials[0].model.named_parameters() if p.requires_grad]  # clip_grad_norm_'s order
+    return {"params": params, "names": names, "order": order,
+            "m": {n: torch.zeros_like(p) for n, p in params.items()},
             "v": {n: torch.zeros_like(p) for n, p in params.items()}, "decay": decay,
             "wd": [x.weight_decay for x in o], "b1": [x.beta1 for x in o], "b2": [x.beta2 for x in o],
             "eps": [x.eps for x in o], "clip": [x.grad_clip if x.grad_clip > 0 else math.inf for x in o],
             "z": [x.z_loss for x in o]}
 
 
-def _cols(values: dict[str, list[float]], like: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-trial scalars as (K, 1, ..., 1) columns broadcasting against ``like`` (K, ...)."""
-    t = torch.tensor(list(values.values()), dtype=like.dtype, device=like.device)   # (n, K)
-    shape = (-1, *([1] * (like.dim() - 1)))
-    return {k: t[i].view(shape) for i, k in enumerate(values)}
-
-
 @torch.no_grad()
 def _clip_and_step(S: dict[str, Any], lrs: list[float], step: int) -> torch.Tensor:
-    """Per-trial ``clip_grad_norm_`` then ``torch.optim.AdamW``'s single-tensor update.
-
-    Written op for op like torch's (same operand order, so the same float32 rounding),
-    with the per-trial scalars as (K, 1, ...) columns. Returns the unclipped norms (K,).
-    """
-    ps = S["params"]
-    per = torch.stack([p.grad.flatten(1).norm(dim=1) for p in ps.values()])   # (P, K)
-    norm = per.norm(dim=0)                                                    # (K,)
-    coef = (torch.tensor(S["clip"], device=norm.device) / (norm + 1e-6)).clamp(max=1.0)
-    b1, b2 = S["b1"], S["b2"]
-    scalars = {"coef": coef.tolist(), "decay": [1 - lr * wd for lr, wd in zip(lrs, S["wd"])],
-               "1-b1": [1 - a for a in b1], "b2": b2, "1-b2": [1 - a for a in b2],
-               "bc2": [(1 - a ** step) ** 0.5 for a in b2], "eps": S["eps"],
-               "step": [-lr / (1 - a ** step) for lr, a in zip(lrs, b1)]}
-    by_dim: dict[int, dict[str, torch.Tensor]] = {}   # one small tensor per rank, not per parameter
-    for n, p in ps.items():
-        c = by_dim.get(p.dim()) or by_dim.setdefault(p.dim(), _cols(scalars, p))
-        g = p.grad.mul_(c["coef"])
-        if n in S["decay"]:
-            p.mul_(c["decay"])
-        m, v = S["m"][n], S["v"][n]
-        m.lerp_(g, c["1-b1"])
-        v.mul_(c["b2"]).add_(c["1-b2"] * g * g)
-        denom = (v.sqrt() / c["bc2"]).add_(c["eps"])
-        p.add_(c["step"] * m / denom)
+    """Per trial, the solo step's own calls on that trial's slices of the stacked tensors:
+    ``clip_grad_norm_``'s foreach norm and scaling (parameters in ``model.parameters()``
+    order, as the solo loop passes them), then ``torch._fused_adamw_``, the kernel of the
+    solo loop's ``AdamW(fused=True)``, per parameter group. Same kernels, same operand order,
+    so the same float32 rounding. Returns the unclipped norms (K,)."""
+    ps, order = S["params"], S["order"]
+    norms = []
+    for i, lr in enumerate(lrs):
+        grads = [ps[n].grad[i] for n in order]
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        torch._foreach_mul_(grads, torch.clamp(S["clip"][i] / (total + 1e-6), max=1.0))
+        norms.append(total)
+        step_t = torch.tensor(float(step), device=total.device)  # AdamW's state["step"] after its += 1
+        for decays in (True, False):
+            names = [n for n in S["names"] if (n in S["decay"]) == decays]
+            if names:
+                torch._fused_adamw_([ps[n][i] for n in names], [ps[n].grad[i] for n in names],
+                                    [S["m"][n][i] for n in names], [S["v"][n][i] for n in names], [],
+                                    [step_t] * len(names), amsgrad=False, lr=lr, beta1=S["b1"][i],
+                                    beta2=S["b2"][i], weight_decay=S["wd"][i] if decays else 0.0,
+                                    eps=S["eps"][i], maximize=False)
+    for p in ps.values():
         p.grad = None
-    return norm
+    return torch.stack(norms)
 
 
 def _keep(S: dict[str, Any], keep: list[int]) -> None:
