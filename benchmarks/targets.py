@@ -24,7 +24,7 @@ def scripts(quick: bool, cuda: bool) -> list[list[str]]:
     q = quick
     out = [
         ["throughput.py", "--repeats", "3" if q else "7", "--window-steps", "3" if q else "10"],
-        ["trial_batching.py", "--steps", "20" if q else "200", "--trials", "8"],
+        ["trial_batching.py", "--steps", "20" if q else "200", "--trials", "8", "--rounds", "1" if q else "2"],
         ["study_layout.py", "--steps", "20" if q else "200", "--trials", "8"],
         ["bf16_loss.py", "--steps", "30" if q else "300"],
         ["diag_overhead.py", "--rounds", "2" if q else "5", "--steps", "10" if q else "40"],

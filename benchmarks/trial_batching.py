@@ -9,6 +9,8 @@ difference between each batched trial's loss curve and its solo run (target <= 1
 from __future__ import annotations
 
 import argparse
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +33,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="train.threads for both arms (0 = torch default)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat both arms, alternating their order; medians")
     ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
     a = ap.parse_args()
     lrs = [1e-3, 2e-3, 5e-4, 3e-3]
@@ -41,13 +44,20 @@ def main() -> None:
         cfgs.append(c)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        t0 = time.perf_counter()
-        run_batched(cfgs, [root / f"b{i}" for i in range(a.trials)], quiet=True)
-        t_batched = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for i, c in enumerate(cfgs):
-            run_training(c, root / f"s{i}", quiet=True)
-        t_solo = time.perf_counter() - t0
+        times: dict[str, list[float]] = {"batched": [], "solo": []}
+        for r in range(a.rounds):  # alternating order: a host that drifts hits both arms alike
+            for arm in (("batched", "solo") if r % 2 == 0 else ("solo", "batched")):
+                t0 = time.perf_counter()
+                if arm == "batched":
+                    run_batched(cfgs, [root / f"b{i}" for i in range(a.trials)], quiet=True)
+                else:
+                    for i, c in enumerate(cfgs):
+                        run_training(c, root / f"s{i}", quiet=True)
+                times[arm].append(time.perf_counter() - t0)
+                if r + 1 < a.rounds:  # runs refuse an existing directory: keep only the last round's
+                    for i in range(a.trials):
+                        shutil.rmtree(root / f"{arm[0]}{i}")
+        t_batched, t_solo = statistics.median(times["batched"]), statistics.median(times["solo"])
         diffs = [_max_rel(root / f"b{i}", root / f"s{i}") for i in range(a.trials)]
         worst_i = max(range(a.trials), key=diffs.__getitem__)
         worst = diffs[worst_i]
@@ -59,7 +69,8 @@ def main() -> None:
             floor = _max_rel(root / "floor", root / f"s{worst_i}")
     speed = t_solo / t_batched
     target_x = 5.0 if a.device.startswith("cuda") else 1.4
-    print(f"{a.trials} trials x {a.steps} steps on {a.device}: batched {t_batched:.1f} s, "
+    rounds = f" (median of {a.rounds} rounds)" if a.rounds > 1 else ""
+    print(f"{a.trials} trials x {a.steps} steps on {a.device}{rounds}: batched {t_batched:.1f} s, "
           f"sequential {t_solo:.1f} s, speedup {speed:.2f}x (target >= {target_x}x: "
           f"{'met' if speed >= target_x else 'MISSED'})")
     w = cfgs[worst_i].optim
