@@ -104,3 +104,18 @@ def environment(device: torch.device, seed: int, dist: Dist) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def check_cpp_compiler() -> None:
+    """torch.compile on CPU generates C++: fail before training, in one line, without one."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+    except ImportError:  # private API moved: let torch.compile report for itself
+        return
+    try:
+        get_cpp_compiler()
+    except Exception as e:
+        from normlab.errors import ConfigError
+
+        raise ConfigError("train.compile", True, f"torch.compile on CPU needs a C++ compiler ({type(e).__name__}); "
+                          "install g++ (or set $CXX) or set train.compile=false") from None

@@ -43,21 +43,6 @@ def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None  # JSON has no NaN/inf; null means "not finite"
 
 
-def check_cpp_compiler() -> None:
-    """torch.compile on CPU generates C++: fail before training, in one line, without one."""
-    try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-    except ImportError:  # private API moved: let torch.compile report for itself
-        return
-    try:
-        get_cpp_compiler()
-    except Exception as e:
-        from normlab.errors import ConfigError
-
-        raise ConfigError("train.compile", True, f"torch.compile on CPU needs a C++ compiler ({type(e).__name__}); "
-                          "install g++ (or set $CXX) or set train.compile=false") from None
-
-
 class Trainer:
     def __init__(self, cfg: RunConfig, model: nn.Module, optimizer: torch.optim.Optimizer,
                  corpus: Any, val: list[tuple[torch.Tensor, torch.Tensor]], run_dir: Path,

@@ -84,7 +84,7 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
         raise UserError(f"train.batch_size={cfg.train.batch_size}: must be divisible by grad_accum x "
                         f"processes = {cfg.train.grad_accum * dist.world}")
     if cfg.train.compile and device.type == "cpu":
-        from normlab.train.loop import check_cpp_compiler
+        from normlab.train.env import check_cpp_compiler
 
         check_cpp_compiler()  # before RUN is touched: a failed start leaves no half-made run
     if cfg.train.threads > 0:
