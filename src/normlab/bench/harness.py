@@ -166,13 +166,3 @@ def measure_many(peers: list[str], size_name: str, s: Size, device: torch.device
         for i in range(len(live)):
             live[(r + i) % len(live)].window(window)
     return [t.result(size_name, peak) if isinstance(t, Trainee) else t for t in trainees.values()]
-
-
-def measure(peer: str, size_name: str, s: Size, device: torch.device, dtype: str = "float32",
-            warmup: int = 5, repeats: int = 5, window: int = 10, peak: float = 0.0,
-            seed: int = 0) -> Result:
-    """Time ``repeats`` windows of ``window`` AdamW train steps of one ``peer`` at size ``s``."""
-    (r,) = measure_many([peer], size_name, s, device, dtype, warmup, repeats, window, peak, seed)
-    if isinstance(r, str):
-        raise PeerMissing(r)
-    return r
