@@ -78,10 +78,9 @@ def run_claimed(claim: Claim, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
         summary = load_trial(opts.trial)(cfg, claim.run_dir, resume=resume)
         if not isinstance(summary, dict):
             return None, f"trial returned {type(summary).__name__}, not a summary dict"
-        return json.loads(json.dumps(summary, default=str)), None
+        return _summary_json(summary), None
     except Exception as e:
-        tail = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
-        return None, f"{type(e).__name__}: {e}\n{tail}".strip()
+        return None, _error_text(e)
 
 
 def batchable(first_json: str, other_json: str) -> bool:
@@ -107,11 +106,21 @@ def run_claimed_batch(claims: list[Claim], opts: WorkerOptions) -> list[tuple[di
         torch.set_num_threads(max(1, opts.threads))
         cfgs = [RunConfig.from_json(c.config_json) for c in claims]
         summaries = run_batched(cfgs, [c.run_dir for c in claims], quiet=True)
-        return [(json.loads(json.dumps(s, default=str)), None) for s in summaries]
+        return [(_summary_json(s), None) for s in summaries]
     except Exception as e:
-        tail = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
-        err = f"batch of {len(claims)}: {type(e).__name__}: {e}\n{tail}".strip()
+        err = f"batch of {len(claims)}: {_error_text(e)}"
         return [(None, err) for _ in claims]
+
+
+def _summary_json(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary as the store keeps it: JSON values only (paths and the like become strings)."""
+    return json.loads(json.dumps(summary, default=str))
+
+
+def _error_text(e: Exception) -> str:
+    """What the store records for a raising trial: the exception and the last traceback frames."""
+    tail = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
+    return f"{type(e).__name__}: {e}\n{tail}".strip()
 
 
 def work(store_root: str | Path, opts: WorkerOptions, *, parent_pid: int | None = None) -> int:
