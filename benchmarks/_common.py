@@ -3,11 +3,15 @@ target rows each script can write with ``--json`` (``targets.py`` collects them)
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
+from normlab.bench.suite import target
 from normlab.config import RunConfig
 from normlab.presets import PRESETS
+
+__all__ = ["json_arg", "target", "tiny_run", "write_targets"]
 
 
 def tiny_run(steps: int, seed: int = 1337, lr: float = 1e-3, warmup: int = 100, dtype: str = "float32") -> RunConfig:
@@ -21,13 +25,12 @@ def tiny_run(steps: int, seed: int = 1337, lr: float = 1e-3, warmup: int = 100, 
     return RunConfig.from_json(cfg.to_json())  # re-validated as a whole
 
 
-def target(name: str, measured: str, goal: str, ok: bool | None) -> dict:
-    """One line of the targets table: what, the measured value, the goal, met / MISSED / n/a."""
-    return {"target": name, "measured": measured, "goal": goal,
-            "verdict": "n/a" if ok is None else ("met" if ok else "MISSED")}
+def json_arg(ap: argparse.ArgumentParser) -> None:
+    """The ``--json FILE`` option every target script takes."""
+    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
 
 
 def write_targets(path: Path | None, rows: list[dict]) -> None:
-    """Write ``rows`` as JSON to ``path`` (``--json``), for ``targets.py`` to read."""
+    """Write ``rows`` (``target(...)`` dicts) as JSON to ``path`` (``--json``), for ``targets.py``."""
     if path is not None:
         path.write_text(json.dumps({"rows": rows}, indent=2) + "\n", encoding="utf-8")

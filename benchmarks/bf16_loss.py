@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import target, tiny_run, write_targets  # noqa: E402
+from _common import json_arg, target, tiny_run, write_targets  # noqa: E402
 
 from normlab.fsutil import read_jsonl  # noqa: E402
 from normlab.train import run_training  # noqa: E402
@@ -21,7 +21,7 @@ from normlab.train import run_training  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
+    json_arg(ap)
     a = ap.parse_args()
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import target, write_targets  # noqa: E402
+from _common import json_arg, target, write_targets  # noqa: E402
 
 from normlab import ModelConfig, TransformerLM  # noqa: E402
 from normlab.diagnostics.training import TrainingDiagnostics  # noqa: E402
@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--batch", type=int, default=12)
     ap.add_argument("--context", type=int, default=64)
-    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
+    json_arg(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import target, write_targets  # noqa: E402
+from _common import json_arg, target, write_targets  # noqa: E402
 
 
 def one_run(seed: int, sets: list[str], out: Path) -> tuple[float, float, float]:
@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1, help="runs with seeds 1337, 1338, ...")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="override a preset option (repeatable), e.g. --set train.steps=2000")
-    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
+    json_arg(ap)
     a = ap.parse_args()
     runs = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import target, tiny_run, write_targets  # noqa: E402
+from _common import json_arg, target, tiny_run, write_targets  # noqa: E402
 
 from normlab.study.runner import run_study  # noqa: E402
 from normlab.study.spec import StudySpec  # noqa: E402
@@ -38,7 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--trials", type=int, default=8, help="a multiple of 4 (4 learning rates x seeds)")
-    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
+    json_arg(ap)
     a = ap.parse_args()
     cores = os.cpu_count() or 1
     layouts = [  # (label, workers, threads per trial, batch)

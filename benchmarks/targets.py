@@ -42,6 +42,8 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
+    from normlab.bench.suite import target
+
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, cmd in enumerate(scripts(a.quick, torch.cuda.is_available())):
@@ -54,8 +56,7 @@ def main() -> None:
                 continue
             rows += json.loads(out.read_text())["rows"]
     if not torch.cuda.is_available():
-        rows.append({"target": "trial batching, 8 trials, cuda", "measured": "not run: no CUDA device here",
-                     "goal": ">= 5x", "verdict": "n/a"})
+        rows.append(target("trial batching, 8 trials, cuda", "not run: no CUDA device here", ">= 5x", None))
     w = max(len(r["target"]) for r in rows)
     print(f"\n{'target':<{w}}  {'verdict':<7}  {'goal':<10}  measured")
     for r in rows:

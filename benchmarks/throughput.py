@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import target, write_targets  # noqa: E402
+from _common import json_arg, target, write_targets  # noqa: E402
 
 from normlab.bench.harness import Trainee, matmul_peak  # noqa: E402
 from normlab.bench.peers import SIZES  # noqa: E402
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="tiny,baby,deep")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--bf16-only", action="store_true", help="skip the peer table, time only bf16 vs fp32")
-    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
+    json_arg(ap)
     a = ap.parse_args()
     rows = []
     if not a.bf16_only:

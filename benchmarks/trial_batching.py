@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import torch  # noqa: E402
-from _common import target, tiny_run, write_targets  # noqa: E402
+from _common import json_arg, target, tiny_run, write_targets  # noqa: E402
 
 from normlab.config import RunConfig  # noqa: E402
 from normlab.fsutil import read_jsonl  # noqa: E402
@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="train.threads for both arms (0 = torch default)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat both arms, alternating their order; medians")
-    ap.add_argument("--json", type=Path, help="write the target rows here (benchmarks/targets.py reads them)")
+    json_arg(ap)
     a = ap.parse_args()
     lrs = [1e-3, 2e-3, 5e-4, 3e-3]
     cfgs = []

@@ -75,24 +75,28 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
     return report
 
 
+def target(name: str, measured: str, goal: str, ok: bool | None) -> dict[str, str]:
+    """One row of a targets table: what, the measured value, the goal, met / MISSED / n/a
+    (the shape every script in benchmarks/ writes with --json and targets.py prints)."""
+    return {"target": name, "measured": measured, "goal": goal,
+            "verdict": "n/a" if ok is None else ("met" if ok else "MISSED")}
+
+
 def _verdicts(size: str, rows: list[Result]) -> list[dict[str, str]]:
-    """normlab's best variant vs the fastest non-normlab peer, against the issue's targets:
-    rows of {target, measured, goal, verdict} (met / MISSED / n/a)."""
+    """normlab's best variant vs the fastest non-normlab peer, against the issue's targets."""
     ours = [r for r in rows if r.peer.startswith("normlab")]
     theirs = [r for r in rows if not r.peer.startswith("normlab")]
     goal = TARGETS.get(size, 1.0)
     if not ours or not theirs:
-        return [{"target": f"{size} vs fastest peer", "measured": "no ratio (need normlab and a peer)",
-                 "goal": f">= {goal}x", "verdict": "n/a"}]
+        return [target(f"{size} vs fastest peer", "no ratio (need normlab and a peer)", f">= {goal}x", None)]
     a, b = max(ours, key=lambda r: r.tokens_per_s), max(theirs, key=lambda r: r.tokens_per_s)
     ratio = a.tokens_per_s / b.tokens_per_s
-    out = [{"target": f"{size} vs fastest peer",
-            "measured": f"{a.peer} {a.tokens_per_s:.0f} / {b.peer} {b.tokens_per_s:.0f} tok/s = {ratio:.2f}x "
-                        f"(params {abs(a.params / b.params - 1):.1%} apart)",
-            "goal": f">= {goal}x", "verdict": "met" if ratio >= goal else "MISSED"}]
+    out = [target(f"{size} vs fastest peer",
+                  f"{a.peer} {a.tokens_per_s:.0f} / {b.peer} {b.tokens_per_s:.0f} tok/s = {ratio:.2f}x "
+                  f"(params {abs(a.params / b.params - 1):.1%} apart)", f">= {goal}x", ratio >= goal)]
     if size in MFU_TARGET:
-        out.append({"target": f"{size} MFU", "measured": f"{a.peer} {a.mfu:.0%}",
-                    "goal": f">= {MFU_TARGET[size]:.0%}", "verdict": "met" if a.mfu >= MFU_TARGET[size] else "MISSED"})
+        out.append(target(f"{size} MFU", f"{a.peer} {a.mfu:.0%}", f">= {MFU_TARGET[size]:.0%}",
+                          a.mfu >= MFU_TARGET[size]))
     return out
 
 
