@@ -7,6 +7,7 @@ trial is final; while others still run trials it polls, so that a trial whose wo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -85,10 +86,16 @@ def run_claimed(claim: Claim, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
 
 def batchable(first_json: str, other_json: str) -> bool:
     """Whether two trials' configs can train as one batch (``normlab.train.batched``)."""
-    from normlab.config import RunConfig
     from normlab.train.batched import compatible
 
-    return compatible([RunConfig.from_json(first_json), RunConfig.from_json(other_json)])
+    return compatible([_config(first_json), _config(other_json)])
+
+
+@functools.lru_cache(maxsize=512)
+def _config(config_json: str):  # -> RunConfig; parsed once per claim scan, not once per comparison
+    from normlab.config import RunConfig
+
+    return RunConfig.from_json(config_json)
 
 
 def run_claimed_batch(claims: list[Claim], opts: WorkerOptions) -> list[tuple[dict[str, Any] | None, str | None]]:

@@ -94,7 +94,7 @@ def _stack(trials: list[_Trial], names: list[str], decay: set[str]) -> dict[str,
               for n in names}
     o = [t.cfg.optim for t in trials]
     order = [n for n, p in trials[0].model.named_parameters() if p.requires_grad]  # clip_grad_norm_'s order
-    return {"params": params, "names": names, "order": order,
+    return {"params": params, "order": order,
             "m": {n: torch.zeros_like(p) for n, p in params.items()},
             "v": {n: torch.zeros_like(p) for n, p in params.items()}, "decay": decay,
             "wd": [x.weight_decay for x in o], "b1": [x.beta1 for x in o], "b2": [x.beta2 for x in o],
@@ -118,7 +118,7 @@ def _clip_and_step(S: dict[str, Any], lrs: list[float], step: int) -> torch.Tens
         norms.append(total)
         step_t = torch.tensor(float(step), device=total.device)  # AdamW's state["step"] after its += 1
         for decays in (True, False):
-            names = [n for n in S["names"] if (n in S["decay"]) == decays]
+            names = [n for n in ps if (n in S["decay"]) == decays]
             if names:
                 torch._fused_adamw_([ps[n][i] for n in names], [ps[n].grad[i] for n in names],
                                     [S["m"][n][i] for n in names], [S["v"][n][i] for n in names], [],
