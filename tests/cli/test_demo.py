@@ -13,6 +13,6 @@ def test_demo_smoke_runs_study_report_and_headline(tmp_path, data_dir, capsys):
     assert "Pre - Post" in out and "report: " in out
     # Every trial ran once and left its run directory; rerunning repeats nothing.
     runs = sorted(p.name for p in (store / "runs").iterdir())
-    assert len(runs) == 4
+    assert len(runs) == 8  # 2 placements x 2 warm-ups x 2 seeds
     assert main(["demo", "--scale", "smoke", "--store", str(store), "--workers", "1"]) == 0
     assert sorted(p.name for p in (store / "runs").iterdir()) == runs

@@ -120,7 +120,7 @@ def test_cli_tables(capsys) -> None:
     out = capsys.readouterr().out
     for name, formula in [("pre_post", "LN_out(x + F(LN_in(x)))"), ("sandwich", "x + LN_out(F(LN_in(x)))"),
                           ("resi_dual", "x_L + LN(d_L)"), ("ngpt", "Norm(h + alpha*(Norm(F(h)) - h))"),
-                          ("mix", "round(alpha*L)"), ("admin", "omega"), ("deepnorm", "(8L)^(-1/4)")]:
+                          ("mix", "floor(alpha*L)"), ("admin", "omega"), ("deepnorm", "(8L)^(-1/4)")]:
         line = next(ln for ln in out.splitlines() if ln.startswith(name + " "))
         assert formula in line
     assert main(["norms"]) == 0

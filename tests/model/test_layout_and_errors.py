@@ -22,7 +22,8 @@ def same_weights_logits(a: ModelConfig, b: ModelConfig) -> tuple[torch.Tensor, t
     return ma(idx), mb(idx)
 
 
-@pytest.mark.parametrize("L,frac,n_post", [(8, 0.25, 2), (12, 0.25, 3), (6, 0.5, 3), (4, 0.0, 0), (3, 1.0, 3)])
+@pytest.mark.parametrize("L,frac,n_post", [(8, 0.25, 2), (12, 0.25, 3), (6, 0.5, 3), (4, 0.0, 0), (3, 1.0, 3),
+                                              (6, 0.25, 1), (14, 0.25, 3), (100, 0.29, 29)])
 def test_mix_equals_its_list(L: int, frac: float, n_post: int) -> None:
     explicit = ["post"] * n_post + ["pre"] * (L - n_post)
     mix = ModelConfig(n_layer=L, placement="mix", mix_fraction=frac, **SMALL)

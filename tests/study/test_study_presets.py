@@ -7,7 +7,7 @@ import pytest
 from normlab.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
-NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "collapse"]
+NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "deep-stability", "collapse"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:
@@ -23,13 +23,15 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
     import json
 
     cpu = study_preset("pre-vs-post")
-    assert len(cpu.trials()) == 12 and cpu.seeds == [0, 1, 2]
+    assert len(cpu.trials()) == 16 and cpu.seeds == [0, 1, 2, 3]
     cfg = json.loads(cpu.trials()[0].config_json)
     assert (cfg["model"]["n_layer"], cfg["model"]["d_model"], cfg["model"]["context"]) == (6, 128, 64)
     assert (cfg["train"]["batch_size"], cfg["train"]["steps"], cfg["optim"]["lr"]) == (16, 500, 1e-3)
+    assert cfg["optim"]["grad_clip"] == 0.0  # seed 002's code has no clipping
     seed = json.loads(study_preset("pre-vs-post", "seed").trials()[0].config_json)
     # seed 002: lr 3e-4, batch 32, 10 epochs of ~1.0M training chars at 32 x 64 tokens per step
     assert (seed["optim"]["lr"], seed["train"]["batch_size"], seed["optim"]["schedule"]) == (3e-4, 32, "constant")
+    assert seed["optim"]["grad_clip"] == 0.0
     assert seed["train"]["steps"] == 4900 and abs(10 * 1003854 / (32 * 64) - 4900) < 5
     with pytest.raises(ConfigError, match="--scale.*smoke, cpu, seed, gpu"):
         study_preset("pre-vs-post", "huge")
@@ -45,7 +47,7 @@ def test_cli_presets_dry_run_and_status(tmp_path, capsys, fake_path) -> None:
     assert all(n in out for n in NAMES)
     assert main(["study", "run", "pre-vs-post", "--scale", "smoke", "--store", str(tmp_path / "d"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "4 trials" in out and out.count("model.placement=") == 4 and not (tmp_path / "d").exists()
+    assert "8 trials" in out and out.count("model.placement=") == 8 and not (tmp_path / "d").exists()
     assert main(["study", "run", "nonesuch", "--store", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "unknown name" in err and "pre-vs-post" in err and ".toml" in err

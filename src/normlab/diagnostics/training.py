@@ -15,6 +15,7 @@ RUN/diagnostics.jsonl (lists are indexed as stated; L = number of blocks):
 | max_abs           | L + 1  | max |x_l| (REFERENCE claim 13) |
 | cos               | L      | mean_t cos(x_{l-1}, x_l) of block l's input and output (claim 12) |
 | angle             | L      | mean_t arccos(cos)/pi, same pairs |
+| cos_aux, angle_aux, rms_aux | L, L, L + 1 | the same for a placement's second stream (ResiDual's d), when it has one |
 | attn_max_logit    | L      | max |q.k| * scale per block (claim 10) |
 | attn_min_entropy  | L      | minimum attention entropy (nats) per block over queries 1.. (query 0 has one key) |
 | attn_mean_entropy | L      | mean attention entropy (nats) per block |
@@ -73,6 +74,7 @@ class TrainingDiagnostics:
         self.n_groups = self.L + 2
         self._hooks: list[Any] = []
         self._stream: dict[int, torch.Tensor] = {}  # x_0..x_L of the fixed batch
+        self._aux: dict[int, torch.Tensor] = {}     # a second stream (ResiDual's d), if any
         self._grad: torch.Tensor | None = None
         self._attn: list[torch.Tensor] = []
         self._snapshot: list[torch.Tensor] | None = None
@@ -105,6 +107,9 @@ class TrainingDiagnostics:
         logits = self._logits(record=True)  # fills self._stream and self._attn
         if len(self._stream) == self.L + 1:
             parts.update(self._stream_stats([self._stream[i] for i in range(self.L + 1)]))
+        if len(self._aux) == self.L + 1:
+            aux = self._stream_stats([self._aux[i] for i in range(self.L + 1)])
+            parts.update({f"{k}_aux": aux[k] for k in ("cos", "angle", "rms")})
         if self._attn:
             a = torch.stack(self._attn)  # (L, 3)
             parts["attn_max_logit"], parts["attn_min_entropy"], parts["attn_mean_entropy"] = a.unbind(1)
@@ -123,7 +128,7 @@ class TrainingDiagnostics:
         if metrics and "train/loss" in metrics:
             rec["train/loss"] = metrics["train/loss"]
         append_jsonl(self.path, rec)
-        self._grad, self._snapshot, self._stream, self._attn = None, None, {}, []
+        self._grad, self._snapshot, self._stream, self._aux, self._attn = None, None, {}, {}, []
         return rec
 
     def close(self) -> None:
@@ -148,7 +153,11 @@ class TrainingDiagnostics:
                 return  # keep the first micro-batch only
             if i == 0:
                 self._stream[0] = main_stream(args[0]).detach()
+                if isinstance(args[0], (tuple, list)) and len(args[0]) > 1:
+                    self._aux[0] = args[0][1].detach()
             self._stream[i + 1] = main_stream(out).detach()
+            if isinstance(out, (tuple, list)) and len(out) > 1:
+                self._aux[i + 1] = out[1].detach()
 
         return hook
 
@@ -174,7 +183,7 @@ class TrainingDiagnostics:
         self.model.eval()  # dropout off: F(x; W) must depend on W only
         attn = self._attention() if record else []
         if record:
-            self._stream = {}
+            self._stream, self._aux = {}, {}
             self._hooks = [b.register_forward_hook(self._block_hook(i)) for i, b in enumerate(self.model.blocks)]
         for a in attn:
             a.record = True

@@ -14,6 +14,8 @@ the neighbouring blocks.
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, Callable
 
 from normlab.errors import ConfigError, unknown_name
@@ -30,15 +32,17 @@ SUBLAYERS = ("attn", "ffn")
 
 @LAYOUTS.register("mix")
 def mix(cfg: "ModelConfig") -> list[str]:
-    """Mix-LN (Li et al. 2024): Post-LN for the first round(alpha*L) blocks, Pre-LN after.
+    """Mix-LN (Li et al. 2024): Post-LN for the first floor(alpha*L) blocks, Pre-LN after.
 
-    alpha = ``model.mix_fraction`` (0.25 by default, as in the paper).
+    alpha = ``model.mix_fraction`` (0.25 by default, as in the paper). The paper's split is
+    floor(alpha*L); Python's ``round`` would round half to even (L=6 -> 2, L=14 -> 4), so the
+    rule is spelled out. The 1e-9 keeps products such as 0.29 * 100 = 28.999... at 29.
     """
-    n_post = round(cfg.mix_fraction * cfg.n_layer)
+    n_post = math.floor(cfg.mix_fraction * cfg.n_layer + 1e-9)
     return ["post"] * n_post + ["pre"] * (cfg.n_layer - n_post)
 
 
-mix.formula = "post for the first round(alpha*L) blocks, pre after (alpha = model.mix_fraction)"  # type: ignore[attr-defined]
+mix.formula = "post for the first floor(alpha*L) blocks, pre after (alpha = model.mix_fraction)"  # type: ignore[attr-defined]
 mix.source = "Mix-LN (Li et al. 2024)"  # type: ignore[attr-defined]
 
 

@@ -210,21 +210,24 @@ class Admin(Placement):
     Training Transformers" (Post-LN with a rescaled shortcut).
 
     ``model.admin_omega``:
-      profile      omega_i^2 = sum over earlier sub-layers j of Var[F_j], from one forward pass
-                   at init on random tokens (``TransformerLM.calibrate(idx)`` re-profiles on
-                   data). As in the authors' fairseq code (LiyuanLucasLiu/Transformer-Clinic,
-                   ``fairseq/modules/transformer_layer.py``: global ``encoder_ratio = 1.0``,
-                   then ``ratio = sqrt(var(residual * ratio) + var(F))``) the recurrence is
-                   omega_1 = 1 for the first sub-layer (empty sum: the shortcut is left
-                   alone) and omega_{i+1} = sqrt(Var[omega_i * x_i] + Var[F_i(x_i)]). For i > 1,
-                   x_i is a LayerNorm output (variance 1 at init), so omega_i^2 =
-                   Var[x_1] + sum_{j<i} Var[F_j]: the embedding counts as sub-layer 0.
+      profile      omega_i^2 = 1 + sum over earlier sub-layers j of Var[F_j], from one forward
+                   pass at init on random tokens (``TransformerLM.calibrate(idx)`` re-profiles
+                   on data). The authors' fairseq recurrence (Transformer-Clinic: global ratio
+                   1.0, then ``ratio = sqrt(var(residual * ratio) + var(F))``) gives omega_1 = 1
+                   and omega_{i+1} = sqrt(Var[omega_i x_i] + Var[F_i(x_i)]); every x_i with
+                   i > 1 is a LayerNorm output (variance 1 at init), and the embedding x_1 has
+                   variance ~1 in their setup. normlab counts the embedding at that unit
+                   variance whatever its actual scale: under GPT-2's init (Var ~ 8e-4) the
+                   literal recurrence would shrink every shortcut to omega ~ 0.03 and make
+                   the model depend on its branches more than plain Post-LN, the opposite of
+                   what Admin is for (docs/placements.md, "Admin's regime"). With the xavier
+                   init (unit-variance embedding) this is exactly the authors' recurrence.
                    Variances are over all elements (ddof 0), as the authors' np.var.
       closed_form  omega = sqrt((N+1)/ln(N+1) - 1), N = 2L (admin-torch, O(log N) output change).
     omega is a persistent buffer, so checkpoints carry the profiled value.
     """
 
-    formula = "x <- LN(omega*x + F(x)), omega^2 = sum_{j<i} Var[F_j] (profiled) or closed form"
+    formula = "x <- LN(omega*x + F(x)), omega^2 = 1 + sum_{j<i} Var[F_j] (profiled) or closed form"
     source = "Admin (Liu et al. 2020); admin-torch closed form"
     final_norm = False
     # omega > 1 amplifies the shortcut; only the LN after each sub-layer brings it back.
@@ -243,7 +246,10 @@ class Admin(Placement):
         if self._profile is not None:
             self.omega.fill_(self._profile["omega"])
             acc = torch.promote_types(x.dtype, torch.float32)  # at least fp32 for the statistics
-            var = (self.omega * x).to(acc).var(unbiased=False) + f.to(acc).var(unbiased=False)
+            # The first sub-layer's input is the embedding: counted at unit variance (see above).
+            first = self._profile.pop("first", False)
+            shortcut = self.omega**2 if first else (self.omega * x).to(acc).var(unbiased=False)
+            var = shortcut + f.to(acc).var(unbiased=False)
             self._profile["omega"] = math.sqrt(float(var))
         return self.norm(self.omega * x + f)
 
@@ -252,7 +258,7 @@ class Admin(Placement):
         mods = [m for m in model.modules() if isinstance(m, cls)]
         if not mods or mods[0].site.cfg.admin_omega != "profile":
             return
-        state = {"omega": 1.0}  # omega of the first Admin sub-layer (Transformer-Clinic)
+        state = {"omega": 1.0, "first": True}  # omega of the first Admin sub-layer (Transformer-Clinic)
         for m in mods:
             m._profile = state
         try:

@@ -59,8 +59,10 @@ def _placements(wanted: list[str]) -> list[str]:
 @STUDY_PRESETS.register("pre-vs-post")
 def pre_vs_post(scale: str = "cpu") -> StudySpec:
     """Seed 002's pet project: Post-LN vs Pre-LN, 6 blocks, identical hyper-parameters, with and
-    without warm-up, 3 seeds (REFERENCE claim 15). cpu: d=128, 4 heads, context 64, batch 16,
-    500 steps, lr 1e-3 cosine, warm-up {0, 50}: 12 runs, 7 min on 2 idle cores.
+    without warm-up, 4 seeds (docs/theory.md, claim seed002-pet-project). No gradient clipping:
+    the seed's code has none, and a clip would hide the divergence the seed predicts (the
+    pre-clip norm is still logged). cpu: d=128, 4 heads, context 64, batch 16, 500 steps,
+    lr 1e-3 cosine, warm-up {0, 50}: 16 runs, about 10 min on 2 idle cores.
     seed: lr 3e-4 constant, batch 32, 10 epochs (4900 steps), warm-up {0, 490}."""
     steps, warm = _pick(scale, {"smoke": (20, 5), "cpu": (500, 50), "seed": (4900, 490), "gpu": (5000, 200)},
                         "pre-vs-post")
@@ -70,7 +72,8 @@ def pre_vs_post(scale: str = "cpu") -> StudySpec:
         base["train"]["batch_size"] = 32
     else:
         base = _base(scale, steps, lr=1e-3 if scale != "gpu" else 6e-4)
-    return StudySpec(name="pre-vs-post", base=base, seeds=[0] if scale == "smoke" else [0, 1, 2],
+    base["optim"]["grad_clip"] = 0.0
+    return StudySpec(name="pre-vs-post", base=base, seeds=[0, 1] if scale == "smoke" else [0, 1, 2, 3],
                      axes={"model.placement": ["post", "pre"], "optim.warmup_steps": [0, warm]},
                      scientific=["model.placement", "optim.warmup_steps"],
                      description="Seed 002: does Pre-LN converge faster and lower than Post-LN, "
@@ -80,16 +83,18 @@ def pre_vs_post(scale: str = "cpu") -> StudySpec:
 @STUDY_PRESETS.register("xiong-warmup")
 def xiong_warmup(scale: str = "cpu") -> StudySpec:
     """Xiong et al. 2020 (On Layer Normalization in the Transformer Architecture): Post/Pre x
-    warm-up {0, short, long} x lr_max {5e-4, 1e-3} (+3e-3 at gpu scale), linear decay; 2 seeds
-    (3 at gpu). cpu: 6 blocks d=128, 400 steps, warm-up {0, 25, 100}: 24 runs."""
-    steps, short, long = _pick(scale, {"smoke": (20, 2, 8), "cpu": (400, 25, 100), "gpu": (5000, 500, 4000)},
-                               "xiong-warmup")
-    lrs = [5e-4, 1e-3, 3e-3] if scale == "gpu" else [5e-4, 1e-3]
-    return StudySpec(name="xiong-warmup", base=_base(scale, steps, lr=1e-3, schedule="linear"),
-                     axes={"model.placement": ["post", "pre"], "optim.warmup_steps": [0, short, long],
-                           "optim.lr": lrs},
-                     seeds=[0] if scale == "smoke" else [0, 1] if scale == "cpu" else [0, 1, 2],
-                     description="REFERENCE claim 7: Post-LN needs warm-up at lr_max 5e-4..1e-3; Pre-LN does not")
+    warm-up {0, W} x lr_max {5e-4, 1e-3, 3e-3}, linear decay, no gradient clipping (a clip
+    would mask the divergence warm-up is meant to prevent), 3 seeds. The warm-up length W is
+    fixed here, before any data (claims compare these two cells, never a best cell).
+    cpu: 6 blocks d=128, 300 steps, W = 60: 36 runs."""
+    steps, warm = _pick(scale, {"smoke": (20, 5), "cpu": (300, 60), "gpu": (5000, 500)}, "xiong-warmup")
+    base = _base(scale, steps, lr=1e-3, schedule="linear")
+    base["optim"]["grad_clip"] = 0.0
+    return StudySpec(name="xiong-warmup", base=base,
+                     axes={"model.placement": ["post", "pre"], "optim.warmup_steps": [0, warm],
+                           "optim.lr": [5e-4, 1e-3, 3e-3]},
+                     seeds=[0, 1] if scale == "smoke" else [0, 1, 2],
+                     description="Xiong et al. 2020: Post-LN needs warm-up at lr_max 5e-4..1e-3; Pre-LN does not")
 
 
 @STUDY_PRESETS.register("init-gradients")
@@ -105,36 +110,38 @@ def init_gradients(scale: str = "cpu") -> StudySpec:
                      axes={"model.placement": _placements(["post", "pre", "sandwich", "deepnorm"]),
                            "model.n_layer": depths},
                      seeds=[0] if scale == "smoke" else [0, 1, 2, 3, 4],
-                     description="REFERENCE claims 1-5: gradient norms at init vs depth")
+                     description="Xiong et al. 2020 Thm 1: gradient norms at init vs depth")
 
 
 @STUDY_PRESETS.register("lr-sensitivity")
 def lr_sensitivity(scale: str = "cpu") -> StudySpec:
     """Wortsman et al. 2023 (Small-scale proxies for large-scale Transformer training
-    instabilities): placements x log-spaced lr x qk_norm off/layernorm. cpu: Post/Pre/Sandwich,
-    lr 3e-4..3e-2 (5 values), 6 blocks d=128, 300 steps, warm-up 30, 1 seed: 30 runs."""
-    steps = _pick(scale, {"smoke": 20, "cpu": 300, "gpu": 5000}, "lr-sensitivity")
+    instabilities): log-spaced lr x (Pre-LN, Pre-LN + QK-norm, Post-LN), clip 1.0 as in their
+    setup, in-training diagnostics (attention logits) every steps/4. cpu: lr 3e-4..3e-2
+    (5 values), 6 blocks d=128, 200 steps, warm-up 20, 3 seeds: 45 runs."""
+    steps = _pick(scale, {"smoke": 20, "cpu": 200, "gpu": 5000}, "lr-sensitivity")
     lrs = [1e-3, 1e-2] if scale == "smoke" else [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
-    return StudySpec(name="lr-sensitivity", base=_base(scale, steps, lr=1e-3, warmup=max(1, steps // 10)),
-                     axes={"model.placement": _placements(["post", "pre", "sandwich"]), "optim.lr": lrs,
-                           "model.qk_norm": [None, "layernorm"]},
-                     seeds=[0] if scale != "gpu" else [0, 1, 2],
-                     description="REFERENCE claim 10: LR sensitivity and attention-logit growth; QK-norm")
+    base = _base(scale, steps, lr=1e-3, warmup=max(1, steps // 10))
+    base["train"]["diag_every"] = max(1, steps // 4)
+    return StudySpec(name="lr-sensitivity", base=base, axes={"optim.lr": lrs},
+                     zip=[{"model.placement": ["pre", "pre", "post"], "model.qk_norm": [None, "layernorm", None]}],
+                     seeds=[0, 1] if scale == "smoke" else [0, 1, 2],
+                     description="Wortsman et al. 2023: LR sensitivity and attention-logit growth; QK-norm")
 
 
 @STUDY_PRESETS.register("zloss")
 def zloss(scale: str = "cpu") -> StudySpec:
-    """PaLM's z-loss (REFERENCE claim 11): Pre-LN, 6 blocks, constant lr 3e-3 with no warm-up,
+    """PaLM's z-loss (docs/theory.md, claim zloss-logz): Pre-LN, 6 blocks, constant lr 3e-3 with no warm-up,
     z_loss {0, 1e-4}; mean log Z from in-training diagnostics (the metrics log it only when
-    z > 0). Sizes of ``lr-sensitivity``; cpu: 2 seeds, 4 runs."""
-    base = lr_sensitivity(scale).base
+    z > 0). 300 steps at the model size of ``lr-sensitivity``, clip 1.0; 3 seeds, 6 runs."""
+    base = _base(scale, _pick(scale, {"smoke": 20, "cpu": 300, "gpu": 5000}, "zloss"), lr=3e-3)
     base["model"] = {**_MODEL[scale], "n_layer": 6, "placement": "pre"}
     base["optim"] = {"lr": 3e-3, "min_lr": 3e-3, "warmup_steps": 0, "schedule": "constant"}
     base["train"]["diag_every"] = max(1, base["train"]["steps"] // 10)
     return StudySpec(name="zloss", base=base, axes={"optim.z_loss": [0.0, 1e-4]},
-                     seeds=[0] if scale == "smoke" else _pick(scale, {"cpu": [0, 1], "gpu": [0, 1, 2]}, "zloss"),
+                     seeds=[0, 1] if scale == "smoke" else [0, 1, 2],
                      scientific=["optim.z_loss"],
-                     description="REFERENCE claim 11: mean log Z drifts without z-loss, stays near 0 with it")
+                     description="PaLM z-loss: mean log Z drifts without z-loss, stays near 0 with it")
 
 
 @STUDY_PRESETS.register("depth")
@@ -156,12 +163,32 @@ def depth(scale: str = "cpu") -> StudySpec:
                      description="Which placements train at depth without warm-up")
 
 
+@STUDY_PRESETS.register("deep-stability")
+def deep_stability(scale: str = "cpu") -> StudySpec:
+    """Which placements train deep without warm-up (DeepNet, Admin, seed 002's sandwich
+    advice): post/pre/deepnorm/admin/sandwich at depth 6 (control) and 48, xavier init (the
+    papers' setting and Admin's regime, docs/placements.md), constant lr 1e-3, no warm-up, no
+    gradient clipping (a clip would mask divergence). cpu: d=64, 200 steps, 3 seeds: 30 runs."""
+    steps = _pick(scale, {"smoke": 10, "cpu": 200, "gpu": 3000}, "deep-stability")
+    base = _base(scale, steps, lr=1e-3, schedule="constant")
+    base["model"]["init"] = "xavier"
+    base["optim"]["grad_clip"] = 0.0
+    if scale == "cpu":
+        base["model"]["d_model"] = 64
+    return StudySpec(name="deep-stability", base=base,
+                     axes={"model.placement": ["post", "pre", "deepnorm", "admin", "sandwich"],
+                           "model.n_layer": [2, 8] if scale == "smoke" else [6, 48] if scale == "cpu" else [6, 64]},
+                     seeds=[0, 1] if scale == "smoke" else [0, 1, 2],
+                     description="DeepNet/Admin/sandwich: which placements train at depth without warm-up")
+
+
 @STUDY_PRESETS.register("collapse")
 def collapse(scale: str = "cpu") -> StudySpec:
     """Representation collapse (Liu et al. 2020; Sun et al. 2025; Xie et al. 2023): Pre vs
-    ResiDual vs LNS vs Sandwich at depth 12 and 24, trained with in-training diagnostics
-    (layer cosine/angular distance in RUN/diagnostics.jsonl). Layer deletion after training is
-    run on the checkpoints by the report. cpu: d=64, 300 steps, 1 seed."""
+    ResiDual vs LNS vs Sandwich at depth 24, trained with in-training diagnostics (layer
+    cosine/angular distance of both of ResiDual's streams, max |x|) every steps/5; clip 1.0.
+    Layer deletion after training runs on the final checkpoints. cpu: d=64, 300 steps,
+    3 seeds: 12 runs."""
     steps = _pick(scale, {"smoke": 10, "cpu": 300, "gpu": 5000}, "collapse")
     base = _base(scale, steps, lr=1e-3, warmup=max(1, steps // 10))
     base["train"]["diag_every"] = max(1, steps // 5)
@@ -169,9 +196,9 @@ def collapse(scale: str = "cpu") -> StudySpec:
         base["model"]["d_model"] = 64
     return StudySpec(name="collapse", base=base,
                      axes={"model.placement": _placements(["pre", "resi_dual", "lns", "sandwich"]),
-                           "model.n_layer": [2, 4] if scale == "smoke" else [12, 24]},
-                     seeds=[0] if scale != "gpu" else [0, 1, 2],
-                     description="REFERENCE claim 12: do deep layers become similar, and which placements avoid it")
+                           "model.n_layer": [4] if scale == "smoke" else [24]},
+                     seeds=[0, 1] if scale == "smoke" else [0, 1, 2],
+                     description="Do deep layers become similar, and which placements avoid it")
 
 
 def study_preset(name: str, scale: str = "cpu") -> StudySpec:
