@@ -1,61 +1,109 @@
-"""The claims catalogue: what is claimed, by whom, how it is measured and decided.
+"""The claims catalogue: what is claimed, by whom, in which parts, measured how, decided how.
 
-Each claim is a :class:`Claim` registered in ``CLAIMS`` under its id; ``decide`` turns the
-measurements of its experiment into a :class:`Verdict`. Statements are quoted as the source
-puts them (REFERENCE.md section 4, the seed files of section 5), never corrected in place:
-the verdict is where the lab answers.
+A :class:`Claim` quotes its statement as the source puts it (never corrected in place: the
+verdict is where the lab answers) and splits it into the :class:`Part` s it asserts. Each
+part declares its quantity and its :mod:`rule <normlab.claims.rules>` when the claim is
+registered, before anything is measured; ``measure(data)`` only measures, returning one
+:class:`Measured` per part. The verdicts are applied here, the same way for every claim.
+The rule texts and parameters are hashed (``rule_hash``) and so is the measuring code
+(``code_hash``), so a changed rule shows up in the verdict history.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from normlab.claims.rules import Rule, combine
+from normlab.claims.stats import Effect
 from normlab.registry import Registry
 
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+
+@dataclass(frozen=True)
+class Part:
+    """One assertion of a claim, with the rule fixed before the data."""
+
+    id: str
+    asserts: str      # what this part of the statement asserts, in the lab's words
+    quantity: str     # what is measured; the effect's unit and sign convention
+    rule: Rule
+    why: str          # the reason for this rule and its parameters
+
+    def spec(self) -> dict[str, Any]:
+        return {"id": self.id, "asserts": self.asserts, "quantity": self.quantity, "rule": self.rule.spec(),
+                "rule_text": self.rule.text(), "why": self.why}
 
 
 @dataclass
-class Verdict:
-    verdict: str                       # supported | not supported | inconclusive
-    summary: str                       # one line with the decisive numbers
+class Measured:
+    """What ``measure`` returns for one part."""
+
+    effect: Effect
+    trials: list[str] = field(default_factory=list)  # trial ids (or probe cells) the effect used
     numbers: dict[str, Any] = field(default_factory=dict)
-    spread: str = ""                   # e.g. "± stderr over 5 seeds"
-    figure: str | None = None          # file name (without extension) of the evidence figure
+    note: str = ""
 
 
 @dataclass
 class Claim:
     id: str
-    statement: str                     # as the source puts it
-    source: str                        # paper or seed file
-    experiment: str                    # probe / study preset with sizes
-    quantity: str
-    rule: str                          # the decision rule, in words
-    quick: bool                        # decidable at initialisation
-    decide: Callable[[Any], Verdict] = field(repr=False, default=None)  # type: ignore[assignment]
+    statement: str                # as the source puts it (translated where the source is not English)
+    source: str                   # paper or seed file
+    experiment: str
+    parts: tuple[Part, ...]
+    quick: bool                   # decidable at initialisation
+    measure: Callable[[Any], dict[str, Measured]] = field(repr=False, default=None)  # type: ignore[assignment]
+    figure: str | None = None     # evidence figure (file name without extension)
+    settings: str = ""            # the settings a reader must know (init, clipping, seeds)
 
-    def record(self, v: Verdict) -> dict[str, Any]:
-        """The JSON object of claims.json: the claim's fields plus its verdict."""
-        d = {k: val for k, val in asdict(self).items() if k != "decide"}
-        d.update(asdict(v))
-        return d
+    def rule_hash(self) -> str:
+        spec = {"statement": self.statement, "experiment": self.experiment, "parts": [p.spec() for p in self.parts]}
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    def code_hash(self) -> str:
+        return hashlib.sha256(inspect.getsource(self.measure).encode()).hexdigest()[:16]
+
+    def decide(self, data: Any) -> dict[str, Any]:
+        """Measure, apply each part's rule, derive the claim's verdict: the claims.json record."""
+        got = self.measure(data)
+        missing = [p.id for p in self.parts if p.id not in got]
+        if missing:
+            raise RuntimeError(f"claim {self.id}: measure() returned no value for parts {missing}")
+        parts = []
+        for p in self.parts:
+            m = got[p.id]
+            parts.append({**p.spec(), "effect": m.effect.as_dict(), "effect_text": m.effect.text(),
+                          "verdict": p.rule.verdict(m.effect), "p": p.rule.p(m.effect), "trials": m.trials,
+                          "numbers": m.numbers, "note": m.note})
+        return {"id": self.id, "statement": self.statement, "source": self.source, "experiment": self.experiment,
+                "settings": self.settings, "quick": self.quick, "figure": self.figure,
+                "verdict": combine([x["verdict"] for x in parts]), "parts": parts,
+                "rule_hash": self.rule_hash(), "code_hash": self.code_hash()}
 
 
-CLAIMS: Registry[Claim] = Registry("claim", "--only")
+def claim(**kw: Any) -> Callable[[Callable[[Any], dict[str, Measured]]], Claim]:
+    """Turn the decorated ``measure(data) -> {part id: Measured}`` into a :class:`Claim`.
+    Nothing is registered here: each claims module lists its claims in ``CLAIMS`` and
+    :func:`all_claims` builds the registry from those lists."""
 
-
-def claim(**kw: Any) -> Callable[[Callable[[Any], Verdict]], Callable[[Any], Verdict]]:
-    """Register the decorated ``decide(measurements) -> Verdict`` as a claim."""
-
-    def deco(fn: Callable[[Any], Verdict]) -> Callable[[Any], Verdict]:
-        CLAIMS.add(kw["id"], Claim(decide=fn, **kw))
-        return fn
+    def deco(fn: Callable[[Any], dict[str, Measured]]) -> Claim:
+        ids = [p.id for p in kw["parts"]]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"claim {kw['id']}: duplicate part ids {ids}")
+        return Claim(measure=fn, **{**kw, "parts": tuple(kw["parts"])})
 
     return deco
 
 
-def three_way(yes: bool, no: bool) -> str:
-    """supported when the rule for yes holds, not supported when the rule for no holds."""
-    return SUPPORTED if yes and not no else NOT_SUPPORTED if no and not yes else INCONCLUSIVE
+def all_claims() -> Registry[Claim]:
+    """Every claim, quick ones first, in the order of the modules' ``CLAIMS`` lists."""
+    from normlab.claims import quick, quick_more, training, training_diag
+
+    reg: Registry[Claim] = Registry("claim", "--only")
+    for mod in (quick, quick_more, training, training_diag):
+        for c in mod.CLAIMS:
+            reg.add(c.id, c)
+    return reg

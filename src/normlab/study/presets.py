@@ -166,9 +166,10 @@ def depth(scale: str = "cpu") -> StudySpec:
 @STUDY_PRESETS.register("deep-stability")
 def deep_stability(scale: str = "cpu") -> StudySpec:
     """Which placements train deep without warm-up (DeepNet, Admin, seed 002's sandwich
-    advice): post/pre/deepnorm/admin/sandwich at depth 6 (control) and 48, xavier init (the
+    advice, read both as CogView's ``sandwich`` and as the seed's own formula ``pre_post``):
+    post/pre/deepnorm/admin/sandwich/pre_post at depth 6 (control) and 48, xavier init (the
     papers' setting and Admin's regime, docs/placements.md), constant lr 1e-3, no warm-up, no
-    gradient clipping (a clip would mask divergence). cpu: d=64, 200 steps, 3 seeds: 30 runs."""
+    gradient clipping (a clip would mask divergence). cpu: d=64, 200 steps, 3 seeds: 36 runs."""
     steps = _pick(scale, {"smoke": 10, "cpu": 200, "gpu": 3000}, "deep-stability")
     base = _base(scale, steps, lr=1e-3, schedule="constant")
     base["model"]["init"] = "xavier"
@@ -176,7 +177,7 @@ def deep_stability(scale: str = "cpu") -> StudySpec:
     if scale == "cpu":
         base["model"]["d_model"] = 64
     return StudySpec(name="deep-stability", base=base,
-                     axes={"model.placement": ["post", "pre", "deepnorm", "admin", "sandwich"],
+                     axes={"model.placement": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
                            "model.n_layer": [2, 8] if scale == "smoke" else [6, 48] if scale == "cpu" else [6, 64]},
                      seeds=[0, 1] if scale == "smoke" else [0, 1, 2],
                      description="DeepNet/Admin/sandwich: which placements train at depth without warm-up")
