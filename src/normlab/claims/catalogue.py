@@ -58,6 +58,7 @@ class Claim:
     measure: Callable[[Any], dict[str, Measured]] = field(repr=False, default=None)  # type: ignore[assignment]
     figure: str | None = None     # evidence figure (file name without extension)
     settings: str = ""            # the settings a reader must know (init, clipping, seeds)
+    studies: tuple[str, ...] = ()  # study presets a training claim reads
 
     def rule_hash(self) -> str:
         spec = {"statement": self.statement, "experiment": self.experiment, "parts": [p.spec() for p in self.parts]}
@@ -93,17 +94,17 @@ def claim(**kw: Any) -> Callable[[Callable[[Any], dict[str, Measured]]], Claim]:
         ids = [p.id for p in kw["parts"]]
         if len(set(ids)) != len(ids):
             raise ValueError(f"claim {kw['id']}: duplicate part ids {ids}")
-        return Claim(measure=fn, **{**kw, "parts": tuple(kw["parts"])})
+        return Claim(measure=fn, **{**kw, "parts": tuple(kw["parts"]), "studies": tuple(kw.get("studies", ()))})
 
     return deco
 
 
 def all_claims() -> Registry[Claim]:
     """Every claim, quick ones first, in the order of the modules' ``CLAIMS`` lists."""
-    from normlab.claims import quick, quick_more, training, training_diag
+    from normlab.claims import quick, quick_more, training, training_deep, training_diag
 
     reg: Registry[Claim] = Registry("claim", "--only")
-    for mod in (quick, quick_more, training, training_diag):
+    for mod in (quick, quick_more, training, training_deep, training_diag):
         for c in mod.CLAIMS:
             reg.add(c.id, c)
     return reg

@@ -1,56 +1,155 @@
-"""Claims output: a terminal table, claims.json and an HTML page in the report style."""
+"""Claims output: Holm adjustment over every part, claims.json, the verdict history, the
+evidence page with one figure per claim, and the terminal table."""
 
 from __future__ import annotations
 
 import json
+import platform
+import subprocess
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 from normlab.report.html import Page, esc
 
+HISTORY = "history.jsonl"
 
-def print_table(records: list[dict[str, Any]], width: int = 100) -> None:
-    """id | verdict | numbers, wrapped to ``width`` columns."""
-    print(f"{'claim':<22} {'verdict':<14} measured")
-    print("-" * width)
+
+def adjust(records: list[dict[str, Any]]) -> int:
+    """Add Holm-adjusted p-values to every part (family: all parts with a p-value); returns the
+    family size. A decisive verdict whose adjusted p is >= 0.05 is flagged ``holm_ok = False``."""
+    from normlab.claims.stats import holm
+
+    parts = [p for r in records for p in r["parts"]]
+    adj = holm([p["p"] for p in parts])
+    for p, a in zip(parts, adj):
+        p["p_holm"] = a
+        p["holm_ok"] = None if a is None or p["verdict"] == "inconclusive" else a < 0.05
+    return sum(p["p"] is not None for p in parts)
+
+
+def provenance() -> dict[str, Any]:
+    """normlab version, git revision of the source tree (when it is a checkout), versions."""
+    import torch
+
+    import normlab
+
+    rev = None
+    try:
+        src = Path(normlab.__file__).resolve().parent
+        rev = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip() or None
+        if rev and subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."], capture_output=True,
+                                  text=True, timeout=10).stdout.strip():
+            rev += "+dirty"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"normlab": normlab.__version__, "git_revision": rev, "python": platform.python_version(),
+            "torch": torch.__version__, "machine": f"{platform.machine()}, {platform.processor() or platform.system()}",
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any]) -> None:
+    """Append this run's verdicts to OUT/history.jsonl; a claim whose rule hash differs from its
+    last entry gets ``rule_changed`` with the old hash and verdict (old entries are kept)."""
+    from normlab.fsutil import append_jsonl, read_jsonl
+
+    path = out / HISTORY
+    last: dict[str, dict[str, Any]] = {}
+    for h in read_jsonl(path) if path.exists() else []:
+        last[h["id"]] = h
     for r in records:
-        lines = textwrap.wrap(r["summary"], width - 38) or [""]
-        print(f"{r['id']:<22} {r['verdict']:<14} {lines[0]}")
-        for line in lines[1:]:
-            print(" " * 38 + line)
+        prev = last.get(r["id"])
+        if prev and prev["rule_hash"] != r["rule_hash"]:
+            r["rule_changed"] = {"from_hash": prev["rule_hash"], "verdict_before": prev["verdict"],
+                                 "at": prev["written_at"]}
+        append_jsonl(path, {"id": r["id"], "written_at": prov["written_at"], "git_revision": prov["git_revision"],
+                            "normlab": prov["normlab"], "rule_hash": r["rule_hash"], "code_hash": r["code_hash"],
+                            "verdict": r["verdict"], "parts": {p["id"]: p["verdict"] for p in r["parts"]}})
 
 
-def write_outputs(records: list[dict[str, Any]], out: Path, probe: dict[str, Any]) -> None:
+def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None) -> None:
+    from normlab.claims.figures import effect_figure, quick_context_figures
+    from normlab.fsutil import atomic_write_text
+
     out.mkdir(parents=True, exist_ok=True)
-    (out / "claims.json").write_text(json.dumps({"probe": probe, "claims": records}, indent=2, default=float))
-    page = Page("normlab claims check", out)
-    page.text("Each claim as its source puts it, the experiment that tests it, the decision rule and the "
-              "verdict with the measured numbers. Figures below; each verdict links to its evidence.")
-    rows = []
+    meta = {**meta, **provenance(), "family_size": adjust(records)}
+    if q is not None:
+        quick_context_figures(q, out)
     for r in records:
-        cls = r["verdict"].replace(" ", "-")
-        link = f' (<a href="#fig-{esc(r["figure"])}">figure</a>)' if r.get("figure") else ""
-        rows.append([esc(r["id"]), f'<span class="{cls}">{esc(r["verdict"])}</span>{link}',
-                     esc(r["summary"]), esc(r["source"])])
-    page.table(["claim", "verdict", "measured", "source"], rows, raw_cols=(0, 1, 2, 3))
-    page.heading("Claims in full", "details")
+        r["effect_figure"] = effect_figure(r, out)
+    update_history(records, out, meta)
+    atomic_write_text(out / "claims.json", json.dumps({"meta": meta, "claims": records}, indent=2, default=float))
+    write_page(records, out, meta)
+
+
+def counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    c: dict[str, int] = {}
     for r in records:
-        page.raw(f'<h3 id="claim-{esc(r["id"])}">{esc(r["id"])}: '
-                 f'<span class="{r["verdict"].replace(" ", "-")}">{esc(r["verdict"])}</span></h3>')
-        page.table(["field", "value"], [[k, r[k]] for k in
-                                         ("statement", "source", "experiment", "quantity", "rule", "summary", "spread")])
-    page.heading("Evidence figures", "figures")
+        c[r["verdict"]] = c.get(r["verdict"], 0) + 1
+    return c
+
+
+def _badge(v: str) -> str:
+    return f'<span class="{esc(v.replace(" ", "-"))}">{esc(v)}</span>'
+
+
+def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
     import base64
 
-    for name in dict.fromkeys(r["figure"] for r in records if r.get("figure")):
-        png = out / "figures" / f"{name}.png"
-        if png.is_file():
-            data = base64.b64encode(png.read_bytes()).decode("ascii")
-            page.raw(f'<figure id="fig-{esc(name)}"><img alt="{esc(name)}" src="data:image/png;base64,{data}">'
-                     f'<figcaption>{esc(name)} <a href="figures/{esc(name)}.png">PNG</a> · '
-                     f'<a href="figures/{esc(name)}.svg">SVG</a></figcaption></figure>')
-    page.heading("Experiment", "experiment")
-    page.pre(json.dumps(probe, indent=2))
+    page = Page("normlab claims: which statements about normalization placement hold up?", out)
+    c = counts(records)
+    n_parts = sum(len(r["parts"]) for r in records)
+    page.text(f"{len(records)} claims in {n_parts} parts, each decided by a rule fixed before the data from a "
+              f"95% interval over seeds: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) + ". "
+              f"{meta['family_size']} parts have a p-value; a decisive verdict that does not survive Holm's "
+              "adjustment over all of them is marked with †.")
+    if meta.get("training_wall_s"):
+        page.text(f"Training studies at scale {meta.get('scale')}: {meta['training_wall_s'] / 60:.1f} min wall "
+                  "(first trial start to last finish).")
+    rows = []
+    for r in records:
+        parts = "<br>".join(f"{esc(p['id'])}: {_badge(p['verdict'])}{' †' if p.get('holm_ok') is False else ''} "
+                            f"{esc(p['effect_text'])}" for p in r["parts"])
+        rows.append([f'<a href="#claim-{esc(r["id"])}">{esc(r["id"])}</a>', _badge(r["verdict"]), parts,
+                     esc(r["source"])])
+    page.table(["claim", "verdict", "parts: effect [95% interval], n per side", "source"], rows, raw_cols=(0, 1, 2, 3))
+    page.heading("Claims in full", "details")
+    for r in records:
+        page.raw(f'<h3 id="claim-{esc(r["id"])}">{esc(r["id"])}: {_badge(r["verdict"])}</h3>')
+        page.table(["", ""], [["statement", esc(r["statement"])], ["source", esc(r["source"])],
+                              ["experiment", esc(r["experiment"])], ["settings", esc(r["settings"])],
+                              ["rule hash", esc(r["rule_hash"])]], raw_cols=(1,))
+        prow = [[esc(p["id"]), esc(p["asserts"]), esc(p["quantity"]), esc(p["rule_text"]) + "<br><i>" + esc(p["why"])
+                 + "</i>", esc(p["effect_text"]), _badge(p["verdict"]),
+                 "-" if p["p"] is None else f"{p['p']:.3g} / {p['p_holm']:.3g}"] for p in r["parts"]]
+        page.table(["part", "asserts", "quantity", "rule", "effect", "verdict", "p / Holm"], prow,
+                   raw_cols=(0, 1, 2, 3, 4, 5, 6))
+        if r.get("rule_changed"):
+            page.text(f"Rule changed since {r['rule_changed']['at']}: verdict then {r['rule_changed']['verdict_before']}.")
+        for name in [r["effect_figure"]] + ([r["figure"]] if r.get("figure") else []):
+            png = out / "figures" / f"{name}.png"
+            if png.is_file():
+                data = base64.b64encode(png.read_bytes()).decode("ascii")
+                page.raw(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{data}">'
+                         f'<figcaption>{esc(name)} <a href="figures/{esc(name)}.png">PNG</a> · '
+                         f'<a href="figures/{esc(name)}.svg">SVG</a></figcaption></figure>')
+    page.heading("Run", "run")
+    page.pre(json.dumps(meta, indent=2, default=str))
     page.versions()
     page.write()
+
+
+def print_table(records: list[dict[str, Any]], width: int = 110) -> None:
+    """claim | verdict | one line per part (effect [interval], n), wrapped to ``width``."""
+    print(f"{'claim':<26} {'verdict':<17} parts")
+    print("-" * width)
+    for r in records:
+        lines = []
+        for p in r["parts"]:
+            lines += textwrap.wrap(f"{p['id']}: {p['verdict']}{' (not after Holm)' if p.get('holm_ok') is False else ''}"
+                                   f", {p['effect_text']}", width - 45) or [""]
+        print(f"{r['id']:<26} {r['verdict']:<17} {lines[0]}")
+        for line in lines[1:]:
+            print(" " * 44 + line)

@@ -1,14 +1,18 @@
-"""What the training claims decide on: study stores run on demand, and the statistics of
-their decision rules.
+"""What the training claims decide on: study stores, and the per-trial quantities of their rules.
 
-``StudyContext.trials(name)`` runs the study (a preset of :mod:`normlab.study.presets`, or
-one of the extra specs below) into ``OUT/stores/<name>`` with :func:`normlab.study.runner.run_study`
-and returns its trial records. The store caches every finished trial by config hash, so a
-second ``normlab claims`` trains nothing that is already there.
+``StudyContext.trials(name)`` runs the study preset ``name`` at the context's scale into
+``OUT/stores/<name>`` (:func:`normlab.study.runner.run_study`; the store caches every finished
+trial by config hash, so a rerun trains only what is missing) and returns its trial records.
+With ``train=False`` it reads the stores as they are and trains nothing (re-deciding after a
+rule change, or on a machine without the time).
 
-The rules are fixed before any data is seen: a difference of seed means counts as real when it
-exceeds twice the pooled sample std over seeds (Welch-free and crude, but stated); with fewer
-than two seeds per side there is no spread and the comparison is "unknown", never a verdict.
+Per-trial quantities (one value per seed, None when the trial has not finished):
+
+- :func:`gain`: min(best val loss, loss at init) - loss at init, in nats; a diverged run
+  counts as 0 (no progress). "Trains" means a gain below -1 nat.
+- :func:`first_eval`: val loss at the first evaluation after step 0 ("converges faster").
+- :func:`clip_fraction`: share of logged steps whose pre-clip gradient norm exceeds 1.0.
+- :func:`last_diag` / :func:`tail_mean`: the in-training diagnostics of a run.
 """
 
 from __future__ import annotations
@@ -17,48 +21,53 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
 class StudyContext:
-    """Runs and caches the studies of the full claims check."""
+    """Runs (or reads) and caches the studies of the full claims check."""
 
     out: Path
     scale: str = "cpu"
     workers: int | None = None
-    quiet: bool = True
+    train: bool = True
+    progress: bool | None = None
     _done: dict[str, list[Any]] = field(default_factory=dict)
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # first start, last finish
 
     def store_dir(self, name: str) -> Path:
-        return self.out / "stores" / name
-
-    def spec(self, name: str) -> Any:
-        from normlab.study.presets import study_preset
-
-        return study_preset(name, self.scale)
+        return Path(self.out) / "stores" / name
 
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
         if name not in self._done:
-            from normlab.study.runner import run_study
+            from normlab.errors import UserError
+            from normlab.study.store import Store
 
-            spec = self.spec(name)
-            store = run_study(spec, self.store_dir(name), workers=self.workers or 1)
+            if self.train:
+                from normlab.study.executors import default_workers
+                from normlab.study.presets import study_preset
+                from normlab.study.runner import run_study
+
+                store = run_study(study_preset(name, self.scale), self.store_dir(name),
+                                  workers=self.workers or default_workers(1), progress=self.progress)
+            elif (self.store_dir(name) / "spec.json").exists():
+                store = Store(self.store_dir(name))
+            else:
+                raise UserError(f"{self.store_dir(name)}: no store for study {name!r}; run `normlab claims` "
+                                "without --no-train to train it")
             self._done[name] = store.trials()
+            row = store.conn.execute("SELECT MIN(started_at), MAX(finished_at) FROM trials").fetchone()
+            if row and row[0] is not None and row[1] is not None:
+                self.spans[name] = (float(row[0]), float(row[1]))
             store.close()
         return self._done[name]
 
     def describe(self, name: str) -> str:
         t = self.trials(name)
         seeds = len({r.params.get("seed") for r in t})
-        return f"study '{name}' at scale {self.scale}: {len(t)} trials, {seeds} seed(s), store {self.store_dir(name)}"
-
-
-def metric(t: Any, key: str = "best_val_loss") -> float | None:
-    """A finite summary value of a completed trial, else None (diverged, failed, missing)."""
-    v = (t.summary or {}).get(key) if t.status == "completed" else None
-    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+        return f"study '{name}' at scale {self.scale}: {len(t)} trials, {seeds} seed(s)"
 
 
 def select(trials: list[Any], **where: Any) -> list[Any]:
@@ -67,61 +76,70 @@ def select(trials: list[Any], **where: Any) -> list[Any]:
     return [t for t in trials if all(t.params.get(k) == v for k, v in want.items())]
 
 
-@dataclass
-class Group:
-    """Seeds of one setting: their metric values and how many diverged or failed."""
-
-    values: list[float]
-    diverged: int
-    n: int
-
-    @property
-    def mean(self) -> float | None:
-        return statistics.fmean(self.values) if self.values else None
-
-    @property
-    def std(self) -> float | None:
-        return statistics.stdev(self.values) if len(self.values) > 1 else None
-
-    def text(self) -> str:
-        if self.mean is None:
-            return f"no finished seed ({self.diverged}/{self.n} diverged)"
-        sd = f" ± {self.std:.3f}" if self.std is not None else " (1 seed)"
-        return f"{self.mean:.3f}{sd}" + (f", {self.diverged}/{self.n} diverged" if self.diverged else "")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean, "std": self.std, "seeds": len(self.values), "diverged": self.diverged,
-                "trials": self.n}
+def where(trials: list[Any], params: dict[str, Any]) -> list[Any]:
+    """Trials whose params match the dotted keys of ``params``."""
+    return [t for t in trials if all(t.params.get(k) == v for k, v in params.items())]
 
 
-def group(trials: list[Any], key: str = "best_val_loss") -> Group:
-    vals = [v for t in trials if (v := metric(t, key)) is not None]
-    return Group(vals, sum(t.status == "diverged" for t in trials), len(trials))
+def values(trials: list[Any], fn: Callable[[Any], float | None]) -> tuple[list[float], list[str]]:
+    """fn of each trial (None dropped) and the ids of the trials that gave a value."""
+    vals, ids = [], []
+    for t in trials:
+        v = fn(t)
+        if v is not None and math.isfinite(v):
+            vals.append(float(v))
+            ids.append(t.id)
+    return vals, ids
 
 
-def compare(a: Group, b: Group) -> tuple[str, float | None, float | None]:
-    """Is a's metric larger than b's? ("larger" | "smaller" | "same" | "unknown", diff, pooled std).
+def init_loss(t: Any) -> float | None:
+    from normlab.diagnostics.sensitivity import run_point
 
-    larger/smaller: |mean_a - mean_b| > 2 x pooled std; same: within it; unknown: a side has
-    fewer than two finished seeds (no spread to compare with)."""
-    if a.mean is None or b.mean is None:
-        return "unknown", None, None
-    d = a.mean - b.mean
-    if a.std is None or b.std is None:
-        return "unknown", d, None
-    s = math.sqrt((a.std ** 2 + b.std ** 2) / 2)
-    return ("larger" if d > 2 * s else "smaller" if d < -2 * s else "same"), d, s
+    if not (Path(t.run_dir) / "config.json").exists():
+        return None
+    return float(run_point(t.run_dir)["init_loss"])
 
 
-def first_eval_after_start(run_dir: Path) -> float | None:
-    """Validation loss at the first eval after step 0 (the 'converges faster' probe)."""
+def gain(t: Any) -> float | None:
+    """min(best val loss, loss at init) - loss at init; diverged -> 0; unfinished -> None."""
+    if t.status == "diverged":
+        return 0.0
+    best = (t.summary or {}).get("best_val_loss") if t.status == "completed" else None
+    init = init_loss(t) if best is not None else None
+    if best is None or init is None or not math.isfinite(best):
+        return None
+    return min(float(best), init) - init
+
+
+def final_capped(t: Any) -> float | None:
+    """min(final val loss, loss at init) as Wortsman et al. count it; diverged -> loss at init."""
+    init = init_loss(t)
+    if init is None or t.status not in ("completed", "diverged"):
+        return None
+    final = (t.summary or {}).get("final_val_loss") if t.status == "completed" else None
+    return min(float(final), init) if final is not None and math.isfinite(final) else init
+
+
+def first_eval(t: Any) -> float | None:
+    """Validation loss at the first eval after step 0."""
     from normlab.fsutil import read_jsonl
 
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
+    path = Path(t.run_dir) / "metrics.jsonl"
+    if t.status != "completed" or not path.exists():
         return None
     vals = [r["val/loss"] for r in read_jsonl(path) if "val/loss" in r and r.get("step", 0) > 0]
     return float(vals[0]) if vals and vals[0] is not None and math.isfinite(vals[0]) else None
+
+
+def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
+    """Share of the logged training steps (step > 0) whose pre-clip gradient norm exceeds ``clip``."""
+    from normlab.fsutil import read_jsonl
+
+    path = Path(t.run_dir) / "metrics.jsonl"
+    if t.status != "completed" or not path.exists():
+        return None
+    g = [r["grad_norm"] for r in read_jsonl(path) if r.get("grad_norm") is not None and r.get("step", 0) > 0]
+    return sum(x > clip for x in g) / len(g) if g else None
 
 
 def last_diag(run_dir: Path) -> dict[str, Any] | None:
@@ -143,3 +161,14 @@ def tail_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics.
         return None
     tail = vals[-max(1, int(len(vals) * frac)):]
     return float(statistics.fmean(tail))
+
+
+def head_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics.jsonl") -> float | None:
+    """Mean over the first ``frac`` of the lines (the early counterpart of :func:`tail_mean`)."""
+    from normlab.fsutil import read_jsonl
+
+    path = Path(run_dir) / file
+    vals = [r[key] for r in read_jsonl(path) if r.get(key) is not None] if path.exists() else []
+    if not vals:
+        return None
+    return float(statistics.fmean(vals[: max(1, int(len(vals) * frac))]))

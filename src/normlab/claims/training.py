@@ -1,175 +1,176 @@
-"""Claims that need training (REFERENCE.md claims 6-15): decided from study stores.
+"""Training claims on warm-up, convergence and learning rate, decided from study stores.
 
-``normlab claims`` without ``--quick`` runs each claim's study (``--scale`` smoke/cpu/gpu) into
-``OUT/stores/<study>`` through :class:`~normlab.claims.studies.StudyContext`; reruns only
-train what is missing. Every rule below was written from the sources before any of these
-studies ran; "2s" is twice the pooled std over seeds (``studies.compare``). With a single
-seed (the smoke scale, and the 1-seed presets) comparisons that need a spread are
-"inconclusive" by construction.
+Each claim names the studies it reads (``STUDIES``) and the exact cells it compares; every
+cell and margin is fixed here, before the studies ran (docs/theory.md). The loss quantity is
+:func:`~normlab.claims.studies.gain`: best val loss relative to the loss at init, a diverged
+run counted as no progress, so that failures stay in the comparison instead of dropping out.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from normlab.claims.catalogue import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Verdict, claim, three_way
-from normlab.claims.studies import Group, StudyContext, compare, first_eval_after_start, group, select
+from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.rules import Direction, Within
+from normlab.claims.stats import rate, welch
+from normlab.claims.studies import StudyContext, clip_fraction, final_capped, first_eval, gain, values, where
 
-P, W, LR, DEPTH = "model.placement", "optim.warmup_steps", "optim.lr", "model.n_layer"
+P, W, LR, QK = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm"
+WARM = "the fixed warm-up cell W = 60 steps of 300 (the study's only non-zero warm-up)"
+GAIN = "best val loss minus loss at init (nats; diverged = 0), "
+XIONG = ("study 'xiong-warmup': post/pre x warm-up {0, 60} x lr {5e-4, 1e-3, 3e-3}, 6 blocks d=128, 300 steps, "
+         "linear decay, 3 seeds")
+XSET = "no gradient clipping (a clip would hide the divergence warm-up prevents); AdamW beta2 0.99"
+MARGIN = "0.05 nats is about twice the seed-to-seed std of one setting at this scale: the largest gap we call 'comparable'"
 
 
-def _sel(trials: list[Any], **kv: Any) -> list[Any]:
-    return select(trials, **{k.replace(".", "__"): v for k, v in kv.items()})
+def _cell(ctx: StudyContext, study: str, fn: Any = gain, **params: Any) -> tuple[list[float], list[str]]:
+    return values(where(ctx.trials(study), {k.replace("__", "."): v for k, v in params.items()}), fn)
 
 
-@claim(id="warmup-post", quick=False, source="Xiong et al. 2020 (REFERENCE.md claims 7 and 16)",
-       statement="Post-LN needs warm-up at lr_max 5e-4 to 1e-3; without it it trains worse or diverges; "
-                 "Pre-LN without warm-up is comparable.",
-       experiment="study preset 'xiong-warmup': post/pre x warm-up {0, short, long} x lr {5e-4, 1e-3}, 6 blocks",
-       quantity="best val loss per (placement, lr, warm-up), mean ± std over seeds; diverged counts",
-       rule="post is 'worse without warm-up' at an lr if a no-warm-up seed diverges or its mean exceeds the best "
-            "warm-up mean by > 2s. supported: post worse at every lr and pre not worse (no divergence, gap <= 2s) "
-            "at every lr; not supported: post's no-warm-up mean <= its best warm-up mean with no divergence at "
-            "every lr; otherwise inconclusive")
-def warmup_post(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("xiong-warmup")
-    lrs = sorted({x.params[LR] for x in t})
-    warms = sorted({x.params[W] for x in t})
-    nums: dict[str, Any] = {}
-    worse = {"post": [], "pre": []}
-    calm = []
-    parts = []
+def _warm(ctx: StudyContext) -> int:
+    """The study's non-zero warm-up (60 at cpu scale): the one cell every warm-up part compares."""
+    return max(t.params[W] for t in ctx.trials("xiong-warmup"))
+
+
+def _deepest(ctx: StudyContext) -> int:
+    return max(t.params["model.n_layer"] for t in ctx.trials("deep-stability"))
+
+
+def _diff(ctx: StudyContext, study: str, a: dict[str, Any], b: dict[str, Any], fn: Any = gain) -> Measured:
+    """Welch effect of fn over seeds: cell a minus cell b."""
+    va, ia = values(where(ctx.trials(study), a), fn)
+    vb, ib = values(where(ctx.trials(study), b), fn)
+    return Measured(welch(va, vb), ia + ib, {"a": va, "b": vb})
+
+
+def _warm_parts() -> list[Part]:
+    out = []
+    for lr in ("5e-4", "1e-3"):
+        out.append(Part(f"post-{lr}", f"at lr {lr}, Post-LN without warm-up ends worse than with it",
+                        GAIN + f"post, lr {lr}: warm-up 0 minus {WARM}", Direction(+1),
+                        "worse = a higher loss relative to init"))
+    for lr in ("5e-4", "1e-3"):
+        out.append(Part(f"pre-{lr}", f"at lr {lr}, Pre-LN without warm-up is comparable to Pre-LN with it",
+                        GAIN + f"pre, lr {lr}: warm-up 0 minus warm-up 60", Within(-0.05, 0.05), MARGIN))
+    return out
+
+
+@claim(id="warmup-post", quick=False, studies=["xiong-warmup"], experiment=XIONG, settings=XSET, parts=_warm_parts(),
+       source="Xiong et al. 2020, Sec. 3.1; seed 002 (Russian Q&A) 'post-norm requires warm-up, pre-norm can do "
+              "without it'",
+       statement="Post-LN needs learning-rate warm-up at lr_max 5e-4 to 1e-3: without it, it trains worse or "
+                 "diverges. Pre-LN without warm-up gives comparable results.")
+def warmup_post(ctx: StudyContext) -> dict[str, Measured]:
+    out = {}
     for p in ("post", "pre"):
-        for lr in lrs:
-            g0 = group(_sel(t, **{P: p, LR: lr, W: 0}))
-            gw = [group(_sel(t, **{P: p, LR: lr, W: w})) for w in warms if w]
-            best = min((g for g in gw if g.mean is not None), key=lambda g: g.mean, default=gw[0])
-            how, d, s = compare(g0, best)
-            worse[p].append(g0.diverged > 0 or how == "larger")
-            if p == "post":
-                calm.append(g0.diverged == 0 and d is not None and d <= 0)
-            nums[f"{p}@{lr:g}"] = {"no_warmup": g0.as_dict(), "best_warmup": best.as_dict(), "diff": d, "pooled_std": s}
-            parts.append(f"{p} lr {lr:g}: no warm-up {g0.text()} vs best warm-up {best.text()}")
-    yes = all(worse["post"]) and not any(worse["pre"])
-    v = three_way(yes, all(calm))
-    return Verdict(v, "; ".join(parts), nums, f"mean ± sample std over seeds; {ctx.describe('xiong-warmup')}")
+        for lr, key in ((5e-4, "5e-4"), (1e-3, "1e-3")):
+            out[f"{p}-{key}"] = _diff(ctx, "xiong-warmup", {P: p, LR: lr, W: 0}, {P: p, LR: lr, W: _warm(ctx)})
+    return out
 
 
-@claim(id="liu-post-converged", quick=False, source="Liu et al. 2020 (REFERENCE.md claim 8)",
-       statement="When Post-LN does converge (shallow, tuned warm-up) it often ends at or below Pre-LN.",
-       experiment="study preset 'xiong-warmup' (6 blocks), each placement at its best (lr, warm-up) cell",
-       quantity="best val loss of the best-tuned cell, mean ± std over seeds",
-       rule="supported if post's best-cell mean <= pre's + 2s; not supported if it is larger by > 2s; "
-            "inconclusive with fewer than two finished seeds")
-def liu_post_converged(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("xiong-warmup")
-    cells = sorted({(x.params[LR], x.params[W]) for x in t})
-    best = {}
-    for p in ("post", "pre"):
-        gs = [(c, group(_sel(t, **{P: p, LR: c[0], W: c[1]}))) for c in cells]
-        ok = [(c, g) for c, g in gs if g.mean is not None and g.diverged == 0]
-        best[p] = min(ok, key=lambda cg: cg[1].mean) if ok else (None, gs[0][1])
-    how, d, s = compare(best["post"][1], best["pre"][1])
-    v = INCONCLUSIVE if how == "unknown" else NOT_SUPPORTED if how == "larger" else SUPPORTED
-    txt = "; ".join(f"{p} best cell lr {c[0]:g} warm-up {c[1]}: {g.text()}" if c else f"{p}: no converged cell"
-                    for p, (c, g) in best.items())
-    return Verdict(v, txt + (f"; post - pre {d:+.3f}" if d is not None else "")
-                   + (f" (2s = {2 * s:.3f})" if s is not None else ""),
-                   {p: {"cell": c, **g.as_dict()} for p, (c, g) in best.items()} | {"diff": d, "pooled_std": s},
-                   f"mean ± sample std over seeds; {ctx.describe('xiong-warmup')}")
+@claim(id="warmup-pre-not-universal", quick=False, studies=["xiong-warmup"], experiment=XIONG, settings=XSET,
+       source="seed 000 (Korean lecture notes, 000_ca64de5e8bef631c.txt)",
+       statement="Pre-LN gave comparable results without warm-up in that setting, but it is not a law that "
+                 "warm-up is unnecessary in every setting.",
+       parts=[Part("pre-3e-3", "at a higher lr (3e-3), Pre-LN without warm-up ends worse than with it",
+                   GAIN + "pre, lr 3e-3: warm-up 0 minus warm-up 60", Direction(+1),
+                   "one setting where Pre-LN needs warm-up shows the 'law' fails; 3e-3 is 3x the top of "
+                   "Xiong's range")])
+def warmup_pre_not_universal(ctx: StudyContext) -> dict[str, Measured]:
+    return {"pre-3e-3": _diff(ctx, "xiong-warmup", {P: "pre", LR: 3e-3, W: 0}, {P: "pre", LR: 3e-3, W: _warm(ctx)})}
 
 
-@claim(id="seed002-pet-project", quick=False, source="seed 002 (Russian Q&A); REFERENCE.md claim 15",
-       statement="Pre-norm will show faster loss decrease and lower final perplexity; post-norm without "
-                 "warmup will most likely not converge.",
-       experiment="study preset 'pre-vs-post': post/pre x warm-up {0, w}, 6 blocks, identical hyper-parameters",
-       quantity="best val loss and val loss at the first eval after step 0, without warm-up, mean ± std over "
-                "seeds; diverged runs of post without warm-up",
-       rule="supported if, without warm-up, pre's best val loss is lower by > 2s AND pre's first-eval loss is "
-            "lower by > 2s; not supported if pre's best val loss is higher or equal within 2s ('same'/'larger')")
-def seed002_pet_project(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("pre-vs-post")
-    g = {p: group(_sel(t, **{P: p, W: 0})) for p in ("post", "pre")}
-    how, d, s = compare(g["pre"], g["post"])
-    first = {}
-    for p in ("post", "pre"):
-        runs = [x for x in _sel(t, **{P: p, W: 0}) if x.status == "completed"]
-        vals = [v for x in runs if (v := first_eval_after_start(x.run_dir)) is not None]
-        first[p] = Group(vals, 0, len(runs))
-    fhow, fd, fs = compare(first["pre"], first["post"])
-    yes = how == "smaller" and fhow == "smaller"
-    no = how in ("same", "larger")
-    w = sorted({x.params[W] for x in t})[-1]
-    gw = {p: group(_sel(t, **{P: p, W: w})) for p in ("post", "pre")}
-    return Verdict(three_way(yes, no),
-                   f"no warm-up, best val loss: pre {g['pre'].text()}, post {g['post'].text()} ({how}); first eval: "
-                   f"pre {first['pre'].text()}, post {first['post'].text()} ({fhow}); with warm-up {w}: "
-                   f"pre {gw['pre'].text()}, post {gw['post'].text()}; post without warm-up diverged "
-                   f"{g['post'].diverged}/{g['post'].n}",
-                   {"no_warmup": {p: x.as_dict() for p, x in g.items()}, "diff_pre_minus_post": d, "pooled_std": s,
-                    "first_eval": {p: x.as_dict() for p, x in first.items()}, "first_eval_diff": fd,
-                    f"warmup_{w}": {p: x.as_dict() for p, x in gw.items()}},
-                   f"mean ± sample std over seeds; {ctx.describe('pre-vs-post')}")
+
+@claim(id="liu-post-converged", quick=False, studies=["xiong-warmup", "deep-stability"], settings=XSET + "; deep-stability: xavier init, unclipped",
+       experiment=XIONG + "; study 'deep-stability' at L=48 for the depth part",
+       source="Liu et al. 2020, 'Understanding the Difficulty of Training Transformers', Sec. 3",
+       statement="When Post-LN does converge (shallow, tuned warm-up) it often ends at or below Pre-LN; it fails "
+                 "at depth.",
+       parts=[Part("shallow", "at 6 blocks with warm-up (lr 5e-4, W = 60) Post-LN ends at or below Pre-LN",
+                   GAIN + "post minus pre at lr 5e-4, warm-up 60 (the gentlest cell, fixed in advance)",
+                   Direction(-1, 0.02), "non-inferiority: 'at or below' within 0.02 nats"),
+              Part("deep", "at 48 blocks without warm-up Post-LN ends worse than Pre-LN",
+                   GAIN + "post minus pre, deep-stability L=48", Direction(+1), "fails at depth = worse than Pre-LN")])
+def liu_post_converged(ctx: StudyContext) -> dict[str, Measured]:
+    cell = {LR: 5e-4, W: _warm(ctx)}
+    deep = {"model.n_layer": _deepest(ctx)}
+    return {"shallow": _diff(ctx, "xiong-warmup", {P: "post", **cell}, {P: "pre", **cell}),
+            "deep": _diff(ctx, "deep-stability", {P: "post", **deep}, {P: "pre", **deep})}
 
 
-def _trains(x: Any) -> bool:
-    """'Trains' (fixed before the data): completed and best val loss at least 1 nat below the loss
-    at init (ln 65 = 4.17 for Tiny Shakespeare chars, so below ~3.2, under the unigram entropy)."""
-    from normlab.diagnostics.sensitivity import run_point
-
-    if x.status != "completed" or not x.summary or x.summary.get("best_val_loss") is None:
-        return False
-    init = run_point(x.run_dir)["init_loss"]
-    return float(x.summary["best_val_loss"]) < init - 1.0
-
-
-@claim(id="deepnorm-depth", quick=False, source="DeepNet (Wang et al. 2022); REFERENCE.md claims 6 and 8",
-       statement="DeepNorm trains at depth where Post-LN does not (Tiny Shakespeare chars, no warm-up).",
-       experiment="study preset 'depth': every placement x depth, constant lr 1e-3, no warm-up",
-       quantity="per depth: trains (completed, best val loss < loss at init - 1 nat) for post and deepnorm",
-       rule="supported if at some depth post does not train and deepnorm does; not supported if at every "
-            "depth where post fails deepnorm fails too; inconclusive if post trains at every depth tried, or "
-            "if pre does not train at the smallest depth (the step budget trains nothing: no test)")
-def deepnorm_depth(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("depth")
-    Ls = sorted({x.params[DEPTH] for x in t})
-    ok = {p: {L: all(_trains(x) for x in _sel(t, **{P: p, DEPTH: L})) for L in Ls} for p in ("post", "deepnorm")}
-    fails = [L for L in Ls if not ok["post"][L]]
-    control = all(_trains(x) for x in _sel(t, **{P: "pre", DEPTH: Ls[0]}))
-    yes = control and any(ok["deepnorm"][L] for L in fails)
-    no = control and bool(fails) and not yes
-    loss = {p: {L: [round(x.summary["best_val_loss"], 3) if x.summary and x.summary.get("best_val_loss") else x.status
-                    for x in _sel(t, **{P: p, DEPTH: L})] for L in Ls} for p in ok}
-    return Verdict(three_way(yes, no),
-                   "; ".join(f"{p}: " + ", ".join(f"L{L} {'trains' if ok[p][L] else 'fails'} {loss[p][L]}" for L in Ls)
-                             for p in ok) + f"; control pre L{Ls[0]} {'trains' if control else 'fails'}",
-                   {"trains": ok, "best_val_loss": loss, "control_pre_trains": control},
-                   f"per trial (no spread: {ctx.describe('depth')})")
+@claim(id="seed002-post-shallow", quick=False, studies=["xiong-warmup"], experiment=XIONG, settings=XSET,
+       source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), practical advice",
+       statement="Below 12 layers post-norm may give slightly better perplexity, but the difference is usually "
+                 "negligible.",
+       parts=[Part("negligible", "at 6 blocks the Post-LN / Pre-LN difference is negligible",
+                   GAIN + "post minus pre at lr 5e-4, warm-up 60", Within(-0.05, 0.05), MARGIN),
+              Part("post-better", "... and Post-LN is the (slightly) better one", GAIN + "post minus pre, same cell",
+                   Direction(-1), "better = lower loss")])
+def seed002_post_shallow(ctx: StudyContext) -> dict[str, Measured]:
+    cell = {LR: 5e-4, W: _warm(ctx)}
+    m = _diff(ctx, "xiong-warmup", {P: "post", **cell}, {P: "pre", **cell})
+    return {"negligible": m, "post-better": m}
 
 
-@claim(id="lr-sensitivity", quick=False, source="Wortsman et al. 2023 (REFERENCE.md claims 10 and 16)",
-       statement="QK-norm lowers LR sensitivity; attention logits grow at high LR without it.",
-       experiment="study preset 'lr-sensitivity': post/pre/sandwich x log lr grid x qk_norm {none, layernorm}",
-       quantity="LR sensitivity = mean over lrs of min(final val loss, loss at init) - best (Wortsman §3.1), per "
-                "placement and qk_norm",
-       rule="supported if qk_norm=layernorm has the lower sensitivity for every placement; not supported if it "
-            "has the higher or equal one for every placement; otherwise inconclusive")
-def lr_sens(ctx: StudyContext) -> Verdict:
-    from normlab.diagnostics.sensitivity import lr_sensitivity, run_point
+PVP = ("study 'pre-vs-post': post/pre x warm-up {0, 50}, 6 blocks d=128, lr 1e-3 cosine, 500 steps, batch 16, "
+       "4 seeds (the lab's cpu-size stand-in for the seed's 10 epochs at lr 3e-4, batch 32)")
+PSET = "no gradient clipping, as in the seed's code (the pre-clip norm is logged)"
 
-    t = ctx.trials("lr-sensitivity")
-    sens: dict[str, dict[str, float]] = {}
-    for p in sorted({x.params[P] for x in t}):
-        for qk in (None, "layernorm"):
-            pts = [run_point(x.run_dir) for x in _sel(t, **{P: p, "model.qk_norm": qk}) if x.run_dir.is_dir()]
-            pts = [(r["lr"], r["final_loss"], r["init_loss"]) for r in pts]
-            if pts:
-                sens.setdefault(p, {})[str(qk)] = lr_sensitivity(pts)
-    both = {p: s for p, s in sens.items() if len(s) == 2}
-    lower = [s["layernorm"] < s["None"] for s in both.values()]
-    v = three_way(bool(lower) and all(lower), bool(lower) and not any(lower))
-    return Verdict(v, "; ".join(f"{p}: no qk_norm {s.get('None', math.nan):.3f}, qk layernorm "
-                                f"{s.get('layernorm', math.nan):.3f}" for p, s in sens.items()),
-                   {"sensitivity": sens}, f"one value per sweep; {ctx.describe('lr-sensitivity')}")
 
+@claim(id="seed002-pet-project", quick=False, studies=["pre-vs-post"], experiment=PVP, settings=PSET,
+       source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), the pet project",
+       statement="Expected result: the pre-norm model will show a faster decrease of the loss and a lower final "
+                 "perplexity. Post-norm may diverge without warm-up (train post-norm without warm-up: it will "
+                 "most likely not converge).",
+       parts=[Part("faster", "without warm-up, Pre-LN's loss falls faster",
+                   "val loss at the first eval after step 0 (step 100), pre minus post, no warm-up", Direction(-1),
+                   "faster = lower loss early"),
+              Part("lower", "without warm-up, Pre-LN ends lower", GAIN + "pre minus post, no warm-up", Direction(-1),
+                   "lower final perplexity = lower loss"),
+              Part("post-fails", "Post-LN without warm-up most likely does not converge",
+                   "share of Post-LN runs without warm-up that do not converge (gain above -1 nat, or diverged)",
+                   Direction(+1, 0.5), "'most likely' = more than half the runs (Wilson interval, exact binomial)")])
+def seed002_pet_project(ctx: StudyContext) -> dict[str, Measured]:
+    post0 = where(ctx.trials("pre-vs-post"), {P: "post", W: 0})
+    g, ids = values(post0, gain)
+    fails = sum(v > -1.0 for v in g)
+    return {"faster": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}, first_eval),
+            "lower": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}),
+            "post-fails": Measured(rate(fails, len(g)), ids, {"gains": g})}
+
+
+@claim(id="seed002-clipping", quick=False, studies=["pre-vs-post"], experiment=PVP, settings=PSET,
+       source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+       statement="Gradient clipping: pre-norm needs clipping less often, because its gradients do not explode.",
+       parts=[Part("rare", "Pre-LN rarely needs clipping",
+                   "share of logged steps with pre-clip gradient norm > 1.0, Pre-LN, no warm-up, per seed",
+                   Direction(-1, 0.1), "'rarely' = on fewer than one step in ten, at clip 1.0 (the usual setting)"),
+              Part("vs-post", "... less often than Post-LN", "that share, pre minus post, no warm-up",
+                   Direction(-1), "less often = a smaller share")])
+def seed002_clipping(ctx: StudyContext) -> dict[str, Measured]:
+    pre, ids = _cell(ctx, "pre-vs-post", clip_fraction, model__placement="pre", optim__warmup_steps=0)
+    from normlab.claims.stats import one_sample
+
+    return {"rare": Measured(one_sample(pre), ids, {"per_seed": pre}),
+            "vs-post": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}, clip_fraction)}
+
+
+LRS = ("study 'lr-sensitivity': lr {3e-4, 1e-3, 3e-3, 1e-2, 3e-2} x (pre, pre + QK-norm, post), 6 blocks d=128, "
+       "200 steps, warm-up 20, cosine, 3 seeds, diagnostics every 50 steps")
+LSET = "gradient clipping at 1.0, as in Wortsman et al.'s setup"
+
+
+@claim(id="seed002-higher-lr", quick=False, studies=["lr-sensitivity"], experiment=LRS, settings=LSET,
+       source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+       statement="Trained from scratch, pre-norm allows a higher learning rate (for example 3e-4 instead of 1e-4).",
+       parts=[Part("at-1e-2", "at a high learning rate (1e-2) Pre-LN ends lower than Post-LN",
+                   "min(final val loss, loss at init), pre minus post, lr 1e-2, no QK-norm", Direction(-1),
+                   "allows a higher lr = still trains where the other does worse; 1e-2 is 10x the lab's default")])
+def seed002_higher_lr(ctx: StudyContext) -> dict[str, Measured]:
+    return {"at-1e-2": _diff(ctx, "lr-sensitivity", {P: "pre", QK: None, LR: 1e-2}, {P: "post", QK: None, LR: 1e-2},
+                             final_capped)}
+
+
+CLAIMS = [warmup_post, warmup_pre_not_universal, liu_post_converged, seed002_post_shallow, seed002_pet_project,
+          seed002_clipping, seed002_higher_lr]

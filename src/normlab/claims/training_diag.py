@@ -1,109 +1,185 @@
-"""Training claims decided from in-training statistics (REFERENCE.md claims 11-13): the
-``train/log_z`` series of metrics.jsonl and the per-layer lines of RUN/diagnostics.jsonl
-(``normlab.diagnostics.training``). Rules fixed before the studies ran, as in training.py.
+"""Training claims decided from in-training statistics: RUN/diagnostics.jsonl
+(``normlab.diagnostics.training``: log Z, attention logits, per-layer angles and max |x|,
+both of ResiDual's streams) and layer deletion on the final checkpoints.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
+from typing import Any
 
-from normlab.claims.catalogue import Verdict, claim, three_way
-from normlab.claims.studies import Group, StudyContext, compare, last_diag, select, tail_mean
+import numpy as np
 
-P, DEPTH = "model.placement", "model.n_layer"
+from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.rules import Direction
+from normlab.claims.stats import one_sample, paired, welch
+from normlab.claims.studies import StudyContext, final_capped, head_mean, last_diag, tail_mean, values, where
 
-
-@claim(id="zloss-logz", quick=False, source="PaLM (Chowdhery et al. 2022), Wortsman et al. 2023 (REFERENCE.md claim 11)",
-       statement="Mean log Z of the output softmax drifts without z-loss and stays near 0 with it.",
-       experiment="study preset 'zloss': Pre-LN 6 blocks, constant lr 3e-3, no "
-                  "warm-up, z_loss {0, 1e-4}, sizes of 'lr-sensitivity'",
-       quantity="|mean log Z| on the diagnostics' fixed batch over the last quarter of diagnostic steps, mean ± std over seeds",
-       rule="supported if with z-loss it is < 1 and without z-loss it is larger by > 2s; not supported if with "
-            "z-loss it is larger or equal within 2s; otherwise inconclusive")
-def zloss_logz(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("zloss")
-    g = {}
-    for z in (0.0, 1e-4):
-        runs = [x for x in select(t, optim__z_loss=z) if x.run_dir.is_dir()]
-        vals = [abs(v) for x in runs if (v := tail_mean(x.run_dir, "log_z", file="diagnostics.jsonl")) is not None]
-        g[z] = Group(vals, sum(x.status == "diverged" for x in runs), len(runs))
-    how, d, s = compare(g[0.0], g[1e-4])
-    on = g[1e-4].mean
-    yes = how == "larger" and on is not None and on < 1
-    no = how in ("same", "smaller")
-    return Verdict(three_way(yes, no), f"|log Z| late in training: without z-loss {g[0.0].text()}, "
-                                       f"with z-loss 1e-4 {g[1e-4].text()} ({how})",
-                   {"without": g[0.0].as_dict(), "with": g[1e-4].as_dict(), "diff": d, "pooled_std": s},
-                   f"mean ± sample std over seeds; {ctx.describe('zloss')}")
+P, QK, LR = "model.placement", "model.qk_norm", "optim.lr"
 
 
-def _halves(vals: list[float | None]) -> tuple[float, float]:
-    """Mean of the shallow and the deep half of a per-block list (None entries dropped)."""
-    v = list(vals)
-    h = len(v) // 2
-    lo = [x for x in v[:h] if x is not None]
-    hi = [x for x in v[h:] if x is not None]
-    return (statistics.fmean(lo) if lo else float("nan")), (statistics.fmean(hi) if hi else float("nan"))
+def _per(ctx: StudyContext, study: str, params: dict[str, Any], fn: Any) -> tuple[list[float], list[str]]:
+    return values([t for t in where(ctx.trials(study), params) if t.run_dir.is_dir()], fn)
 
 
-@claim(id="pre-collapse", quick=False, source="Liu et al. 2020; Sun et al. 2025 (REFERENCE.md claim 12)",
-       statement="In Pre-LN deep layers become similar (cosine(x_l, x_{l+1}) near 1, small angular distance); "
-                 "ResiDual and LayerNorm Scaling avoid it.",
-       experiment="study preset 'collapse': pre/resi_dual/lns/sandwich x 2 depths, diagnostics every steps/5",
-       quantity="angular distance arccos(cos)/pi between block input and output at the last diagnostic step: "
-                "mean over the deep half of blocks vs the shallow half",
-       rule="supported if at every depth pre's deep-half angle is below its shallow half and below the deep-half "
-            "angle of resi_dual and lns (where registered); not supported if at every depth pre's deep half "
-            "is at or above its shallow half; otherwise inconclusive (one seed: no spread)")
-def pre_collapse(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("collapse")
-    Ls = sorted({x.params[DEPTH] for x in t})
-    ang: dict[str, dict[int, tuple[float, float]]] = {}
-    for x in t:
-        d = last_diag(x.run_dir) if x.run_dir.is_dir() else None
-        if d and d.get("angle"):
-            ang.setdefault(x.params[P], {})[x.params[DEPTH]] = _halves(d["angle"])
-    pre = ang.get("pre", {})
-    others = [p for p in ("resi_dual", "lns") if p in ang]
-    yes = bool(pre) and all(L in pre and pre[L][1] < pre[L][0]
-                            and all(L in ang[o] and pre[L][1] < ang[o][L][1] for o in others) for L in Ls)
-    no = bool(pre) and all(L in pre and pre[L][1] >= pre[L][0] for L in Ls)
-    txt = "; ".join(f"{p}: " + ", ".join(f"L{L} shallow {a[0]:.3f} deep {a[1]:.3f}" for L, a in sorted(by.items()))
-                    for p, by in ang.items())
-    return Verdict(three_way(yes, no), txt or "no diagnostics.jsonl in the collapse runs",
-                   {"angle_shallow_deep": {p: {str(L): a for L, a in by.items()} for p, by in ang.items()}},
-                   f"one seed per cell; {ctx.describe('collapse')}")
+def _logz(t: Any, tail: bool = True) -> float | None:
+    return (tail_mean if tail else head_mean)(t.run_dir, "log_z", file="diagnostics.jsonl")
 
 
-@claim(id="sandwich-max-abs", quick=False, source="CogView (Ding et al. 2021), Peri-LN (Kim et al. 2025); "
-       "REFERENCE.md claim 13",
+@claim(id="zloss-logz", quick=False, studies=["zloss"], source="PaLM (Chowdhery et al. 2022); Wortsman et al. 2023",
+       experiment="study 'zloss': Pre-LN 6 blocks d=128, constant lr 3e-3, no warm-up, 300 steps, z_loss {0, 1e-4}, "
+                  "3 seeds, diagnostics every 30 steps", settings="gradient clipping at 1.0",
+       statement="Without z-loss the mean log Z of the output softmax drifts; with z-loss (1e-4) it stays near 0.",
+       parts=[Part("drifts", "without z-loss, mean log Z moves during training",
+                   "|late - early mean log Z| (last vs first quarter of diagnostic steps), z_loss 0, per seed",
+                   Direction(+1, 0.5), "drifts = moves by more than half a nat"),
+              Part("near-0", "with z-loss, |mean log Z| late in training is near 0",
+                   "|mean log Z| over the last quarter of diagnostic steps, z_loss 1e-4, per seed",
+                   Direction(-1, 1.0), "near 0 = within one nat (it starts at ln 65 = 4.17)"),
+              Part("lower", "with z-loss it is closer to 0 than without",
+                   "|mean log Z| late, z_loss 0 minus z_loss 1e-4", Direction(+1), "z-loss pulls log Z to 0")])
+def zloss_logz(ctx: StudyContext) -> dict[str, Measured]:
+    drift, ids = _per(ctx, "zloss", {"optim.z_loss": 0.0},
+                      lambda t: None if _logz(t) is None else abs(_logz(t) - _logz(t, tail=False)))
+    with_z, iw = _per(ctx, "zloss", {"optim.z_loss": 1e-4}, lambda t: None if _logz(t) is None else abs(_logz(t)))
+    without, io = _per(ctx, "zloss", {"optim.z_loss": 0.0}, lambda t: None if _logz(t) is None else abs(_logz(t)))
+    return {"drifts": Measured(one_sample(drift), ids), "near-0": Measured(one_sample(with_z), iw),
+            "lower": Measured(welch(without, with_z), io + iw)}
+
+
+def _sensitivity(ctx: StudyContext, placement: str, qk: str | None) -> dict[int, float]:
+    """Wortsman et al.'s LR sensitivity of each seed's sweep: mean over lrs of
+    min(final loss, loss at init) minus the sweep's best."""
+    by_seed: dict[int, list[float]] = {}
+    for t in where(ctx.trials("lr-sensitivity"), {P: placement, QK: qk}):
+        v = final_capped(t)
+        if v is not None:
+            by_seed.setdefault(t.params["seed"], []).append(v)
+    lrs = len({t.params[LR] for t in ctx.trials("lr-sensitivity")})
+    return {s: float(np.mean(v) - np.min(v)) for s, v in sorted(by_seed.items()) if len(v) == lrs}
+
+
+def _logit_growth(t: Any) -> float | None:
+    d = last_diag(t.run_dir)
+    if not d or not d.get("attn_max_logit") or not d["first"].get("attn_max_logit"):
+        return None
+    last = [v for v in d["attn_max_logit"] if v is not None]
+    first = [v for v in d["first"]["attn_max_logit"] if v is not None]
+    return math.log(max(last) / max(first)) if last and first and min(max(last), max(first)) > 0 else None
+
+
+@claim(id="lr-sensitivity", quick=False, studies=["lr-sensitivity"], source="Wortsman et al. 2023, 'Small-scale proxies for large-scale "
+       "Transformer training instabilities'; seed 000's check question on q/k logits",
+       experiment="study 'lr-sensitivity': lr {3e-4 .. 3e-2} x (pre, pre + QK-norm, post), 6 blocks, 200 steps, "
+                  "3 seeds; attention logits from in-training diagnostics", settings="gradient clipping at 1.0",
+       statement="QK-norm lowers LR sensitivity; attention logits grow at high learning rates without it "
+                 "(Pre-LN alone does not stop q/k logit growth).",
+       parts=[Part("qk-lowers", "QK-norm lowers Pre-LN's LR sensitivity",
+                   "LR sensitivity of each seed's sweep, Pre-LN minus Pre-LN + QK-norm, paired by seed",
+                   Direction(+1), "lowers = the sweep without QK-norm is more sensitive"),
+              Part("logits-grow", "without QK-norm, Pre-LN's attention logits grow at a high lr",
+                   "log(max attention logit, last / first diagnostic step), Pre-LN, lr 1e-2, per seed",
+                   Direction(+1), "grow = end above where they started; 1e-2 is 10x the default lr"),
+              Part("qk-stops", "... more than with QK-norm", "that log growth, without minus with QK-norm, lr 1e-2",
+                   Direction(+1), "QK-norm bounds q.k by construction up to its gains")])
+def lr_sensitivity(ctx: StudyContext) -> dict[str, Measured]:
+    a, b = _sensitivity(ctx, "pre", None), _sensitivity(ctx, "pre", "layernorm")
+    seeds = sorted(set(a) & set(b))
+    grow, ig = _per(ctx, "lr-sensitivity", {P: "pre", QK: None, LR: 1e-2}, _logit_growth)
+    grow_qk, iq = _per(ctx, "lr-sensitivity", {P: "pre", QK: "layernorm", LR: 1e-2}, _logit_growth)
+    return {"qk-lowers": Measured(paired([a[s] for s in seeds], [b[s] for s in seeds]),
+                                  [t.id for t in where(ctx.trials("lr-sensitivity"), {P: "pre"})],
+                                  {"pre": a, "pre_qk": b, "post": _sensitivity(ctx, "post", None)}),
+            "logits-grow": Measured(one_sample(grow), ig), "qk-stops": Measured(welch(grow, grow_qk), ig + iq)}
+
+
+def _halves(vals: list[float | None]) -> float | None:
+    """Mean angle of the deep half of blocks minus the shallow half (None entries dropped)."""
+    h = len(vals) // 2
+    lo = [x for x in vals[:h] if x is not None]
+    hi = [x for x in vals[h:] if x is not None]
+    return float(np.mean(hi) - np.mean(lo)) if lo and hi else None
+
+
+def _deep_angle(t: Any, key: str = "angle") -> float | None:
+    d = last_diag(t.run_dir)
+    v = [x for x in (d or {}).get(key, [])[len((d or {}).get(key, [])) // 2:] if x is not None]
+    return float(np.mean(v)) if v else None
+
+
+def _deletion(t: Any) -> float | None:
+    """Deep-half minus shallow-half mean loss increase when one block is deleted (final checkpoint)."""
+    from normlab.diagnostics.analyze import analyze_run
+
+    if t.status != "completed":
+        return None
+    res = analyze_run(t.run_dir, checkpoint="latest")
+    return _halves([x - res["val_loss"] for x in res["deletion_loss"]])
+
+
+COL = ("study 'collapse': pre/resi_dual/lns/sandwich, 24 blocks d=64, 300 steps, lr 1e-3 cosine, warm-up 30, "
+       "3 seeds, diagnostics every 60 steps")
+
+
+@claim(id="pre-collapse", quick=False, studies=["collapse"], experiment=COL, settings="gradient clipping at 1.0",
+       source="Liu et al. 2020; Sun et al. 2025 ('curse of depth'); Xie et al. 2023 (ResiDual); seed 004",
+       statement="In Pre-LN the deep layers become similar (cosine(x_l, x_{l+1}) near 1, small angular distance; "
+                 "deleting a deep layer costs little). ResiDual and LayerNorm Scaling avoid it.",
+       parts=[Part("deep-similar", "Pre-LN's deep blocks change the stream less than its shallow ones",
+                   "mean angular distance arccos(cos)/pi of block input/output, deep half minus shallow half, last "
+                   "diagnostic step, per seed (pre)", Direction(-1), "collapse = deep layers closer to identity"),
+              Part("deletion", "deleting a deep Pre-LN block costs less than deleting a shallow one",
+                   "mean loss increase when one block is deleted, deep half minus shallow half (pre)", Direction(-1),
+                   "similar deep layers are redundant"),
+              Part("resi_dual-x", "ResiDual's Post-LN stream x avoids it",
+                   "deep-half angular distance, resi_dual's x stream minus pre's", Direction(+1),
+                   "avoids = its deep blocks still move their stream more"),
+              Part("resi_dual-d", "... and so does its un-normalised stream d",
+                   "deep-half angular distance, resi_dual's d stream minus pre's", Direction(+1),
+                   "the dual stream is the Pre-LN-like one: collapse would show there"),
+              Part("lns", "LayerNorm Scaling avoids it", "deep-half angular distance, lns minus pre", Direction(+1),
+                   "avoids = deep blocks move the stream more than Pre-LN's")])
+def pre_collapse(ctx: StudyContext) -> dict[str, Measured]:
+    def halves(t: Any) -> float | None:
+        d = last_diag(t.run_dir)
+        return _halves(d["angle"]) if d and d.get("angle") else None
+
+    pre, ip = _per(ctx, "collapse", {P: "pre"}, _deep_angle)
+    out = {"deep-similar": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, halves)[0]), ip),
+           "deletion": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, _deletion)[0]), ip)}
+    for part, p, key in (("resi_dual-x", "resi_dual", "angle"), ("resi_dual-d", "resi_dual", "angle_aux"),
+                         ("lns", "lns", "angle")):
+        v, i = _per(ctx, "collapse", {P: p}, lambda t, k=key: _deep_angle(t, k))
+        out[part] = Measured(welch(v, pre), i + ip, {p: v, "pre": pre})
+    return out
+
+
+def _max_abs(t: Any) -> tuple[float, float] | None:
+    d = last_diag(t.run_dir)
+    if not d or not d.get("max_abs"):
+        return None
+    last = max(v for v in d["max_abs"] if v is not None)
+    first = max(v for v in d["first"]["max_abs"] if v is not None)
+    return math.log10(last), math.log10(last / first)
+
+
+@claim(id="sandwich-max-abs", quick=False, studies=["collapse"], experiment=COL, settings="gradient clipping at 1.0",
+       source="CogView (Ding et al. 2021); Peri-LN (Kim et al. 2025)",
        statement="Sandwich/Peri-LN keeps the residual stream's max |x| bounded where Pre-LN's grows "
                  "(fp16 overflow risk at 65504).",
-       experiment="study preset 'collapse' (includes pre and sandwich), diagnostics every steps/5",
-       quantity="max over layers of max |x_l| at the last diagnostic step, and its ratio to the first one",
-       rule="supported if at every depth sandwich's final max |x| and its growth ratio are both below pre's; "
-            "not supported if sandwich's final max |x| is at or above pre's at every depth; otherwise "
-            "inconclusive (one seed: no spread)")
-def sandwich_max_abs(ctx: StudyContext) -> Verdict:
-    t = ctx.trials("collapse")
-    m: dict[str, dict[int, tuple[float, float]]] = {}
-    for x in t:
-        if x.params[P] not in ("pre", "sandwich") or not x.run_dir.is_dir():
-            continue
-        d = last_diag(x.run_dir)
-        if d and d.get("max_abs"):
-            last = max(v for v in d["max_abs"] if v is not None)
-            first = max(v for v in d["first"]["max_abs"] if v is not None)
-            m.setdefault(x.params[P], {})[x.params[DEPTH]] = (last, last / first)
-    Ls = sorted({x.params[DEPTH] for x in t})
-    both = [L for L in Ls if L in m.get("pre", {}) and L in m.get("sandwich", {})]
-    yes = bool(both) and len(both) == len(Ls) and all(
-        m["sandwich"][L][0] < m["pre"][L][0] and m["sandwich"][L][1] < m["pre"][L][1] for L in both)
-    no = bool(both) and all(m["sandwich"][L][0] >= m["pre"][L][0] for L in both)
-    txt = "; ".join(f"{p}: " + ", ".join(f"L{L} max|x| {a[0]:.1f} (x{a[1]:.2f} since first diag)"
-                                         for L, a in sorted(by.items())) for p, by in m.items())
-    over = any(a[0] > 65504 for by in m.values() for a in by.values())
-    return Verdict(three_way(yes, no), (txt or "no diagnostics.jsonl in the collapse runs")
-                   + ("; fp16 overflow reached" if over else ""),
-                   {"max_abs_growth": {p: {str(L): a for L, a in by.items()} for p, by in m.items()}},
-                   f"one seed per cell; {ctx.describe('collapse')}")
+       parts=[Part("lower", "Sandwich's max |x| ends below Pre-LN's",
+                   "log10 max over layers of max |x_l| at the last diagnostic step, sandwich minus pre",
+                   Direction(-1), "bounded where Pre-LN's grows = lower after training"),
+              Part("growth", "Sandwich's max |x| grows less during training",
+                   "log10(last / first diagnostic max |x|), sandwich minus pre", Direction(-1),
+                   "'grows' is about the change over training")])
+def sandwich_max_abs(ctx: StudyContext) -> dict[str, Measured]:
+    out = {}
+    for i, part in enumerate(("lower", "growth")):
+        s, is_ = _per(ctx, "collapse", {P: "sandwich"}, lambda t, i=i: (_max_abs(t) or (None, None))[i])
+        p, ip = _per(ctx, "collapse", {P: "pre"}, lambda t, i=i: (_max_abs(t) or (None, None))[i])
+        out[part] = Measured(welch(s, p), is_ + ip, {"sandwich": s, "pre": p})
+    return out
+
+
+CLAIMS = [zloss_logz, lr_sensitivity, pre_collapse, sandwich_max_abs]

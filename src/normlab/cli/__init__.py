@@ -18,7 +18,8 @@ COMMANDS = [
     "normlab.cli.config_cmd",   # presets, config
     "normlab.cli.train_cmd",    # train, sample
     "normlab.cli.model_cmd",    # placements, norms, inits
-    "normlab.cli.report_cmd",   # report, claims
+    "normlab.cli.report_cmd",   # report
+    "normlab.cli.claims_cmd",   # claims (the evidence check)
     "normlab.cli.probe_cmd",    # probe (diagnostics at init)
     "normlab.cli.study_cmd",    # study run, status, presets
     "normlab.cli.analyze_cmd",  # analyze, lr-sensitivity

@@ -1,4 +1,4 @@
-"""``normlab report PATH`` and ``normlab claims``: pages of figures and the claims check."""
+"""``normlab report PATH``: pages of figures for a run, a probe or a study."""
 
 from __future__ import annotations
 
@@ -9,18 +9,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write PATH/report/index.html for a run dir, probe output or study store")
     p.add_argument("path", metavar="PATH", help="a training run directory, a probe --out directory or a study store")
     p.set_defaults(func=_report)
-    p = sub.add_parser("claims", help="test the claims of REFERENCE.md section 4-5 and print verdicts")
-    p.add_argument("--quick", action="store_true",
-                   help="only the claims decidable at initialisation (minutes on a laptop CPU)")
-    p.add_argument("--out", metavar="DIR", default="claims",
-                   help="where claims.json, index.html and the figures go (default: ./claims)")
-    p.add_argument("--only", metavar="ID", action="append", default=[],
-                   help="run just this claim id (repeatable; see the table for ids)")
-    p.add_argument("--seeds", type=int, default=5, help="seeds averaged per measurement (default 5)")
-    p.add_argument("--scale", default="cpu", choices=["smoke", "cpu", "gpu"],
-                   help="size of the training studies without --quick (default cpu; smoke = seconds, for tests)")
-    p.add_argument("--workers", type=int, default=None, help="parallel training processes (default 1)")
-    p.set_defaults(func=_claims)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -30,15 +18,3 @@ def _report(args: argparse.Namespace) -> int:
     print(path)
     return 0
 
-
-def _claims(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from normlab.claims import run_claims
-    from normlab.claims.output import print_table
-
-    results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds,
-                          scale=args.scale, workers=args.workers)
-    print_table(results)
-    print(f"\nwrote {Path(args.out) / 'claims.json'} and {Path(args.out) / 'index.html'}")
-    return 0

@@ -1,0 +1,157 @@
+"""Quick claims on the Jacobian, the first update and the seeds' exact statements.
+
+Their per-seed data come from :mod:`normlab.claims.measure_more` (in ``QuickData.extra``)
+and, for the end-to-end gain, from the probe grid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.measure import QuickData, factor_per_layer, per_seed
+from normlab.claims.quick import PROBE, SETTINGS
+from normlab.claims.rules import Direction, Within
+from normlab.claims.stats import Effect, one_sample, paired, slope_per_seed
+
+STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Shakespeare, logits measured on "
+        "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")
+
+
+def _extra(q: QuickData, key: str) -> dict:
+    return q.extra[key]
+
+
+@claim(id="jacobian-identity", quick=True, experiment=PROBE + "; one Rademacher probe per block",
+       source="seed 000 (Korean lecture notes, 000_ca64de5e8bef631c.txt)", settings=SETTINGS,
+       statement="Post-LN's Jacobian is J_LN (I + J_F): even the identity path passes through J_LN. Pre-LN's "
+                 "is I + J_F J_LN: it keeps a direct identity term.",
+       parts=[Part("pre", "Pre-LN's block Jacobian carries the identity with weight 1",
+                   "identity coefficient tr(d x_l / d x_{l-1}) / n, mean over the blocks of L = 16, per seed (pre)",
+                   Within(0.9, 1.1), "a direct I term gives 1 plus the branch's trace; +-0.1"),
+              Part("post", "Post-LN's identity is scaled by J_LN (below 1)",
+                   "the same coefficient (post)", Direction(-1, 0.9),
+                   "J_LN divides by the std of x + F(x), above 1 when the branch adds variance (xavier init), so the "
+                   "identity enters scaled by about 1/sqrt(1 + Var F); 0.9 leaves room for the branch's own trace")])
+def jacobian_identity(q: QuickData) -> dict[str, Measured]:
+    ic = _extra(q, "identity")
+    out = {}
+    for p in ("pre", "post"):
+        vals = [float(np.mean(r)) for r in ic[p]]
+        out[p] = Measured(one_sample(vals), [f"{p}/L{ic['L']}/seed{s}" for s in range(len(vals))],
+                          {"per_block_seed_mean": np.mean(ic[p], 0).round(3).tolist()})
+    return out
+
+
+@claim(id="seed004-decay", quick=True, experiment=PROBE + "; end-to-end Jacobian d x_L / d x_l by autograd",
+       source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt)", settings=SETTINGS, figure="jacobian",
+       statement="Post-LN's identity path decays like (1/sqrt(2))^L through the layers: a toll booth on every "
+                 "layer, so that at 32 layers it is almost 0.",
+       parts=[Part("factor", "the gain falls by a factor 1/sqrt(2) = 0.707 per layer",
+                   "geometric factor per layer of the RMS singular value of d x_L / d x_l, L = 32, per seed (post)",
+                   Within(0.65, 0.76), "0.707 +- about 7%"),
+              Part("almost-0", "at 32 layers the identity path is almost 0",
+                   "log10 of the RMS singular value of d x_32 / d x_0, per seed (post)", Direction(-1, -2),
+                   "'almost 0' read as below 1% (the seed's formula gives 1.5e-5)")])
+def seed004_decay(q: QuickData) -> dict[str, Measured]:
+    L = max(q.depths)
+    jac = q.values("post", L, "jac_rms_to_last", "stream", "x")
+    cells = q.cells("post", [L])
+    return {"factor": Measured(one_sample(per_seed(factor_per_layer, jac)), cells),
+            "almost-0": Measured(one_sample([float(np.log10(v)) for v in jac[:, 0]]), cells,
+                                 {"predicted_log10": float(L * np.log10(2 ** -0.5))})}
+
+
+def _slopes(q: QuickData, p: str) -> list[float]:
+    steps = _extra(q, "one_step")
+    m = np.array([[steps[p][L][s]["change"] for L in steps["depths"]] for s in range(len(steps[p][steps["depths"][0]]))])
+    return slope_per_seed(steps["depths"], m)
+
+
+@claim(id="liu-amplification", quick=True, source="Liu et al. 2020, 'Understanding the Difficulty of Training "
+       "Transformers', Sec. 4 and Theorem 2", experiment=STEP, settings="xavier init; Admin profiled on the batch",
+       statement="The output change caused by the first parameter updates grows with the number of layers for "
+                 "Post-LN (amplification), much less for Pre-LN and for Admin.",
+       parts=[Part("post", "Post-LN's output change grows with depth",
+                   "slope of log(relative logit change after one step) against log L, per seed (post)",
+                   Direction(+1), "grows = positive log-log slope"),
+              Part("pre", "Pre-LN's grows less than Post-LN's", "that slope, pre minus post, paired by seed",
+                   Direction(-1), "less amplification = a smaller slope"),
+              Part("admin", "Admin's grows less than Post-LN's", "that slope, admin minus post, paired by seed",
+                   Direction(-1), "less amplification = a smaller slope")])
+def liu_amplification(q: QuickData) -> dict[str, Measured]:
+    s = {p: _slopes(q, p) for p in ("post", "pre", "admin")}
+    cells = [f"{p}/one-step" for p in s]
+    return {"post": Measured(one_sample(s["post"]), cells, {"per_seed": s["post"]}),
+            "pre": Measured(paired(s["pre"], s["post"]), cells),
+            "admin": Measured(paired(s["admin"], s["post"]), cells)}
+
+
+@claim(id="deepnorm-bounded", quick=True, source="DeepNet (Wang et al. 2022), Sec. 4", experiment=STEP,
+       settings="xavier init; DeepNorm's alpha = (2L)^(1/4), beta = (8L)^(-1/4) (decoder-only)",
+       statement="With alpha = (2M)^(1/4) on the shortcut and beta = (8M)^(-1/4) on W_V, W_O, W_1, W_2, the "
+                 "model update stays bounded by a constant independent of depth.",
+       parts=[Part("bounded", "DeepNorm's output change after one step does not grow with depth",
+                   "slope of log(relative logit change) against log L, per seed (deepnorm)", Within(-0.2, 0.2),
+                   "bounded independently of depth = exponent about 0"),
+              Part("vs-post", "... unlike Post-LN's", "that slope, deepnorm minus post, paired by seed",
+                   Direction(-1), "DeepNorm exists to remove Post-LN's growth"),
+              Part("shortcut", "the shortcut's share of the pre-norm sum alpha x + F(x) grows with depth",
+                   "slope of mean log(Var F / Var[alpha x]) over sub-layers against log L, per seed (deepnorm)",
+                   Direction(-1), "alpha grows and beta shrinks with depth: the branch share should fall")])
+def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
+    steps = _extra(q, "one_step")
+    s = {p: _slopes(q, p) for p in ("deepnorm", "post")}
+    share = np.array([[steps["deepnorm"][L][i]["branch_share"] for L in steps["depths"]]
+                      for i in range(len(steps["deepnorm"][steps["depths"][0]]))])
+    sh = slope_per_seed(np.log(steps["depths"]), share, log_x=False, log_y=False)
+    return {"bounded": Measured(one_sample(s["deepnorm"]), ["deepnorm/one-step"], {"per_seed": s["deepnorm"]}),
+            "vs-post": Measured(paired(s["deepnorm"], s["post"]), ["deepnorm/one-step", "post/one-step"]),
+            "shortcut": Measured(one_sample(sh), ["deepnorm/one-step"])}
+
+
+@claim(id="seed001-rms", quick=True, source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
+       experiment="x = s z, z of unit RMS (64 x 128, a new draw per seed), s = 0.1 and 10; 5 seeds",
+       settings="exact arithmetic in float32",
+       statement="RMSNorm(x) = x / RMS(x) * g, where RMS(x) = (1/n) sum x_i^2.",
+       parts=[Part("normalises", "the formula normalises: its output RMS does not depend on the input's scale",
+                   "log10(output RMS at s = 10 / output RMS at s = 0.1) of the seed's formula, per draw",
+                   Within(-0.05, 0.05), "a normaliser's output is scale-free (normlab's RMSNorm: 0.000)")])
+def seed001_rms(q: QuickData) -> dict[str, Measured]:
+    r = _extra(q, "rms")
+    return {"normalises": Measured(one_sample([x["seed_log10_ratio"] for x in r]), [f"draw{i}" for i in range(len(r))],
+                                   {"normlab_log10_ratio": float(np.mean([x["normlab_log10_ratio"] for x in r]))})}
+
+
+@claim(id="seed002-gpt2", quick=True, source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+       experiment="random 3-layer transformers GPT-2 models (d = 64, no download, 3 seeds) loaded into normlab's "
+                  "post and pre placements", settings="float32, dropout off",
+       statement="Example: GPT-2 uses post-norm.",
+       parts=[Part("post", "normlab's Post-LN with GPT-2's weights reproduces GPT-2's logits",
+                   "log10 max |logit difference| to GPT-2's own forward, post placement, per model",
+                   Direction(-1, -4), "reproduces = agrees to 1e-4 (float32 round-off is ~1e-6)")])
+def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
+    r = _extra(q, "gpt2")
+    if not r:
+        return {"post": Measured(Effect(None, None, None, 0, method="one-sample t"),
+                                 note="transformers is not installed (pip install 'normlab[hf]')")}
+    return {"post": Measured(one_sample([x["log10_diff_post"] for x in r]), [f"gpt2/seed{i}" for i in range(len(r))],
+                             {"log10_diff_pre": [x["log10_diff_pre"] for x in r]})}
+
+
+@claim(id="seed002-code-causal", quick=True, source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+       experiment="the seed's TransformerBlock code (pre-norm branch), d = 64, 4 heads, 16 positions, 3 seeds",
+       settings="nn.MultiheadAttention in its default (sequence, batch, d) layout, as the code calls it",
+       statement="Pet project: 'implement a simple transformer with a pre/post-norm switch, train it on Tiny "
+                 "Shakespeare' with the block x = x + self.attention(self.norm1(x), self.norm1(x), "
+                 "self.norm1(x))[0] (no attention mask).",
+       parts=[Part("causal", "a language model built from this block sees only the past",
+                   "log10 of the largest change of outputs before position 8 when positions 8.. change, relative",
+                   Direction(-1, -6), "a causal block's earlier outputs do not move at all (float32: < 1e-6)")])
+def seed002_code(q: QuickData) -> dict[str, Measured]:
+    r = _extra(q, "causal")
+    return {"causal": Measured(one_sample(r), [f"block/seed{i}" for i in range(len(r))])}
+
+
+CLAIMS = [jacobian_identity, seed004_decay, liu_amplification, deepnorm_bounded, seed001_rms, seed002_gpt2,
+          seed002_code]

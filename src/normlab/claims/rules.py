@@ -1,0 +1,126 @@
+"""Decision rules: an :class:`~normlab.claims.stats.Effect` in, a verdict out.
+
+A rule is data (kind + parameters), declared with its claim before any measurement, hashed
+into claims.json, and applied the same way to every effect:
+
+- ``Direction(sign, ref)``: the statement predicts the quantity above ``ref`` (sign +1) or
+  below it (sign -1). supported: the 95% interval lies entirely on the predicted side;
+  contradicted: entirely on the other side; inconclusive: it contains ``ref``.
+  A non-inferiority statement ("at or below, within a margin m") is Direction(-1, ref=m).
+- ``Within(lo, hi)``: the statement predicts a value inside [lo, hi] (an equivalence margin,
+  or a theory's bounds). supported: the interval lies inside; contradicted: it lies
+  entirely outside; inconclusive: it straddles a bound. "Not shown different" is never
+  support: only an interval inside the margin is.
+
+Fewer than ``MIN_SEEDS`` finished seeds on a side, or no interval, is always inconclusive.
+Every rule also gives a p-value: the smallest alpha at which the (1 - alpha) interval would
+reach the decisive verdict nearest to the data (for rates: Fisher's exact test or the exact
+binomial test), so that the family of parts can be Holm-adjusted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from normlab.claims.stats import MIN_SEEDS, Effect, binom_p, fisher_p, t_sf
+
+SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY = "supported", "contradicted", "inconclusive", "partly supported"
+
+
+@dataclass(frozen=True)
+class Direction:
+    sign: int            # +1: predicted above ref; -1: predicted below ref
+    ref: float = 0.0
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "direction", "sign": self.sign, "ref": self.ref}
+
+    def text(self) -> str:
+        side, other = ("above", "below") if self.sign > 0 else ("below", "above")
+        return (f"supported if the 95% interval lies {side} {self.ref:g}; contradicted if it lies {other}; "
+                f"inconclusive if it contains {self.ref:g}")
+
+    def verdict(self, e: Effect) -> str:
+        if not _decidable(e):
+            return INCONCLUSIVE
+        if e.lo > self.ref:
+            return SUPPORTED if self.sign > 0 else CONTRADICTED
+        if e.hi < self.ref:
+            return SUPPORTED if self.sign < 0 else CONTRADICTED
+        return INCONCLUSIVE
+
+    def p(self, e: Effect) -> float | None:
+        if not _decidable(e):
+            return None
+        if e.counts is not None:
+            if len(e.counts) == 4:
+                return fisher_p(*e.counts)
+            return binom_p(e.counts[0], e.counts[1], self.ref)
+        return _two_sided(e.estimate - self.ref, e)
+
+
+@dataclass(frozen=True)
+class Within:
+    lo: float
+    hi: float
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "within", "lo": self.lo, "hi": self.hi}
+
+    def text(self) -> str:
+        return (f"supported if the 95% interval lies inside [{self.lo:g}, {self.hi:g}]; contradicted if it "
+                f"lies entirely outside; inconclusive if it straddles a bound")
+
+    def verdict(self, e: Effect) -> str:
+        if not _decidable(e):
+            return INCONCLUSIVE
+        if self.lo < e.lo and e.hi < self.hi:
+            return SUPPORTED
+        if e.lo > self.hi or e.hi < self.lo:
+            return CONTRADICTED
+        return INCONCLUSIVE
+
+    def p(self, e: Effect) -> float | None:
+        if not _decidable(e) or e.counts is not None:
+            return None
+        if e.se == 0:
+            return 0.0 if self.verdict(e) != INCONCLUSIVE else 1.0
+        est = e.estimate
+        p_in = 2 * max(t_sf((est - self.lo) / e.se, e.df), t_sf((self.hi - est) / e.se, e.df))
+        p_out = 2 * min(t_sf((est - self.hi) / e.se, e.df), t_sf((self.lo - est) / e.se, e.df))
+        return min(1.0, p_in, p_out)
+
+
+Rule = Direction | Within
+
+
+def _decidable(e: Effect) -> bool:
+    return e.estimate is not None and e.lo is not None and e.hi is not None and e.n_min >= MIN_SEEDS
+
+
+def _two_sided(diff: float, e: Effect) -> float:
+    if e.se is None or e.df is None:
+        return 1.0
+    if e.se == 0:
+        return 0.0 if diff != 0 else 1.0
+    return min(1.0, 2 * t_sf(abs(diff) / e.se, e.df))
+
+
+def combine(verdicts: list[str]) -> str:
+    """A claim's verdict from its parts: all supported -> supported; any contradicted ->
+    contradicted, or partly supported where some part is supported; else inconclusive."""
+    if verdicts and all(v == SUPPORTED for v in verdicts):
+        return SUPPORTED
+    if CONTRADICTED in verdicts:
+        return PARTLY if SUPPORTED in verdicts else CONTRADICTED
+    return INCONCLUSIVE
+
+
+def finite_or_none(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None

@@ -1,0 +1,208 @@
+"""The statistics every claim is decided with: effects with 95% intervals over seeds.
+
+One place for every number a verdict rests on (docs/theory.md, "How a verdict is reached"):
+
+- :func:`welch`: difference of two means, a - b, Welch's t interval (unequal variances).
+- :func:`one_sample`: the mean of per-seed values (a slope, a Spearman rho, a paired
+  difference, a log ratio) with its t interval; :func:`paired` is one_sample(a - b).
+- :func:`rate_diff`: difference of two rates (k of n), Newcombe's hybrid score interval built
+  from the two Wilson intervals, with Fisher's exact test; :func:`rate` one rate, Wilson
+  interval and the exact binomial test.
+- :func:`holm`: Holm's step-down adjustment of the parts' p-values (family-wise error).
+
+An :class:`Effect` carries its estimate, interval, n per side and what the p-value of a
+rule needs (standard error and degrees of freedom, or the counts). Rules
+(:mod:`normlab.claims.rules`) turn an effect into a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+LEVEL = 0.95
+MIN_SEEDS = 3  # fewer finished seeds on a side: always inconclusive
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An estimate with its 95% interval. ``n_b`` is None for one-sample effects."""
+
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+    n_a: int
+    n_b: int | None = None
+    method: str = ""
+    se: float | None = None       # t-based methods: standard error ...
+    df: float | None = None       # ... and degrees of freedom
+    counts: tuple[int, ...] | None = None  # rate methods: (k_a, n_a[, k_b, n_b])
+    values_a: tuple[float, ...] = ()       # the per-seed inputs (for figures and re-checks)
+    values_b: tuple[float, ...] = ()
+
+    @property
+    def n_min(self) -> int:
+        return min(self.n_a, self.n_b) if self.n_b is not None else self.n_a
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self, fmt: str = "+.3g") -> str:
+        """'+0.12 [+0.05, +0.19], n 3/3' (or 'n 5' one-sample; 'n/a' without data)."""
+        n = f"n {self.n_a}" + (f"/{self.n_b}" if self.n_b is not None else "")
+        if self.estimate is None:
+            return f"n/a, {n}"
+        if self.lo is None or self.hi is None:
+            return f"{self.estimate:{fmt}} (no interval), {n}"
+        return f"{self.estimate:{fmt}} [{self.lo:{fmt}}, {self.hi:{fmt}}], {n}"
+
+
+def _finite(xs: Sequence[float | None]) -> list[float]:
+    return [float(x) for x in xs if x is not None and math.isfinite(float(x))]
+
+
+def _tq(df: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + LEVEL / 2, df))
+
+
+def one_sample(xs: Sequence[float | None], method: str = "one-sample t") -> Effect:
+    """Mean of ``xs`` with its t interval (n - 1 degrees of freedom). Zero spread gives a
+    zero-width interval (a deterministic quantity); one value gives no interval."""
+    v = _finite(xs)
+    n, va = len(v), tuple(v)
+    if n == 0:
+        return Effect(None, None, None, 0, method=method)
+    m = math.fsum(v) / n
+    if n == 1:
+        return Effect(m, None, None, 1, method=method, values_a=va)
+    sd = math.sqrt(math.fsum((x - m) ** 2 for x in v) / (n - 1))
+    se = sd / math.sqrt(n)
+    h = _tq(n - 1) * se
+    return Effect(m, m - h, m + h, n, method=method, se=se, df=n - 1, values_a=va)
+
+
+def paired(a: Sequence[float | None], b: Sequence[float | None]) -> Effect:
+    """Mean of the per-seed differences a_i - b_i (pairs with a missing side dropped)."""
+    d = [x - y for x, y in zip(_nan(a), _nan(b)) if math.isfinite(x) and math.isfinite(y)]
+    return one_sample(d, "paired t")
+
+
+def _nan(xs: Sequence[float | None]) -> list[float]:
+    return [float(x) if x is not None else math.nan for x in xs]
+
+
+def welch(a: Sequence[float | None], b: Sequence[float | None]) -> Effect:
+    """mean(a) - mean(b) with Welch's interval (Welch-Satterthwaite degrees of freedom)."""
+    va, vb = _finite(a), _finite(b)
+    na, nb = len(va), len(vb)
+    kw = {"values_a": tuple(va), "values_b": tuple(vb)}
+    if na == 0 or nb == 0:
+        return Effect(None, None, None, na, nb, "welch", **kw)
+    ma, mb = math.fsum(va) / na, math.fsum(vb) / nb
+    if na < 2 or nb < 2:
+        return Effect(ma - mb, None, None, na, nb, "welch", **kw)
+    sa = math.fsum((x - ma) ** 2 for x in va) / (na - 1) / na
+    sb = math.fsum((x - mb) ** 2 for x in vb) / (nb - 1) / nb
+    se = math.sqrt(sa + sb)
+    if se == 0:
+        return Effect(ma - mb, ma - mb, ma - mb, na, nb, "welch", 0.0, float(na + nb - 2), **kw)
+    df = (sa + sb) ** 2 / ((sa**2 / (na - 1) if sa else 0.0) + (sb**2 / (nb - 1) if sb else 0.0))
+    h = _tq(df) * se
+    return Effect(ma - mb, ma - mb - h, ma - mb + h, na, nb, "welch", se, df, **kw)
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson score interval of the rate k / n."""
+    if n == 0:
+        return 0.0, 1.0
+    z = _zq()
+    p = k / n
+    den = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / den
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def _zq() -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + LEVEL / 2))
+
+
+def rate(k: int, n: int) -> Effect:
+    """The rate k / n with its Wilson interval (the exact binomial test is the rule's p)."""
+    if n == 0:
+        return Effect(None, None, None, 0, method="wilson", counts=(k, n))
+    lo, hi = wilson(k, n)
+    return Effect(k / n, lo, hi, n, method="wilson", counts=(k, n))
+
+
+def rate_diff(k_a: int, n_a: int, k_b: int, n_b: int) -> Effect:
+    """k_a/n_a - k_b/n_b with Newcombe's hybrid score interval (method 10, from the two
+    Wilson intervals); the rule's p-value is Fisher's exact test on the 2x2 table."""
+    if n_a == 0 or n_b == 0:
+        return Effect(None, None, None, n_a, n_b, "newcombe", counts=(k_a, n_a, k_b, n_b))
+    pa, pb = k_a / n_a, k_b / n_b
+    la, ua = wilson(k_a, n_a)
+    lb, ub = wilson(k_b, n_b)
+    d = pa - pb
+    lo = d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
+    hi = d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+    return Effect(d, lo, hi, n_a, n_b, "newcombe", counts=(k_a, n_a, k_b, n_b))
+
+
+def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """Two-sided Fisher exact test of equal rates."""
+    from scipy import stats
+
+    return float(stats.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]]).pvalue)
+
+
+def binom_p(k: int, n: int, p0: float, alternative: str = "two-sided") -> float:
+    from scipy import stats
+
+    return float(stats.binomtest(k, n, p0, alternative=alternative).pvalue)
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom."""
+    from scipy import stats
+
+    return float(stats.t.sf(t, df))
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (None entries are left out of the family)."""
+    idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
+    m = len(idx)
+    out: list[float | None] = [None] * len(pvalues)
+    run = 0.0
+    for rank, i in enumerate(idx):
+        run = max(run, min(1.0, (m - rank) * float(pvalues[i])))
+        out[i] = run
+    return out
+
+
+def spearman_per_seed(x: Sequence[float], rows: Sequence[Sequence[float]]) -> list[float]:
+    """Spearman's rho of each row against ``x`` (rows: one per seed; NaN rows skipped)."""
+    from normlab.diagnostics.stats import spearman
+
+    return [spearman(list(x), list(r)) for r in rows if all(math.isfinite(v) for v in r)]
+
+
+def slope_per_seed(x: Sequence[float], rows: Sequence[Sequence[float]], log_x: bool = True,
+                   log_y: bool = True) -> list[float]:
+    """Least-squares slope of each row against ``x`` (log-log by default), one per seed."""
+    import numpy as np
+
+    xs = np.log(np.asarray(x, float)) if log_x else np.asarray(x, float)
+    out = []
+    for r in rows:
+        y = np.asarray(r, float)
+        if not np.all(np.isfinite(y)) or (log_y and np.any(y <= 0)):
+            continue
+        out.append(float(np.polyfit(xs, np.log(y) if log_y else y, 1)[0]))
+    return out

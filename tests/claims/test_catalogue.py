@@ -1,0 +1,49 @@
+"""The catalogue's contract: every claim quotes a statement, cites a source and splits into parts
+with stated rules and reasons; rules are hashed, and a changed rule shows in the history."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from normlab.claims.catalogue import all_claims
+from normlab.claims.output import update_history
+from normlab.claims.rules import Direction
+
+
+def test_every_claim_is_complete_and_self_explaining() -> None:
+    reg = all_claims()
+    assert len(reg.names()) == len(set(reg.names())) >= 27
+    for _, c in reg.items():
+        assert c.statement and c.source and c.experiment and c.settings and c.parts, c.id
+        assert c.quick or c.studies, f"{c.id}: a training claim names the studies it reads"
+        for p in c.parts:
+            assert p.asserts and p.quantity and p.why and p.rule.text(), (c.id, p.id)
+        text = json.dumps([c.statement, c.source, c.experiment, [p.spec() for p in c.parts]])
+        for word in ("REFERENCE", "issue ", "shared/"):  # a rule states its own reason
+            assert word not in text, (c.id, word)
+        if c.source.startswith("seed"):
+            assert ".txt" in c.source, f"{c.id}: name the seed file"
+
+
+def test_rule_hash_follows_the_rule_not_the_code_layout() -> None:
+    c = all_claims().get("warmup-post")
+    assert c.rule_hash() == all_claims().get("warmup-post").rule_hash()
+    moved = dataclasses.replace(c, parts=(dataclasses.replace(c.parts[0], rule=Direction(+1, 0.01)),) + c.parts[1:])
+    assert moved.rule_hash() != c.rule_hash()
+    assert dataclasses.replace(c, statement=c.statement + " ").rule_hash() != c.rule_hash()
+
+
+def test_history_keeps_the_old_verdict_when_a_rule_changes(tmp_path: Path) -> None:
+    prov = {"written_at": "2026-01-01T00:00:00Z", "git_revision": "abc", "normlab": "0"}
+    rec = {"id": "x", "rule_hash": "h1", "code_hash": "c", "verdict": "supported", "parts": [{"id": "a", "verdict": "supported"}]}
+    update_history([dict(rec)], tmp_path, prov)
+    same = dict(rec)
+    update_history([same], tmp_path, {**prov, "written_at": "2026-01-02T00:00:00Z"})
+    assert "rule_changed" not in same
+    changed = {**rec, "rule_hash": "h2", "verdict": "contradicted"}
+    update_history([changed], tmp_path, {**prov, "written_at": "2026-01-03T00:00:00Z"})
+    assert changed["rule_changed"] == {"from_hash": "h1", "verdict_before": "supported", "at": "2026-01-02T00:00:00Z"}
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[0])["verdict"] == "supported"  # nothing rewritten

@@ -1,0 +1,34 @@
+"""`normlab claims --scale smoke` runs every training claim end to end on real (tiny) studies:
+each claim produces parts with effects and intervals (2 seeds: inconclusive by rule), the
+stores land in OUT/stores, and --no-train re-decides from them without training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from normlab.claims.catalogue import all_claims
+
+
+@pytest.mark.slow
+def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path) -> None:  # noqa: ARG001
+    from normlab.claims import run_claims
+
+    ids = [c.id for _, c in all_claims().items() if not c.quick]
+    recs = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", workers=2)
+    assert [r["id"] for r in recs] == ids
+    for r in recs:
+        assert r["verdict"] == "inconclusive", r["id"]          # 2 seeds < 3: never decisive
+        for p in r["parts"]:
+            e = p["effect"]
+            assert e["estimate"] is not None and e["lo"] is not None and e["hi"] is not None, (r["id"], p["id"], e)
+            assert p["trials"], (r["id"], p["id"])
+    data = json.loads((tmp_path / "claims.json").read_text())
+    assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
+        "xiong-warmup", "deep-stability", "pre-vs-post", "lr-sensitivity", "zloss", "collapse"}
+    stamp = {p: p.stat().st_mtime_ns for p in tmp_path.glob("stores/*/runs/*/summary.json")}
+    again = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", train=False)
+    assert [r["parts"] for r in again] == [r["parts"] for r in recs]
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("stores/*/runs/*/summary.json")} == stamp

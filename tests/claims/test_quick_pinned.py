@@ -1,0 +1,63 @@
+"""`normlab claims --quick` on the real probe data (5 seeds, xavier, d=128): every part's verdict
+is pinned here, so that a change of verdict is a visible change of this test; the evidence
+page opens in headless Chromium with every image decoded."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
+from test_pages import browse  # noqa: E402
+
+PINNED = {
+    "xiong-thm1": {"pre": "supported", "post": "supported"},
+    "forward-norms": {"post": "supported", "pre": "supported"},
+    "xiong-direction": {"post-rises": "supported", "pre-flatter": "contradicted"},
+    "seed001-lower-layers": {"params": "contradicted", "stream": "supported", "linear": "contradicted"},
+    "normformer-pre-early": {"falls": "supported", "much": "supported"},
+    "rank-collapse": {"post": "supported", "pre": "supported", "faster": "supported"},
+    "jacobian-identity": {"pre": "supported", "post": "supported"},
+    "seed004-decay": {"factor": "contradicted", "almost-0": "contradicted"},
+    "liu-amplification": {"post": "supported", "pre": "supported", "admin": "supported"},
+    "deepnorm-bounded": {"bounded": "contradicted", "vs-post": "supported", "shortcut": "supported"},
+    "seed001-rms": {"normalises": "contradicted"},
+    "seed002-gpt2": {"post": "contradicted"},
+    "seed002-code-causal": {"causal": "contradicted"},
+}
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from normlab.cli import main
+
+    out = tmp_path_factory.mktemp("claims")
+    assert main(["claims", "--quick", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_quick_verdicts_are_pinned(quick: Path) -> None:
+    data = json.loads((quick / "claims.json").read_text())
+    got = {r["id"]: {p["id"]: p["verdict"] for p in r["parts"]} for r in data["claims"]}
+    assert got == PINNED
+    for r in data["claims"]:
+        for p in r["parts"]:
+            e = p["effect"]
+            assert e["lo"] <= e["estimate"] <= e["hi"] and e["n_a"] >= 3, (r["id"], p["id"], e)
+    meta = data["meta"]
+    assert meta["family_size"] == sum(len(v) for v in PINNED.values()) and meta["normlab"]
+    hist = [json.loads(x) for x in (quick / "history.jsonl").read_text().splitlines()]
+    assert {h["id"] for h in hist} == set(PINNED) and all(h["rule_hash"] for h in hist)
+
+
+@pytest.mark.slow
+def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
+    html = (quick / "index.html").read_text()
+    assert "which statements about normalization placement hold up?" in html
+    assert all(f'id="claim-{cid}"' in html for cid in PINNED)
+    n, bad = browse(quick / "index.html", tmp_path)
+    assert n >= len(PINNED) + 5 and bad == 0
