@@ -15,7 +15,6 @@ the neighbouring blocks.
 from __future__ import annotations
 
 import math
-
 from typing import TYPE_CHECKING, Callable
 
 from normlab.errors import ConfigError, unknown_name
