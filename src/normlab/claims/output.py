@@ -81,7 +81,24 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
         r["effect_figure"] = effect_figure(r, out)
     update_history(records, out, meta)
     atomic_write_text(out / "claims.json", json.dumps({"meta": meta, "claims": records}, indent=2, default=float))
+    atomic_write_text(out / "claims.md", markdown_table(records))
     write_page(records, out, meta)
+
+
+def markdown_table(records: list[dict[str, Any]]) -> str:
+    """claim | verdict | part: verdict, effect [95% interval], n per side (one row per part)."""
+    lines = ["| claim | verdict | part | part verdict | effect [95% interval] | seeds (n per side) |",
+             "|---|---|---|---|---|---|"]
+    for r in records:
+        for i, p in enumerate(r["parts"]):
+            e = p["effect"]
+            eff = "n/a" if e["estimate"] is None else (f"{e['estimate']:+.3g}" + (
+                f" [{e['lo']:+.3g}, {e['hi']:+.3g}]" if e["lo"] is not None else ""))
+            n = f"{e['n_a']}" + (f"/{e['n_b']}" if e["n_b"] is not None else "")
+            dag = " †" if p.get("holm_ok") is False else ""
+            lines.append(f"| {'`' + r['id'] + '`' if i == 0 else ''} | {r['verdict'] if i == 0 else ''} | "
+                         f"{p['id']}: {p['asserts'].replace('|', chr(92) + '|')} | {p['verdict']}{dag} | {eff} | {n} |")
+    return "\n".join(lines) + "\n"
 
 
 def counts(records: list[dict[str, Any]]) -> dict[str, int]:

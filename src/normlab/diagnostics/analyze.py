@@ -1,4 +1,4 @@
-"""``normlab analyze RUN``: what a trained model's layers do (REFERENCE §4 claim 12).
+"""``normlab analyze RUN``: what a trained model's layers do (claim pre-collapse in docs/theory.md).
 
 - layer deletion: validation loss with block l skipped (its input passed on unchanged);
   a small increase means the block is nearly redundant (Gromov et al. 2024; Men et al. 2024);

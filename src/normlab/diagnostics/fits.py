@@ -1,4 +1,4 @@
-"""Fits over probe rows: the numbers REFERENCE §4 claims 1-3 and 5 are judged by.
+"""Fits over probe rows: depth fits of the probe (docs/diagnostics.md).
 
 ``summarize(rows)`` returns the JSON summary written as ``DIR/summary.json``:
 
@@ -6,14 +6,14 @@
   log L, pooled over seeds (one point per depth x seed), with its standard error. Xiong
   et al. 2020, Thm 1: about 0 for Post-LN, about -0.5 for Pre-LN.
 - ``w2_last[p][L]``: seed-mean of that gradient norm; ``ratio_to_pre[p][L]`` = w2_last[p][L]
-  / w2_last["pre"][L] (claim 1: the Post/Pre ratio grows with L).
+  / w2_last["pre"][L] (Xiong et al. 2020: the Post/Pre ratio grows with L).
 - ``grad_spearman[p][L]``: Spearman correlation between the layer index and the seed-mean
   gradient norm of the whole block (every parameter in it); > 0 means gradients grow toward
-  the output (claim 3: Post-LN rises; claim 14: Pre-LN falls).
-- ``stream_fit[p][L]``: line through the seed-mean E||x_l||^2/d against l = 0..L (claim 2:
+  the output (Xiong et al. 2020: Post-LN rises; NormFormer: Pre-LN falls).
+- ``stream_fit[p][L]``: line through the seed-mean E||x_l||^2/d against l = 0..L (Xiong et al. 2020, Lemma 2:
   Pre-LN grows linearly, slope in [1/2, 3/2]; Post-LN stays flat).
-- ``token_cos_last[p][L]``: seed-mean of the last stream's mean pairwise token cosine (claim 5).
-- ``jac_rms_first[p][L]``: seed-mean RMS singular value of d x_L / d x_0 (claim 4).
+- ``token_cos_last[p][L]``: seed-mean of the last stream's mean pairwise token cosine (rank collapse, Noci et al. 2022).
+- ``jac_rms_first[p][L]``: seed-mean RMS singular value of d x_L / d x_0 (the identity path).
 """
 
 from __future__ import annotations

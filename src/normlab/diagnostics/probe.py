@@ -1,4 +1,4 @@
-"""``normlab probe``: gradient and forward statistics at initialisation (REFERENCE §4, 1-5, 13-14).
+"""``normlab probe``: gradient and forward statistics at initialisation (docs/diagnostics.md).
 
 One model per placement x depth x seed; per model one forward (with capture hooks), one
 backward for every gradient (weights and residual stream together) and ``n_proj`` extra

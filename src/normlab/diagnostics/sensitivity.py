@@ -1,5 +1,5 @@
 """Learning-rate sensitivity (Wortsman et al. 2023, "Small-scale proxies for large-scale
-Transformer training instabilities", §3.1), REFERENCE §4 claim 10.
+Transformer training instabilities", §3.1); claim lr-sensitivity in docs/theory.md.
 
 Over a grid of learning rates G, with loss_at_init the loss before training:
 

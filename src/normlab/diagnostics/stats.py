@@ -18,7 +18,7 @@ def mean_sq(x: torch.Tensor) -> torch.Tensor:
 
 
 def max_abs(x: torch.Tensor) -> torch.Tensor:
-    """max |x| over every entry (fp16 overflows at 65504; REFERENCE claim 13)."""
+    """max |x| over every entry (fp16 overflows at 65504; claim sandwich-max-abs)."""
     return x.detach().abs().amax().float()
 
 

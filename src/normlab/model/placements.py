@@ -1,4 +1,4 @@
-"""Every normalization placement as one small class (formulas: ../shared/REFERENCE.md §1).
+"""Every normalization placement as one small class (formulas and sources: docs/placements.md).
 
 Notation: x is the residual stream entering the sub-layer, F the branch (attention or
 FFN, including its output dropout), LN the configured norm (``model.norm``).
