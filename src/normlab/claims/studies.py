@@ -8,8 +8,9 @@ rule change, or on a machine without the time).
 
 Per-trial quantities (one value per seed, None when the trial has not finished):
 
-- :func:`gain`: min(best val loss, loss at init) - loss at init, in nats; a diverged run
-  counts as 0 (no progress). "Trains" means a gain below -1 nat.
+- :func:`gain`: min(best val loss, ln V) - ln V, in nats, V the vocabulary size: progress
+  below a uniform prediction (the loss a small-init model starts at); a diverged run counts
+  as 0 (no progress). "Trains" means a gain below -1 nat.
 - :func:`first_eval`: val loss at the first evaluation after step 0 ("converges faster").
 - :func:`clip_fraction`: share of logged steps whose pre-clip gradient norm exceeds 1.0.
 - :func:`last_diag` / :func:`tail_mean`: the in-training diagnostics of a run.
@@ -93,6 +94,7 @@ def values(trials: list[Any], fn: Callable[[Any], float | None]) -> tuple[list[f
 
 
 def init_loss(t: Any) -> float | None:
+    """The run's loss at init as Wortsman et al. use it (step-0 val loss, else ln V)."""
     from normlab.diagnostics.sensitivity import run_point
 
     if not (Path(t.run_dir) / "config.json").exists():
@@ -100,15 +102,25 @@ def init_loss(t: Any) -> float | None:
     return float(run_point(t.run_dir)["init_loss"])
 
 
+def uniform_loss(t: Any) -> float | None:
+    """ln V, the loss of a uniform prediction over the run's vocabulary."""
+    from normlab.config import RunConfig
+
+    path = Path(t.run_dir) / "config.json"
+    if not path.exists():
+        return None
+    return math.log(RunConfig.from_json(path.read_text(encoding="utf-8")).model.vocab_size)
+
+
 def gain(t: Any) -> float | None:
-    """min(best val loss, loss at init) - loss at init; diverged -> 0; unfinished -> None."""
+    """min(best val loss, ln V) - ln V; diverged -> 0; unfinished -> None."""
     if t.status == "diverged":
         return 0.0
     best = (t.summary or {}).get("best_val_loss") if t.status == "completed" else None
-    init = init_loss(t) if best is not None else None
-    if best is None or init is None or not math.isfinite(best):
+    ref = uniform_loss(t) if best is not None else None
+    if best is None or ref is None or not math.isfinite(best):
         return None
-    return min(float(best), init) - init
+    return min(float(best), ref) - ref
 
 
 def final_capped(t: Any) -> float | None:

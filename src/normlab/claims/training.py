@@ -2,7 +2,7 @@
 
 Each claim names the studies it reads (``STUDIES``) and the exact cells it compares; every
 cell and margin is fixed here, before the studies ran (docs/theory.md). The loss quantity is
-:func:`~normlab.claims.studies.gain`: best val loss relative to the loss at init, a diverged
+`~normlab.claims.studies.gain`: best val loss relative to ln V (a uniform prediction), a diverged
 run counted as no progress, so that failures stay in the comparison instead of dropping out.
 """
 
@@ -17,7 +17,7 @@ from normlab.claims.studies import StudyContext, clip_fraction, final_capped, fi
 
 P, W, LR, QK = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm"
 WARM = "the fixed warm-up cell W = 60 steps of 300 (the study's only non-zero warm-up)"
-GAIN = "best val loss minus loss at init (nats; diverged = 0), "
+GAIN = "best val loss minus ln 65, the uniform prediction's loss (nats; diverged = 0), "
 XIONG = ("study 'xiong-warmup': post/pre x warm-up {0, 60} x lr {5e-4, 1e-3, 3e-3}, 6 blocks d=128, 300 steps, "
          "linear decay, 3 seeds")
 XSET = "no gradient clipping (a clip would hide the divergence warm-up prevents); AdamW beta2 0.99"

@@ -43,7 +43,10 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     """(lr, final loss, loss at init, status) of one training run directory.
 
     final loss = summary ``final_val_loss`` (None when diverged or missing); loss at init =
-    the first logged ``val/loss`` at step 0, else the first ``train/loss``, else ln(vocab).
+    the ``val/loss`` logged at step 0 when the run evaluated there, else ln(vocab), the loss
+    of a uniform prediction, which a small-init model starts at. (The first logged training
+    loss is not a loss at init: it averages the first log window, after training started, so
+    it would depend on the very lr and warm-up being compared.)
     """
     from normlab.config import RunConfig
     from normlab.fsutil import read_jsonl
@@ -60,10 +63,8 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     final = summary.get("final_val_loss") if status != "diverged" else None
     init = None
     if (run / "metrics.jsonl").exists():
-        recs = read_jsonl(run / "metrics.jsonl")
-        init = next((r["val/loss"] for r in recs if r.get("step") == 0 and "val/loss" in r), None)
-        if init is None:
-            init = next((r["train/loss"] for r in recs if "train/loss" in r), None)
+        init = next((r["val/loss"] for r in read_jsonl(run / "metrics.jsonl")
+                     if r.get("step") == 0 and "val/loss" in r), None)
     if init is None or not math.isfinite(init):
         init = math.log(cfg.model.vocab_size)
     return {"run": str(run), "lr": cfg.optim.lr, "final_loss": final, "init_loss": init, "status": status}
