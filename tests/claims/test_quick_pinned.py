@@ -61,3 +61,25 @@ def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
     assert all(f'id="claim-{cid}"' in html for cid in PINNED)
     n, bad = browse(quick / "index.html", tmp_path)
     assert n >= len(PINNED) + 5 and bad == 0
+
+
+def test_published_evidence_is_complete_and_opens(tmp_path: Path) -> None:
+    """docs/evidence: every claim has parts with effect, interval and n per side; no decisive
+    verdict rests on fewer than 3 seeds a side; the wall time is recorded; the page opens."""
+    import shutil
+
+    root = Path(__file__).parents[2] / "docs" / "evidence"
+    data = json.loads((root / "claims.json").read_text())
+    assert data["meta"]["training_wall_s"] <= 90 * 60 and data["meta"]["git_revision"]
+    assert len(data["claims"]) >= 27
+    for r in data["claims"]:
+        assert r["parts"] and r["rule_hash"], r["id"]
+        for p in r["parts"]:
+            e = p["effect"]
+            assert e["estimate"] is not None and e["lo"] is not None and e["hi"] is not None, (r["id"], p["id"])
+            if p["verdict"] in ("supported", "contradicted"):
+                assert e["n_a"] >= 3 and (e["n_b"] is None or e["n_b"] >= 3), (r["id"], p["id"])
+    page = tmp_path / "evidence"
+    shutil.copytree(root, page)
+    n, bad = browse(page / "index.html", tmp_path)
+    assert n >= len(data["claims"]) and bad == 0
