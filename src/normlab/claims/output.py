@@ -116,6 +116,9 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
     import base64
 
     page = Page("normlab claims: which statements about normalization placement hold up?", out)
+    # verdict colours of this page (the report style knows only supported / inconclusive)
+    page.raw("<style>.contradicted{color:#b00000;font-weight:600} .partly-supported{color:#6a1b9a;"
+             "font-weight:600}</style>")
     c = counts(records)
     n_parts = sum(len(r["parts"]) for r in records)
     page.text(f"{len(records)} claims in {n_parts} parts, each decided by a rule fixed before the data from a "
