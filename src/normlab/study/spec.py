@@ -166,7 +166,10 @@ class StudySpec(Section):
 
 
 def _check_axis(cls: type, key: str, values: Any, where: str) -> list[Any]:
-    tp = field_type(cls, key)  # unknown keys fail here, suggesting the closest key
+    try:
+        tp = field_type(cls, key)  # unknown keys fail here, suggesting the closest key
+    except ConfigError as e:
+        raise ConfigError(where, NO_VALUE, e.fix) from None  # named where it is: axes.KEY, zip[i].KEY
     if not isinstance(values, (list, tuple)):
         raise ConfigError(where, values, f"an axis is a list of values, e.g. {key} = [{values!r}]")
     if not values:
