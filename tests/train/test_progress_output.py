@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 
 from normlab.cli import main
-from normlab.train.progress import Progress
 
 
 def test_train_to_a_pipe_prints_plain_lines_with_val_loss(tmp_path, tiny, capsys):
@@ -23,6 +22,8 @@ def test_train_to_a_pipe_prints_plain_lines_with_val_loss(tmp_path, tiny, capsys
 
 
 def test_plain_lines_are_spaced_for_about_twenty_per_run():
+    from normlab.train.progress import Progress
+
     out = io.StringIO()
     p = Progress(total=2000, initial=0, run_dir="r", log_every=10, enabled=True, stream=out)
     for s in range(10, 2001, 10):
@@ -38,6 +39,8 @@ class _Tty(io.StringIO):
 
 
 def test_a_terminal_gets_a_bar_with_the_val_loss():
+    from normlab.train.progress import Progress
+
     out = _Tty()
     p = Progress(total=100, initial=0, run_dir="r", log_every=10, enabled=True, stream=out)
     for s in range(1, 101):

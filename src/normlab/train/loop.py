@@ -44,16 +44,6 @@ class _AbandonStep(BaseException):
     Exception`` in between may swallow it)."""
 
 
-def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
-    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [])
-
-
-def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
-    torch.set_rng_state(state[0])
-    if state[1]:
-        torch.cuda.set_rng_state_all(state[1])
-
-
 def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None  # JSON has no NaN/inf; null means "not finite"
 
@@ -233,7 +223,7 @@ class Trainer:
                 self.diag.before_forward(s1)
             # Dropout draws from the global generators: keep their state so that an abandoned
             # step leaves the checkpoint exactly as a completed step s would have.
-            rng = _rng_state() if cfg.model.dropout > 0 else None
+            rng = checkpoint.rng_state() if cfg.model.dropout > 0 else None
             try:
                 self._abortable = not self.dist.enabled  # DDP ranks must not abandon a collective alone
                 step_loss, log_z = self._forward_backward(s)
@@ -241,7 +231,7 @@ class Trainer:
             except _AbandonStep:  # the weights are those of step s: checkpoint them and stop
                 self.opt.zero_grad(set_to_none=True)
                 if rng is not None:
-                    _set_rng_state(rng)
+                    checkpoint.set_rng_state(rng)
                 st.wall_time += time.perf_counter() - t_wall
                 st.train_time += train_since
                 t_wall, train_since = time.perf_counter(), 0.0
