@@ -7,6 +7,7 @@ line at a time, and readers drop a torn last line (the one a kill cut short).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -20,12 +21,26 @@ class CorruptFileError(UserError, ValueError):
     """A file normlab wrote is damaged beyond the torn last line a kill can leave (one CLI line, exit 2)."""
 
 
+@functools.lru_cache(maxsize=1)
+def _umask() -> int:
+    # os.umask can only be read by setting it; do it once per process (results are for sharing).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via temp file + fsync + rename."""
+    """Write ``data`` to ``path`` via temp file + fsync + rename.
+
+    The file gets the mode ``open()`` would give it (0666 minus the umask), not mkstemp's
+    private 0600: run directories are results meant to be shared, like metrics.jsonl.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        if hasattr(os, "fchmod"):  # POSIX
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import numbers
 import types
 import typing
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
@@ -31,9 +33,50 @@ def doc(help: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
 
 
 class Section:
-    """Base of every config dataclass. ``section`` is its dotted prefix (e.g. ``"model"``)."""
+    """Base of every config dataclass. ``section`` is its dotted prefix (e.g. ``"model"``).
+
+    Every field is also checked against its annotation, so ``ModelConfig(n_layer="4")``
+    from Python is the same one-line ConfigError as ``--set model.n_layer=four``, never a
+    TypeError from deep inside a comparison. The section's own validation runs first (its
+    messages for structured fields are more specific); a TypeError or AttributeError it
+    trips over is replaced by the type error of the field that caused it.
+    """
 
     section: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        own = cls.__dict__.get("__post_init__")
+        if own is None or getattr(own, "_typed", False):
+            return
+
+        @functools.wraps(own)
+        def __post_init__(self: Section) -> None:
+            try:
+                own(self)
+            except (TypeError, AttributeError):
+                self.check_types()  # names the wrongly typed field; if none is, the bug surfaces
+                raise
+            self.check_types()
+
+        __post_init__._typed = True  # type: ignore[attr-defined]
+        cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
+
+    def __post_init__(self) -> None:  # sections without validation of their own
+        self.check_types()
+
+    def check_types(self) -> None:
+        """Coerce every field to its annotation (ints widen to floats) or raise naming it."""
+        prefix = f"{self.section}." if self.section else ""
+        hints = _hints(type(self))
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            tp, value = hints[f.name], getattr(self, f.name)
+            if dataclasses.is_dataclass(tp):
+                if not isinstance(value, tp):
+                    raise ConfigError(prefix + f.name, value, f"expected a {tp.__name__} "
+                                      f"(or a table of its options via from_dict)")
+                continue
+            object.__setattr__(self, f.name, coerce(value, tp, prefix + f.name))
 
     def fail(self, name: str, fix: str) -> ConfigError:
         """The error for field ``name`` holding its current value; message says the fix."""
@@ -59,6 +102,7 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -107,6 +151,10 @@ def _describe(tp: Any) -> str:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         return " or ".join(_describe(a) for a in get_args(tp))
+    if origin in (list, tuple):
+        return "a list"
+    if origin is dict:
+        return "a table"
     if origin is not None:
         return getattr(origin, "__name__", str(origin))
     return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}.get(
@@ -132,11 +180,11 @@ def coerce(value: Any, tp: Any, field: str) -> Any:
     elif tp is bool:
         if isinstance(value, bool):
             return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+    elif tp is int:  # numbers.Integral: numpy and torch integers from a sweep count too
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
             return float(value)
     elif tp is str:
         if isinstance(value, str):
@@ -179,7 +227,13 @@ def parse_text(text: str, tp: Any, field: str) -> Any:
     try:
         return coerce(literal, tp, field)
     except ConfigError:
-        raise ConfigError(field, text, f"expected {_describe(tp)}") from None
+        example = ""
+        if _accepts(tp, list) and not isinstance(literal, (list, dict)):  # a bare word for a list
+            import json
+
+            item = json.dumps(literal) if isinstance(literal, str) else text.strip()
+            example = f", e.g. --set '{field}=[{item}]' (quoted for the shell)"
+        raise ConfigError(field, text, f"expected {_describe(tp)}{example}") from None
 
 
 def _accepts(tp: Any, kind: type) -> bool:

@@ -152,3 +152,77 @@ def _toml(v) -> str:
 def test_spec_paths_cannot_escape_the_store(runs_dir):
     with pytest.raises(ConfigError, match="inside the store"):
         StudySpec(name="p", runs_dir=runs_dir)
+
+
+# -- study specs, field by field ------------------------------------------------------------
+SPEC_TYPES = {"name": str, "description": str, "preset": (str, type(None)), "base": dict, "axes": dict,
+              "zip": list, "seeds": list, "scientific": list, "nuisance": list, "retries": int, "trial": str,
+              "runs_dir": str, "metric": str}
+any_value = st.one_of(scalars, st.dictionaries(st.text(string.ascii_lowercase + ".", max_size=6), scalars,
+                                               max_size=2), st.lists(st.text(max_size=4), max_size=2))
+
+
+def _typos(key: str) -> st.SearchStrategy[str]:
+    return st.sampled_from([key + "s", key[:-1], key.upper(), key[1:] + key[0], key.replace("_", "-")]).filter(
+        lambda k: k not in SPEC_TYPES)
+
+
+def _spec_data(key: str, value) -> dict:
+    data = {"name": "fuzz", "base": {"train": {"steps": 1}}}
+    data[key] = value
+    return data
+
+
+@FEW
+@given(st.sampled_from(list(SPEC_TYPES)), any_value)
+def test_every_study_field_with_any_value_builds_typed_or_fails_in_one_line(key, value):
+    try:
+        spec = spec_from_dict(_spec_data(key, value))
+        spec.trials()
+    except UserError as e:
+        _one_line_naming(e, key)
+        if isinstance(e, ConfigError):  # the field named is this one (or, in base/axes, a key inside it)
+            assert e.field.split(".")[0].split("[")[0] in (key, "base", "axes", "model", "train", "optim",
+                                                           "data", "seed", "name"), (key, str(e))
+    else:
+        assert isinstance(getattr(spec, key), SPEC_TYPES[key]), (key, value)
+
+
+@FEW
+@given(st.sampled_from(list(SPEC_TYPES)).flatmap(_typos), any_value)
+def test_a_misspelt_study_key_is_refused_naming_it(key, value):
+    with pytest.raises(ConfigError) as e:
+        spec_from_dict(_spec_data(key, value))
+    assert e.value.field == key and "not a study key" in str(e.value) and "\n" not in str(e.value)
+
+
+# What a TOML file can say for a key (no null, tables are sections, nan/inf spelt differently).
+toml_value = st.one_of(st.booleans(), st.integers(-10**4, 10**4), st.floats(allow_nan=False, allow_infinity=False),
+                       st.text(string.printable, max_size=8), st.lists(st.integers(0, 3), max_size=3),
+                       st.lists(st.text(string.ascii_letters, max_size=4), max_size=2))
+
+
+def _wrong_for(key: str) -> st.SearchStrategy:
+    return st.tuples(st.just(key), toml_value.filter(lambda v: not isinstance(v, SPEC_TYPES[key])))
+
+
+@CLI
+@given(st.one_of(st.sampled_from([k for k in SPEC_TYPES if k not in ("base", "axes")]).flatmap(_wrong_for),
+                 st.tuples(st.sampled_from(list(SPEC_TYPES)).flatmap(_typos), toml_value)))
+def test_cli_study_field_of_the_wrong_type_exit_2_one_line_no_store(tmp_path_factory, capsys, pair):
+    key, value = pair
+    try:
+        spec = spec_from_dict(_spec_data(key, value))
+        spec.trials()
+    except UserError:
+        pass
+    else:  # a wrongly typed value may only pass where it is the declared type after all (never)
+        assert isinstance(getattr(spec, key), SPEC_TYPES[key]), (key, value)
+        return
+    d = tmp_path_factory.mktemp("study")
+    lines = [f"{key} = {_toml(value)}"] + (['name = "fuzz"'] if key != "name" else [])
+    (d / "s.toml").write_text("\n".join(lines) + "\n[base.train]\nsteps = 1\n", encoding="utf-8")
+    code = main(["study", "run", str(d / "s.toml"), "--store", str(d / "store")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("normlab study: error: "), err
+    assert not (d / "store").exists()

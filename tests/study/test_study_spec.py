@@ -29,11 +29,11 @@ def test_grid_expands_axes_zip_and_seeds_seed_major() -> None:
 
 
 @pytest.mark.parametrize("axes, key, words", [
-    ({"model.n_layr": [2]}, "model.n_layr", "did you mean 'model.n_layer'"),
+    ({"model.n_layr": [2]}, "axes.model.n_layr", "did you mean 'model.n_layer'"),
     ({"model.n_layer": []}, "axes.model.n_layer", "empty axis"),
     ({"model.n_layer": ["six"]}, "axes.model.n_layer[0]", "expected an integer"),
     ({"optim.lr": 1e-3}, "axes.optim.lr", "list of values"),
-    ({"model": [1]}, "model", "is a section"),
+    ({"model": [1]}, "axes.model", "is a section"),
 ])
 def test_bad_axes_name_the_key(axes: dict, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as e:

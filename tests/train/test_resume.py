@@ -83,3 +83,47 @@ def test_resume_of_a_finished_run_is_a_no_op(tmp_path, tiny):
     before = (tmp_path / "run" / "metrics.jsonl").read_bytes()
     assert run_training(None, tmp_path / "run", resume=True, quiet=True) == first
     assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
+
+
+def test_sigterm_leaves_a_resumable_run_with_a_summary(tmp_path, tiny):
+    run = tmp_path / "run"
+    proc = _start(run, tiny)
+    _wait_for_checkpoint(proc, run)
+    proc.send_signal(signal.SIGTERM)  # what a scheduler or `kill` sends
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 20 <= summary["steps"] < 300
+    state = json.loads((run / "checkpoints" / "latest" / "state.json").read_text())
+    assert state["loop"]["step"] == summary["steps"]
+    s = run_training(None, run, resume=True, quiet=True)
+    assert s["status"] == "completed" and s["steps"] == 300
+    assert tiny.comparable(run) == _reference(tmp_path, tiny)
+
+
+def test_ctrl_c_mid_step_abandons_the_step_at_once_and_resume_matches(tmp_path, tiny, monkeypatch):
+    """A signal inside forward/backward does not wait for the step's remaining micro-batches
+    (a long step would delay the stop by its whole length); the checkpoint is the last
+    completed step, RNG included, so the resumed run equals the uninterrupted one."""
+    from normlab.train.loop import Trainer
+
+    extra = ("train.grad_accum=2", "model.dropout=0.1")
+    run_training(tiny.cfg(*extra), tmp_path / "ref", quiet=True)
+    real, asked = Trainer._batch, []
+
+    def batch(self, s, m):
+        asked.append((s, m))
+        if (s, m) == (12, 0):  # step 13's first micro-batch: the signal lands mid-step
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, s, m)
+
+    monkeypatch.setattr(Trainer, "_batch", batch)
+    run = tmp_path / "run"
+    s = run_training(tiny.cfg(*extra), run, quiet=True)
+    assert s["status"] == "interrupted" and s["steps"] == 12
+    assert (12, 1) not in asked, "the step ran to its end before stopping"
+    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    assert json.loads((run / "checkpoints" / "latest" / "state.json").read_text())["loop"]["step"] == 12
+    monkeypatch.setattr(Trainer, "_batch", real)
+    assert run_training(None, run, resume=True, quiet=True)["status"] == "completed"
+    assert tiny.comparable(run) == tiny.comparable(tmp_path / "ref")

@@ -9,11 +9,33 @@ if TYPE_CHECKING:  # the config pulls in torch; the parser must not (`normlab --
     from normlab.config import RunConfig
 
 
+class _PlacementArg(argparse.Action):
+    """Stores --placement; its help lists the registered names, looked up only when --help is
+    printed (the registry imports torch, which parsing must not)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+
+    @property
+    def help(self) -> str:  # type: ignore[override]
+        from normlab.model import placements  # noqa: F401  (registers the placement classes)
+        from normlab.model.layout import LAYOUTS
+        from normlab.model.placement import PLACEMENTS
+
+        names = ", ".join(PLACEMENTS.names() + LAYOUTS.names())
+        return f"shortcut for --set model.placement=NAME; one of {names} (see `normlab placements`)"
+
+    @help.setter
+    def help(self, value: object) -> None:
+        pass
+
+
 def add_config_args(p: argparse.ArgumentParser) -> None:
     """--config, --preset, --placement, --set: the way every command names a run."""
     p.add_argument("--config", metavar="FILE.toml", help="TOML file with [model], [optim], ... tables")
     p.add_argument("--preset", metavar="NAME", help="start from a preset (see `normlab presets`)")
-    p.add_argument("--placement", metavar="NAME", help="shortcut for --set model.placement=NAME")
+    p.add_argument("--placement", metavar="NAME", action=_PlacementArg)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one option, e.g. --set model.n_layer=12 (repeatable)")
 

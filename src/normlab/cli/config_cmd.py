@@ -8,9 +8,15 @@ from normlab.cli.common import add_config_args, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("presets", help="list run presets")
+    p = sub.add_parser("presets", help="list run presets",
+                       description="List the run presets: named starting configs for `normlab train --preset "
+                                   "NAME` (a preset sets model, data, optim and train options; --config and --set "
+                                   "still override it). `normlab config --preset NAME` prints everything one sets.")
     p.set_defaults(func=_presets)
-    p = sub.add_parser("config", help="print the resolved config as JSON (or --explain every option)")
+    p = sub.add_parser("config", help="print the resolved config as JSON (or --explain every option)",
+                       description="Print the RunConfig that --preset, --config, --placement and --set resolve to "
+                                   "(defaults < preset < TOML < --placement < --set), as JSON; --explain lists every "
+                                   "option instead.")
     add_config_args(p)
     p.add_argument("--explain", action="store_true", help="list every option with its type, default and meaning")
     p.set_defaults(func=_config)
@@ -31,6 +37,8 @@ def _config(args: argparse.Namespace) -> int:
         from normlab.config import RunConfig
         from normlab.schema import explain
 
+        print(f"{'option (--set KEY=VALUE)':<24} {'type':<28} {'default':<16} meaning")
+        print(f"{'-' * 24} {'-' * 28} {'-' * 16} {'-' * 7}")
         for key, tp, default, help in explain(RunConfig):
             print(f"{key:<24} {tp:<28} {default!r:<16} {help}")
         return 0

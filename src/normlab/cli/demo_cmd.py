@@ -9,7 +9,10 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="main job: Pre-LN vs Post-LN study on Tiny Shakespeare, then its report")
+    p = sub.add_parser("demo", help="main job: Pre-LN vs Post-LN study on Tiny Shakespeare, then its report",
+                       description="Run the study preset pre-vs-post (Post-LN and Pre-LN, with and without "
+                                   "warm-up, several seeds) into --store, build its report and print the "
+                                   "headline numbers. Rerunning resumes: finished trials are not repeated.")
     p.add_argument("--store", default="studies/pre-vs-post", metavar="DIR",
                    help="study store (rerunning resumes it; completed trials are not repeated)")
     p.add_argument("--scale", default="cpu", help="study size: smoke, cpu (default, 7 min on 2 idle cores), seed, gpu")

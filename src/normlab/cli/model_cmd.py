@@ -6,11 +6,17 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("placements", help="list norm placements with formula and source")
+    p = sub.add_parser("placements", help="list norm placements with formula and source",
+                       description="List every norm placement (--placement NAME or --set model.placement=...) and "
+                                   "layout macro with its formula and source; see docs/placements.md.")
     p.set_defaults(func=_placements)
-    p = sub.add_parser("norms", help="list norms (model.norm) and QK-norms (model.qk_norm)")
+    p = sub.add_parser("norms", help="list norms (model.norm) and QK-norms (model.qk_norm)",
+                       description="List the norms a placement can use (--set model.norm=NAME) and the per-head "
+                                   "QK-norms (--set model.qk_norm=NAME), each with its formula and source.")
     p.set_defaults(func=_norms)
-    p = sub.add_parser("inits", help="list weight init schemes (model.init)")
+    p = sub.add_parser("inits", help="list weight init schemes (model.init)",
+                       description="List the weight initialisation schemes (--set model.init=NAME) with their "
+                                   "formula and source; placements add their own adjustments on top.")
     p.set_defaults(func=_inits)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+OUTPUTS = ("probe.csv", "summary.json", "probe_config.json")
+
 
 def _ints(text: str) -> list[int]:
     try:
@@ -37,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default=None, help="directory holding tinyshakespeare.txt")
     p.add_argument("--n-proj", type=int, default=2, help="random projections for Jacobian norms (0 = skip)")
     p.add_argument("--out", default="probe", metavar="DIR", help="output directory (default ./probe)")
+    p.add_argument("--force", action="store_true", help="replace an existing probe in --out (and its stale report)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_probe)
 
@@ -49,6 +52,7 @@ def _probe(args: argparse.Namespace) -> int:
 
     from normlab.diagnostics.fits import format_summary, summarize
     from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
+    from normlab.errors import UserError
     from normlab.fsutil import atomic_write_text
     from normlab.schema import to_dict
 
@@ -56,6 +60,10 @@ def _probe(args: argparse.Namespace) -> int:
                       d_ff=args.d_ff, init=args.init, norm=args.norm, seeds=args.seeds, batches=args.batches,
                       batch_size=args.batch_size, context=args.context, data=args.data, n_proj=args.n_proj)
     out = Path(args.out)
+    existing = [n for n in OUTPUTS + ("report",) if (out / n).exists()]
+    if existing and not args.force:
+        raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "
+                        "or add --force to replace it")
     total = len(cfg.placements) * len(cfg.depths) * cfg.seeds
     done = [0]
 
@@ -70,6 +78,10 @@ def _probe(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     summary = summarize(rows)
     summary["wall_time_s"] = time.perf_counter() - t0
+    if args.force and (out / "report").is_dir():
+        import shutil
+
+        shutil.rmtree(out / "report")  # built from the probe being replaced: stale now
     write_csv(rows, out / "probe.csv")
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     atomic_write_text(out / "probe_config.json", json.dumps(to_dict(cfg), indent=2))

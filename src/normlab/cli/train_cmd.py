@@ -15,26 +15,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(p)
     p.add_argument("--out", metavar="RUN", help="run directory (default: a new runs/<timestamp>)")
     p.add_argument("--resume", metavar="RUN", help="continue RUN from its latest checkpoint")
+    p.add_argument("--steps", metavar="N", type=int,
+                   help="total optimizer steps (= train.steps); with --resume, extends a finished run to N")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (= data.data_dir)")
     p.add_argument("--diag-every", metavar="K", type=int, help="in-training diagnostics every K steps")
     p.set_defaults(func=_train)
 
-    p = sub.add_parser("sample", help="generate text from a trained run")
+    p = sub.add_parser("sample", help="generate text from a trained run",
+                       description="Continue --prompt with text sampled from a run's checkpoint.")
     p.add_argument("run", metavar="RUN", help="run directory")
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    p.add_argument("--tokens", type=int, default=200, help="tokens to generate")
-    p.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (0 = greedy)")
-    p.add_argument("--top-k", type=int, default=200, help="sample among the k most likely tokens (0 = all)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    p.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="which checkpoint")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    p.add_argument("--tokens", type=int, default=200, help="tokens to generate (default 200)")
+    p.add_argument("--temperature", type=float, default=0.8, help="softmax temperature, 0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=int, default=200,
+                   help="sample among the k most likely tokens, 0 = all (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--checkpoint", choices=("best", "latest"), default="best",
+                   help="which checkpoint (default best: lowest validation loss)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
     p.set_defaults(func=_sample)
 
 
 def _train(args: argparse.Namespace) -> int:
     from normlab.errors import UserError
-    from normlab.train.run import default_run_dir, load_run_config, run_training
+    from normlab.train.run import default_run_dir, finished, load_run_config, run_training
 
     if args.resume:
         used = [f for f, v in (("--config", args.config), ("--preset", args.preset), ("--placement", args.placement),
@@ -43,6 +48,11 @@ def _train(args: argparse.Namespace) -> int:
         if used:
             raise UserError(f"--resume uses RUN/config.json; drop {', '.join(used)}")
         cfg, run_dir = load_run_config(args.resume), args.resume
+        done = finished(run_dir)
+        if done and args.steps in (None, cfg.train.steps):
+            print(f"{run_dir}: already {done['status']} at step {done['steps']}; nothing to do (to train "
+                  f"further: normlab train --resume {run_dir} --steps N, N > {cfg.train.steps})", file=sys.stderr)
+            return 0
     else:
         from dataclasses import replace
 
@@ -54,8 +64,11 @@ def _train(args: argparse.Namespace) -> int:
             cfg = replace(cfg, data=replace(cfg.data, data_dir=args.data_dir))
         if args.diag_every is not None:
             cfg = replace(cfg, train=replace(cfg.train, diag_every=args.diag_every))
+        if args.steps is not None:
+            cfg = replace(cfg, train=replace(cfg.train, steps=args.steps))
         run_dir = args.out or default_run_dir()
-    s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet)
+    s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet,
+                     steps=args.steps if args.resume else None)
     val = "n/a" if s["final_val_loss"] is None else f"{s['final_val_loss']:.4f}"
     best = "n/a" if s["best_val_loss"] is None else f"{s['best_val_loss']:.4f}"
     extra = f" at step {s['diverged_at_step']}" if s["status"] == "diverged" else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -129,6 +131,41 @@ class TransformerLM(nn.Module):
         self.stream.after_step(self)
         for m in self._after_step:
             m.after_step()
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Continue token ids ``idx`` (B, T) by ``max_new_tokens`` sampled tokens -> (B, T + new).
+
+        ``temperature`` 0 is greedy; ``top_k`` samples among the k most likely tokens. Runs in
+        eval mode (no dropout) and restores the training flag; the prompt is cropped to the
+        last ``cfg.context`` tokens at each step.
+        """
+        from normlab.train.sample import generate
+
+        if max_new_tokens < 0:
+            raise UserError(f"max_new_tokens={max_new_tokens}: must be >= 0")
+        self.check_tokens(idx[:, -self.cfg.context:] if isinstance(idx, torch.Tensor) and idx.dim() == 2 else idx,
+                          "idx")
+        was_training = self.training
+        self.eval()
+        try:
+            return generate(self, idx, max_new_tokens, self.cfg.context, temperature, top_k, generator)
+        finally:
+            self.train(was_training)
+
+    def save(self, dir: str | Path) -> Path:
+        """Write ``dir/model.safetensors`` + ``dir/model_config.json`` (``normlab.model.io.save_model``)."""
+        from normlab.model.io import save_model
+
+        return save_model(self, dir)
+
+    @classmethod
+    def load(cls, dir: str | Path, device: str = "cpu") -> "TransformerLM":
+        """The model saved by :meth:`save` in ``dir`` (weights checked, never unpickled)."""
+        from normlab.model.io import load_model
+
+        return load_model(dir, device)
 
     @classmethod
     def from_hf_gpt2(cls, hf_model_or_state_dict: object, config: object = None) -> "TransformerLM":

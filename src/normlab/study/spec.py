@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from normlab.errors import NO_VALUE, ConfigError
+from normlab.errors import NO_VALUE, ConfigError, unknown_name
 from normlab.schema import Section, coerce, field_type, merge, set_dotted, to_dict
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
@@ -57,6 +57,7 @@ class StudySpec(Section):
     def __post_init__(self) -> None:
         from normlab.config import RunConfig
 
+        self.check(isinstance(self.name, str), "name", "must be a string, e.g. name = \"warmup-grid\"")
         self.check(bool(self.name) and "/" not in self.name, "name", "give the study a short name without '/'")
         self.check(isinstance(self.retries, int) and self.retries >= 0, "retries", "must be an integer >= 0")
         self.check(bool(self.seeds), "seeds", "list at least one seed, e.g. [0, 1, 2]")
@@ -64,8 +65,13 @@ class StudySpec(Section):
         self.check(min(self.seeds) >= 0 and len(set(self.seeds)) == len(self.seeds), "seeds",
                    "seeds must be distinct integers >= 0")
         safe_relpath(self.runs_dir, "runs_dir")
-        self.check(bool(self.metric), "metric", "name a summary entry, e.g. best_val_loss")
         trial_fn(self.trial)  # validates the name (the function itself loads lazily)
+        self.check(isinstance(self.metric, str) and bool(self.metric), "metric",
+                   "name a summary entry, e.g. best_val_loss")
+        from normlab.study.trials import METRICS
+
+        if self.trial in METRICS and self.metric not in METRICS[self.trial]:
+            raise unknown_name("metric", self.metric, METRICS[self.trial])
         # Every axis key is a leaf of RunConfig, values non-empty and of the key's type.
         self.axes = {k: _check_axis(RunConfig, k, v, f"axes.{k}") for k, v in self.axes.items()}
         groups = []
@@ -160,7 +166,10 @@ class StudySpec(Section):
 
 
 def _check_axis(cls: type, key: str, values: Any, where: str) -> list[Any]:
-    tp = field_type(cls, key)  # unknown keys fail here, suggesting the closest key
+    try:
+        tp = field_type(cls, key)  # unknown keys fail here, suggesting the closest key
+    except ConfigError as e:
+        raise ConfigError(where, NO_VALUE, e.fix) from None  # named where it is: axes.KEY, zip[i].KEY
     if not isinstance(values, (list, tuple)):
         raise ConfigError(where, values, f"an axis is a list of values, e.g. {key} = [{values!r}]")
     if not values:

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 TrialFn = Callable[..., dict[str, Any]]
 TRIALS: Registry[TrialFn] = Registry("trial", "trial")
 
+# The numeric summary entries of each built-in trial: what a study's ``metric`` may name
+# (a typo such as "best_val_los" would otherwise run the whole study to an empty table).
+# A custom "module:function" trial returns its own entries and is not checked.
+METRICS = {
+    "train": ("best_val_loss", "final_val_loss", "diverged_at_step", "steps", "tokens", "tokens_per_s",
+              "wall_time_s", "params"),
+    "probe": ("w2_grad_last", "loss_at_init"),
+}
+
 
 @TRIALS.register("train")
 def train(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:

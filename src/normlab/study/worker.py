@@ -7,6 +7,7 @@ trial is final; while others still run trials it polls, so that a trial whose wo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -15,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from normlab.study.store import Claim, Store, worker_id
 
@@ -61,6 +62,26 @@ class Heartbeat:
                         pass
         finally:
             store.close()
+
+
+@contextlib.contextmanager
+def study_env(spec: dict[str, Any], claims: list[Claim]) -> Iterator[None]:
+    """Name the study and each claimed trial's axis values for the trial's loggers (W&B group,
+    TensorBoard hparams; ``normlab.train.loggers.study_context``), through the environment so
+    that it also reaches a trial that starts processes of its own."""
+    from normlab.train.loggers import STUDY_ENV
+
+    old = os.environ.get(STUDY_ENV)
+    os.environ[STUDY_ENV] = json.dumps({"name": spec.get("name"), "metric": spec.get("metric", "best_val_loss"),
+                                        "trials": {str(c.run_dir.resolve()): c.params for c in claims}},
+                                       default=str)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(STUDY_ENV, None)
+        else:
+            os.environ[STUDY_ENV] = old
 
 
 def run_claimed(claim: Claim, opts: WorkerOptions) -> tuple[dict[str, Any] | None, str | None]:
@@ -149,7 +170,7 @@ def work(store_root: str | Path, opts: WorkerOptions, *, parent_pid: int | None 
                 continue
             beat = Heartbeat(store.root, [(c.id, c.attempt) for c in claims], opts.heartbeat_s)
             try:
-                with beat:
+                with beat, study_env(store.spec, claims):
                     outcomes = run_claimed_batch(claims, opts) if len(claims) > 1 else [run_claimed(claims[0], opts)]
             except KeyboardInterrupt:
                 for claim in claims:

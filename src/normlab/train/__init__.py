@@ -1,4 +1,4 @@
-"""Training: ``run_training(cfg, run_dir, resume=..., quiet=...) -> summary dict``."""
+"""Training: ``run_training(cfg, run_dir, resume=..., quiet=..., steps=...) -> summary dict``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ if TYPE_CHECKING:
     from normlab.config import RunConfig
 
 
-def run_training(cfg: "RunConfig | None", run_dir: str | Path, *, resume: bool = False, quiet: bool = False) -> dict:
+def run_training(cfg: "RunConfig | None", run_dir: str | Path, *, resume: bool = False, quiet: bool = False,
+                 steps: int | None = None) -> dict:
     """Train one model into ``run_dir``; see :func:`normlab.train.run.run_training`."""
     from normlab.train.run import run_training as _run
 
-    return _run(cfg, run_dir, resume=resume, quiet=quiet)
+    return _run(cfg, run_dir, resume=resume, quiet=quiet, steps=steps)
 
 
 __all__ = ["run_training"]

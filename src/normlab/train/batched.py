@@ -177,10 +177,11 @@ def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
     from normlab.train.run import make_summary
 
     tr.st.wall_time = wall
-    for lg in tr.loggers:
-        lg.close()
     tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model)
     tr.summary["batched"] = True
+    for lg in tr.loggers:
+        lg.finish(tr.summary)
+        lg.close()
     atomic_write_json(tr.run_dir / "summary.json", tr.summary)
     return tr.summary
 
@@ -199,7 +200,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     from normlab.fsutil import atomic_write_json
     from normlab.model.transformer import TransformerLM
     from normlab.train.env import Dist, environment, pick_device
-    from normlab.train.loggers import make_loggers
+    from normlab.train.loggers import make_loggers, require_loggers
     from normlab.train.optim import param_groups
     from normlab.train.run import is_run_dir
     from normlab.train.schedules import lr_at
@@ -216,6 +217,8 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
         if d.exists() and is_run_dir(d):
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
     c0 = cfgs[0]
+    for c in cfgs:
+        require_loggers(list(c.train.loggers))
     corpus = load_corpus(c0.data)
     check_fits(len(corpus.train), c0.model.context, "training")
     check_fits(len(corpus.val), c0.model.context, "validation")

@@ -174,3 +174,14 @@ def load(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None
         if cuda and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
     return state
+
+
+def rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The global CPU and (if initialised) CUDA generator states, for :func:`set_rng_state`."""
+    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [])
+
+
+def set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
+    torch.set_rng_state(state[0])
+    if state[1]:
+        torch.cuda.set_rng_state_all(state[1])

@@ -1,26 +1,59 @@
-"""Metric loggers by name, all with ``log(metrics, step)`` and ``close()``.
+"""Metric loggers by name, all with ``log(metrics, step)``, ``finish(summary)`` and ``close()``.
 
 ``jsonl`` (RUN/metrics.jsonl) is always on: it is the run directory's contract. The
 others are extras named in ``train.loggers``; their libraries are imported only when
-asked for, and a missing one is a one-line error naming the pip extra.
+asked for, and a missing one is a one-line error naming the pip extra, raised by
+``require()`` before anything under RUN is written.
+
+A study worker describes the trial it runs in the environment variable ``NORMLAB_STUDY``
+(:func:`study_context`): W&B then puts every trial of a study into one group named after
+it with the swept axes as config keys, and TensorBoard writes the axes and the study's
+metric through its hparams plugin, so both tools' own comparison views work.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from normlab.errors import UserError
-from normlab.fsutil import append_jsonl
+from normlab.fsutil import append_jsonl, atomic_write_text
 from normlab.registry import Registry
+
+STUDY_ENV = "NORMLAB_STUDY"  # JSON: {"name", "metric", "trials": {run_dir: axis values}}
+
+
+def study_context(run_dir: Path) -> dict[str, Any] | None:
+    """(study name, metric, this trial's axis values) when a study worker runs ``run_dir``."""
+    raw = os.environ.get(STUDY_ENV)
+    if not raw:
+        return None
+    ctx = json.loads(raw)
+    params = ctx.get("trials", {}).get(str(Path(run_dir).resolve()))
+    if params is None:
+        return None
+    return {"name": ctx["name"], "metric": ctx.get("metric", "best_val_loss"), "params": params}
 
 
 class Logger:
+    requires: ClassVar[tuple[str, str] | None] = None  # (module, pip extra) this logger imports
+
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         self.run_dir = run_dir
 
+    @classmethod
+    def require(cls) -> None:
+        """Raise the one-line UserError if the logger's package is missing (nothing written yet)."""
+        if cls.requires:
+            _need(*cls.requires)
+
     def log(self, metrics: dict[str, Any], step: int) -> None:
         raise NotImplementedError
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """The run's summary.json, once, before ``close`` (runs that raise skip it)."""
 
     def close(self) -> None:
         pass
@@ -44,16 +77,23 @@ def _need(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise UserError(f"train.loggers: {extra!r} needs the {module.split('.')[0]} package: "
-                        f"pip install 'normlab[{extra}]'") from None
+                        f"pip install 'normlab[{extra}]' (or drop {extra!r} from train.loggers)") from None
+
+
+def _hparam(v: Any) -> Any:
+    """An axis value as the hparams plugin takes it (numbers, strings, booleans)."""
+    return v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
 
 
 @LOGGERS.register("tensorboard")
 class TensorBoardLogger(Logger):
-    """TensorBoard event files under RUN/tensorboard/."""
+    """TensorBoard event files under RUN/tensorboard/ (a study trial adds its hparams)."""
+
+    requires = ("tensorboard", "tensorboard")
 
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         super().__init__(run_dir, config)
-        _need("tensorboard", "tensorboard")
+        self.require()
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(str(run_dir / "tensorboard"))
@@ -63,22 +103,56 @@ class TensorBoardLogger(Logger):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 self.writer.add_scalar(k, v, step)
 
+    def finish(self, summary: dict[str, Any]) -> None:
+        study = study_context(self.run_dir)
+        if study is None:
+            return
+        value = summary.get(study["metric"])
+        metrics = {f"hparam/{study['metric']}": float(value)} if isinstance(value, (int, float)) else {}
+        # run_name "." keeps the hparams in this run's own directory, beside its scalars.
+        self.writer.add_hparams({k: _hparam(v) for k, v in study["params"].items()}, metrics, run_name=".")
+
     def close(self) -> None:
         self.writer.close()
 
 
 @LOGGERS.register("wandb")
 class WandbLogger(Logger):
-    """Weights & Biases; set WANDB_MODE=offline to log with no network (files in RUN/wandb)."""
+    """Weights & Biases; set WANDB_MODE=offline to log with no network (files in RUN/wandb).
+
+    The W&B run id is drawn once and kept in RUN/wandb/normlab-run-id, so ``--resume``
+    continues the same W&B run; a study trial joins the group named after its study.
+    """
+
+    requires = ("wandb", "wandb")
+    ID_FILE = "normlab-run-id"
 
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         super().__init__(run_dir, config)
-        wandb = _need("wandb", "wandb")
-        self.run = wandb.init(project="normlab", name=config.get("name") or run_dir.name,
-                              dir=str(run_dir), config=config, resume="allow", id=run_dir.name)
+        wandb = _need(*self.requires)
+        (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
+        id_file = run_dir / "wandb" / self.ID_FILE
+        if id_file.is_file():
+            run_id = id_file.read_text(encoding="utf-8").strip()
+        else:
+            import secrets
+
+            run_id = secrets.token_hex(4)  # W&B ids are short lowercase alphanumerics
+            atomic_write_text(id_file, run_id + "\n")
+        study = study_context(run_dir)
+        kw: dict[str, Any] = {}
+        if study is not None:  # axis keys at the top level: W&B's parallel coordinates use them
+            config = {**config, **study["params"]}
+            kw = {"group": study["name"], "job_type": "trial"}
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "normlab"),
+                              name=config.get("name") or run_dir.name, dir=str(run_dir), config=config,
+                              resume="allow", id=run_id, **kw)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         self.run.log(metrics, step=step)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.run.summary.update({k: v for k, v in summary.items() if v is not None})
 
     def close(self) -> None:
         self.run.finish()
@@ -88,3 +162,9 @@ def make_loggers(names: list[str], run_dir: Path, config: dict[str, Any]) -> lis
     """jsonl plus the extras named in ``train.loggers`` (in that order, no duplicates)."""
     ordered = ["jsonl"] + [n for n in names if n != "jsonl"]
     return [LOGGERS.get(n)(run_dir, config) for n in dict.fromkeys(ordered)]
+
+
+def require_loggers(names: list[str]) -> None:
+    """Check every logger named in ``train.loggers`` can start (its package is installed)."""
+    for n in names:
+        LOGGERS.get(n, "train.loggers").require()

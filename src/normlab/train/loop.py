@@ -39,6 +39,11 @@ class LoopState:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class _AbandonStep(BaseException):
+    """Raised by the signal handler inside forward/backward (a BaseException: no ``except
+    Exception`` in between may swallow it)."""
+
+
 def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None  # JSON has no NaN/inf; null means "not finite"
 
@@ -60,6 +65,7 @@ class Trainer:
         self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if cfg.train.dtype == "bfloat16"
                          else contextlib.nullcontext())
         self.interrupted = False
+        self._abortable = False  # inside forward/backward: a signal may abandon the step
         self.first_nonfinite: dict[str, Any] | None = None  # set by _localise on divergence
         self.diag = None
         if cfg.train.diag_every > 0 and dist.main:
@@ -114,20 +120,30 @@ class Trainer:
             checkpoint.save(self.run_dir / "checkpoints" / name, self.model, meta,
                             self.opt if with_optimizer else None)
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        self.interrupted = True  # finish the current step, checkpoint, stop
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """Ctrl-C or SIGTERM: checkpoint the last completed step and stop.
+
+        During forward/backward nothing but gradients has changed yet, so the step is
+        abandoned at once (a long step would otherwise delay the stop by its whole length);
+        during the optimizer update and the bookkeeping the step finishes first.
+        """
+        self.interrupted = True
+        if self._abortable:
+            self._abortable = False
+            raise _AbandonStep
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
         """Train from ``st`` to the end; returns (status, final state, diverged_at_step)."""
-        old = None
+        old = {}
         with contextlib.suppress(ValueError):  # not the main thread: no Ctrl-C handling
-            old = signal.signal(signal.SIGINT, self._on_sigint)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old[sig] = signal.signal(sig, self._on_signal)
         try:
             return self._run(st)
         finally:
-            if old is not None:
-                signal.signal(signal.SIGINT, old)
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
             if self.diag is not None:
                 self.diag.close()
 
@@ -183,7 +199,7 @@ class Trainer:
         return first_nonfinite(self.model, lambda: self._forward_backward(bad_step - 1), step=bad_step)
 
     def _run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
-        from tqdm import tqdm
+        from normlab.train.progress import Progress
 
         cfg, t, o = self.cfg, self.cfg.train, self.cfg.optim
         tokens_per_step = t.batch_size * cfg.model.context
@@ -192,8 +208,7 @@ class Trainer:
         dev = self.device
         loss_acc = torch.tensor(st.loss_sum, dtype=torch.float32, device=dev)
         first_bad = torch.tensor(-1, dtype=torch.int64, device=dev)
-        bar = tqdm(total=t.steps, initial=st.step, disable=self.quiet or not self.dist.main,
-                   dynamic_ncols=True, unit="step", smoothing=0.1)
+        bar = Progress(t.steps, st.step, self.run_dir, t.log_every, enabled=not self.quiet and self.dist.main)
         t_wall, steps_since, train_since = time.perf_counter(), 0, 0.0
         status, diverged_at = "completed", None
         self.model.train()
@@ -206,7 +221,24 @@ class Trainer:
             diag_on = self.diag is not None and self.diag.active(s1)
             if diag_on:
                 self.diag.before_forward(s1)
-            step_loss, log_z = self._forward_backward(s)
+            # Dropout draws from the global generators: keep their state so that an abandoned
+            # step leaves the checkpoint exactly as a completed step s would have.
+            rng = checkpoint.rng_state() if cfg.model.dropout > 0 else None
+            try:
+                self._abortable = not self.dist.enabled  # DDP ranks must not abandon a collective alone
+                step_loss, log_z = self._forward_backward(s)
+                self._abortable = False
+            except _AbandonStep:  # the weights are those of step s: checkpoint them and stop
+                self.opt.zero_grad(set_to_none=True)
+                if rng is not None:
+                    checkpoint.set_rng_state(rng)
+                st.wall_time += time.perf_counter() - t_wall
+                st.train_time += train_since
+                t_wall, train_since = time.perf_counter(), 0.0
+                st.loss_sum = float(loss_acc)
+                self._save("latest", st)
+                status = "interrupted"
+                break
             grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
             if diag_on:
                 self.diag.after_backward(s1)
@@ -221,7 +253,7 @@ class Trainer:
             st.step, st.loss_n = s1, st.loss_n + 1
             steps_since += 1
             train_since += time.perf_counter() - t0
-            bar.update(1)
+            bar.step()
             is_eval = (t.eval_every > 0 and s1 % t.eval_every == 0) or s1 == t.steps
             is_log = s1 % t.log_every == 0 or is_eval
             is_ckpt = (t.checkpoint_every > 0 and s1 % t.checkpoint_every == 0) or s1 == t.steps
@@ -259,7 +291,7 @@ class Trainer:
                 st.train_time += train_since
                 steps_since, train_since = 0, 0.0
                 self._log(s1, tokens_per_step, metrics)
-                bar.set_postfix(loss=f"{metrics['train/loss']:.4f}", tok_s=f"{metrics['tokens_per_s']:.0f}")
+                bar.logged(s1, metrics)
                 loss_acc.zero_()
                 st.loss_n = 0
             st.loss_sum = float(loss_acc)

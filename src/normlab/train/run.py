@@ -33,10 +33,12 @@ def default_run_dir(root: str | Path = "runs") -> Path:
     return path
 
 
-def load_run_config(run_dir: str | Path) -> RunConfig:
+def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
+    """RUN/config.json; ``label`` names the argument that gave RUN in the error."""
     path = Path(run_dir) / "config.json"
     if not path.is_file():
-        raise UserError(f"--resume {run_dir}: no config.json there; is it a normlab run directory?")
+        raise UserError(f"{label} {run_dir}: no config.json there; is it a normlab run directory "
+                        "(`normlab train --out DIR` makes one)?")
     return RunConfig.from_json(path.read_text(encoding="utf-8"))
 
 
@@ -45,41 +47,56 @@ def is_run_dir(run_dir: Path) -> bool:
     return any((run_dir / n).exists() for n in ("config.json", "metrics.jsonl", "checkpoints"))
 
 
-def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False) -> dict:
+def finished(run_dir: str | Path) -> dict | None:
+    """The summary of a run that has nothing left to do (completed or diverged), else None."""
+    done = _read_summary(Path(run_dir))
+    return done if done and done.get("status") in ("completed", "diverged") else None
+
+
+def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False,
+                 steps: int | None = None) -> dict:
     """Train one model into ``run_dir`` and return its summary (also RUN/summary.json).
 
     ``resume=True`` (``cfg`` may then be None) continues from RUN/checkpoints/latest (the stored config.json is the
-    authority; a run killed before its first checkpoint starts over). Divergence returns
-    normally with status "diverged"; Ctrl-C returns status "interrupted" after a checkpoint.
+    authority; a run killed before its first checkpoint starts over). A finished run is
+    returned as is, unless ``steps`` raises its train.steps: then it continues from its
+    final checkpoint to ``steps`` (the lr schedule is recomputed for the new total).
+    Divergence returns normally with status "diverged"; Ctrl-C or SIGTERM returns status
+    "interrupted" after a checkpoint.
     """
     from normlab.data import load_corpus
     from normlab.data.batches import check_fits, val_batches
     from normlab.model.transformer import TransformerLM
     from normlab.train import checkpoint
     from normlab.train.env import close_dist, environment, init_dist
-    from normlab.train.loggers import LOGGERS, make_loggers
+    from normlab.train.loggers import make_loggers, require_loggers
     from normlab.train.loop import LoopState, Trainer
     from normlab.train.optim import make_optimizer
 
     run_dir = Path(run_dir)
     if resume:
         cfg = load_run_config(run_dir)
-        done = _read_summary(run_dir)
-        if done and done.get("status") in ("completed", "diverged"):
+        done = finished(run_dir)
+        if done and steps in (None, cfg.train.steps):
             return done  # nothing left to do; a finished run is never retrained
+        if steps is not None:
+            cfg = _extended(cfg, run_dir, steps, done)
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
     elif run_dir.exists() and is_run_dir(run_dir):
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
 
     # ---- validate everything before touching RUN ----
-    for name in cfg.train.loggers:
-        LOGGERS.get(name)
+    require_loggers(list(cfg.train.loggers))  # a missing package fails here, not after config.json
     corpus = load_corpus(cfg.data)
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
     dist, device = init_dist(cfg.train.device)
+    if not dist.enabled:  # every rank would have to agree on a refusal; DDP users size their own runs
+        from normlab.train.budget import check_step_fits
+
+        check_step_fits(cfg, device)
     if cfg.train.batch_size % (cfg.train.grad_accum * dist.world):
         raise UserError(f"train.batch_size={cfg.train.batch_size}: must be divisible by grad_accum x "
                         f"processes = {cfg.train.grad_accum * dist.world}")
@@ -128,6 +145,8 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
         summary = make_summary(status, st, diverged_at, cfg, model)
         if trainer.first_nonfinite is not None:  # diagnostics on: where the NaN/inf began
             summary["first_nonfinite"] = trainer.first_nonfinite
+        for lg in loggers:
+            lg.finish(summary)
     except BaseException as e:
         summary = make_summary("failed", st, None, cfg, model, error=f"{type(e).__name__}: {e}")
         if dist.main:
@@ -144,6 +163,21 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     if dist.main:
         atomic_write_json(run_dir / "summary.json", summary)
     return summary
+
+
+def _extended(cfg: RunConfig, run_dir: Path, steps: int, done: dict | None) -> RunConfig:
+    """``cfg`` with train.steps raised to ``steps`` for ``--resume RUN --steps N``."""
+    from normlab.train import checkpoint
+
+    if done and done.get("status") == "diverged":
+        raise UserError(f"--steps {steps}: {run_dir} diverged at step {done.get('diverged_at_step')}; "
+                        "its weights are not finite, so train a new run instead")
+    ckpt = checkpoint.find(run_dir / "checkpoints" / "latest")
+    at = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
+    if steps < max(at, cfg.train.steps if done else 0):
+        raise UserError(f"--steps {steps}: {run_dir} has trained {at} of train.steps={cfg.train.steps}; "
+                        "give a larger total")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
 
 
 def _truncate(path: Path, upto: int) -> None:

@@ -44,7 +44,7 @@ def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float
     from normlab.train.run import load_run_config
 
     run_dir = Path(run_dir)
-    cfg = load_run_config(run_dir)
+    cfg = load_run_config(run_dir, "sample")
     order = [which] + [n for n in ("best", "latest") if n != which]
     found = next((c for c in (checkpoint.find(run_dir / "checkpoints" / n) for n in order) if c), None)
     if found is None:
