@@ -126,27 +126,27 @@ def _register_compiled(backend: str) -> list[str]:
     return names
 
 
-def throughput(ctx: Ctx, size_name: str) -> None:
-    """bf16 tokens/s and MFU of normlab vs x-transformers vs HF GPT-2, eager then compiled."""
+def throughput(ctx: Ctx, arm: str) -> None:
+    """bf16 tokens/s and MFU of normlab vs x-transformers vs HF GPT-2 at both shapes, in one
+    arm: ``eager`` (the peers in interleaved windows) or ``compiled`` (each under
+    torch.compile, one at a time, normlab first, so that a slow compilation costs only its
+    own row when the cap stops the part)."""
     import torch
 
     from normlab.bench.harness import matmul_peak, measure_many
 
     dev = torch.device(ctx.device)
-    s = DRY_SIZE if ctx.dry else SIZES[size_name]
-    label = f"{size_name} ({s.n_layer}L d={s.d_model} ctx {s.context} batch {s.batch} vocab {s.vocab})"
     n, reps = (256, 3) if ctx.dry else (8192, 10)
     peak = matmul_peak(torch.bfloat16, dev, n=n, reps=reps)
-    ctx.add(f"{label}: bf16 matmul peak", f"{peak / 1e3:.1f} TFLOP/s ({n}^3, best of {reps}, this process)",
-            "-", None)
+    ctx.add(f"bf16 matmul peak ({arm} part)", f"{peak / 1e3:.1f} TFLOP/s ({n}^3, best of {reps}, in the "
+            "process that measures the peers)", "-", None)
     timing = dict(warmup=1, repeats=2, window=2) if ctx.dry else dict(warmup=3, repeats=5, window=10)
-    compiled = _register_compiled("eager" if ctx.dry else "inductor")
-    for arm, peers in (("eager", EAGER), ("compiled", compiled)):
-        # Eager peers share interleaved windows; compiled ones are measured one by one, so a
-        # slow compilation costs only its own row when the cap stops the part.
-        groups = [peers] if arm == "eager" else [[p] for p in peers]
+    peers = EAGER if arm == "eager" else _register_compiled("eager" if ctx.dry else "inductor")
+    for size_name, full in SIZES.items():
+        s = DRY_SIZE if ctx.dry else full
+        label = f"{size_name} ({s.n_layer}L d={s.d_model} ctx {s.context} batch {s.batch} vocab {s.vocab})"
         results = []
-        for group in groups:
+        for group in ([peers] if arm == "eager" else [[p] for p in peers]):
             for r in measure_many(group, size_name, s, dev, dtype="bfloat16", peak=peak, **timing):
                 if isinstance(r, str):
                     ctx.add(f"{label}: {r.split(':')[0]}", r.split(": ", 1)[-1], "-", None)
@@ -277,8 +277,8 @@ def _toml(v: Any) -> str:
 
 PARTS: dict[str, Callable[[Ctx], None]] = {
     "cuda-tests": cuda_tests,
-    "throughput-baby": lambda ctx: throughput(ctx, "baby"),
-    "throughput-gpt2-small": lambda ctx: throughput(ctx, "gpt2-small"),
+    "throughput-eager": lambda ctx: throughput(ctx, "eager"),
+    "throughput-compiled": lambda ctx: throughput(ctx, "compiled"),
     "trial-batching": trial_batching,
     "claims-quick": claims,
     "study-trial": study_trial,

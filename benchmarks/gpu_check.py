@@ -6,14 +6,15 @@ H200, so that a short loan of a GPU is enough (and a rerun fits in it).
 
 Parts, each in its own process under its own cap (seconds on the GPU; --cap PART=S changes one):
 
-  cuda-tests             75  pytest -m cuda tests/cuda: every placement fwd/bwd in float32 and
-                             bf16 vs CPU float64; 50-step run, Ctrl-C, resume, metrics bit for
-                             bit; the probe vs CPU; an out-of-range token id is a one-line error
-  throughput-baby        80  bf16 tokens/s and MFU against the bf16 matmul peak measured in the
-  throughput-gpt2-small 130  same process: normlab vs x-transformers vs HF GPT-2, eager, compiled
-  trial-batching         50  benchmarks/trial_batching.py: 8 tiny trials batched vs sequential
-  claims-quick           60  normlab claims --quick: wall time and verdicts
-  study-trial            40  one pre-vs-post --scale gpu trial through normlab train, 300 steps
+  cuda-tests           70  pytest -m cuda tests/cuda: every placement fwd/bwd in float32 and
+                           bf16 vs CPU float64; 50-step run, Ctrl-C, resume, metrics bit for
+                           bit; the probe vs CPU; an out-of-range token id is a one-line error
+  throughput-eager     60  bf16 tokens/s and MFU against the bf16 matmul peak measured in the
+  throughput-compiled 150  same process, baby and GPT-2 small: normlab vs x-transformers vs
+                           HF GPT-2, eager, then each under torch.compile
+  trial-batching       50  benchmarks/trial_batching.py: 8 tiny trials batched vs sequential
+  claims-quick         90  normlab claims --quick: wall time and verdicts
+  study-trial          40  one pre-vs-post --scale gpu trial through normlab train, 300 steps
 
 A part stopped at its cap keeps the rows it finished; a missing optional peer is a row, not a
 failure. Without Tiny Shakespeare (NORMLAB_DATA_DIR, --data-dir or the normlab cache) the
@@ -48,8 +49,8 @@ except ImportError:
 
 from _gpu_parts import PARTS, Ctx  # noqa: E402
 
-CAPS = {"cuda-tests": 75, "throughput-baby": 80, "throughput-gpt2-small": 130, "trial-batching": 50,
-        "claims-quick": 60, "study-trial": 40}
+CAPS = {"cuda-tests": 70, "throughput-eager": 60, "throughput-compiled": 150, "trial-batching": 50,
+        "claims-quick": 90, "study-trial": 40}
 # Dry-run caps are only a safety net on a loaded CPU, except the claims: a few seconds of
 # `normlab claims --quick` show that the command starts; the whole takes minutes on a CPU.
 DRY_CAPS = {**{p: 300 for p in CAPS}, "claims-quick": 10}
@@ -120,6 +121,8 @@ def _check(a: argparse.Namespace, parts: list[str], caps: dict[str, int], work: 
         rows.append(target(f"optional peer {pip}", f"installed {_version(pip)}" if found
                            else f"missing (pip install {pip}): {what} are skipped", "-", None))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if a.dry_run:  # tiny models: one thread each is faster, and kinder to a shared CPU
+        env["OMP_NUM_THREADS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(Path(normlab.__file__).resolve().parents[1]),
                                          *filter(None, [env.get("PYTHONPATH")])])
     if a.data_dir:
