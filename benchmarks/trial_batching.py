@@ -3,7 +3,7 @@
 Prints the wall-time speedup (target >= 1.4x on CPU, >= 5x on a GPU) and the largest relative
 difference between each batched trial's loss curve and its solo run (target <= 1e-4).
 
-    python benchmarks/trial_batching.py [--steps 200] [--trials 8] [--device cpu]
+    python benchmarks/trial_batching.py [--steps 200] [--trials 8] [--device cpu] [--corpus FILE]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="train.threads for both arms (0 = torch default)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat both arms, alternating their order; medians")
+    ap.add_argument("--corpus", help="a text file to train on instead of Tiny Shakespeare (= data.corpus)")
     json_arg(ap)
     a = ap.parse_args()
     lrs = [1e-3, 2e-3, 5e-4, 3e-3]
@@ -41,6 +42,8 @@ def main() -> None:
     for i in range(a.trials):
         c = tiny_run(a.steps, seed=1000 + i, lr=lrs[i % len(lrs)], warmup=[0, 20, 50][i % 3])
         c.train.device, c.train.threads = a.device, a.threads
+        if a.corpus:
+            c.data.corpus = a.corpus
         cfgs.append(c)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

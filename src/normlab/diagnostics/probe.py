@@ -138,8 +138,9 @@ def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: in
         pkeys += [(li, "attn", "qkv"), (li, "attn", "W_O"), (li, "ffn", "W_1"), (li, "ffn", "W_2")]
     grads = torch.autograd.grad(loss, params + list(cap.block_in), retain_graph=n_proj > 0, allow_unused=True)
     pgrads, sgrads = grads[: len(params)], grads[len(params):]
-    per_layer = torch.zeros(L + 1)
-    sq = torch.stack([g.pow(2).sum() if g is not None else torch.zeros(()) for g in pgrads])
+    dev = loss.device  # everything stays on the model's device until the one read-back
+    per_layer = torch.zeros(L + 1, device=dev)
+    sq = torch.stack([g.pow(2).sum() if g is not None else torch.zeros((), device=dev) for g in pgrads])
     for (li, sub, pname), g, s in zip(pkeys, pgrads, sq):
         per_layer[li] += s
         if pname == "qkv" and g is not None:

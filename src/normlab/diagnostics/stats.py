@@ -86,7 +86,7 @@ def jacobian_rms(out: torch.Tensor, inputs: Sequence[torch.Tensor], n_proj: int 
         v = torch.randn(out.shape, generator=generator, dtype=out.dtype, device="cpu").to(out.device)
         vjps = torch.autograd.grad(out, list(inputs), grad_outputs=v, retain_graph=True,
                                    allow_unused=True)
-        sq = [g.double().pow(2).sum() if g is not None else torch.zeros((), dtype=torch.float64)
+        sq = [g.double().pow(2).sum() if g is not None else torch.zeros((), dtype=torch.float64, device=out.device)
               for g in vjps]
         total += torch.stack(sq)
     return (total / (n_proj * out.numel())).sqrt().float()

@@ -116,14 +116,17 @@ class TransformerLM(nn.Module):
         if idx.size(1) > self.cfg.context:
             raise UserError(f"{name}: sequence length {idx.size(1)} exceeds model.context="
                             f"{self.cfg.context}; crop the input or raise model.context")
-        # The range check reads values, which would sync a GPU every step (on CUDA an
-        # out-of-range id trips the embedding's device assert instead) and break a
-        # torch.compile graph (the compiled caller has checked its inputs already).
-        if torch.compiler.is_compiling() or idx.device.type != "cpu":
+        # The range check reads values. On CUDA that is one host sync per call (the GPU
+        # idles for a kernel launch, tens of microseconds); skipping it would let an
+        # out-of-range id trip the embedding's device-side assert, which poisons the
+        # CUDA context for the rest of the process. A torch.compile graph cannot read
+        # values (the compiled caller has checked its inputs already).
+        if torch.compiler.is_compiling() or not idx.numel():
             return
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.cfg.vocab_size):
+        lo, hi = torch.stack(torch.aminmax(idx)).tolist()
+        if lo < 0 or hi >= self.cfg.vocab_size:
             raise UserError(f"{name}: token ids must be in [0, model.vocab_size={self.cfg.vocab_size}), "
-                            f"got range [{int(idx.min())}, {int(idx.max())}]")
+                            f"got range [{lo}, {hi}]")
 
     @torch.no_grad()
     def after_step(self) -> None:
