@@ -88,7 +88,7 @@ def test_ctrl_c_then_resume_is_bitwise_equal(dtype, device, corpus, reference, t
     real = loop.train_batch
     params = inspect.signature(real)
 
-    def batch_then_sigint(*args, **kw):  # Ctrl-C during step STOP: that step finishes, then the stop
+    def batch_then_sigint(*args, **kw):  # Ctrl-C during step STOP: that step is dropped, the run stops at once
         if params.bind(*args, **kw).arguments["step"] == STOP - 1:
             os.kill(os.getpid(), signal.SIGINT)
         return real(*args, **kw)
@@ -97,9 +97,9 @@ def test_ctrl_c_then_resume_is_bitwise_equal(dtype, device, corpus, reference, t
     monkeypatch.setattr(loop, "train_batch", batch_then_sigint)
     first = run_training(_cfg(device, corpus, dtype), run, quiet=True)
     monkeypatch.setattr(loop, "train_batch", real)
-    assert first["status"] == "interrupted" and first["steps"] == STOP, first
+    assert first["status"] == "interrupted" and first["steps"] == STOP - 1, first
     state = json.loads((run / "checkpoints" / "latest" / "state.json").read_text())
-    assert state["loop"]["step"] == STOP
+    assert state["loop"]["step"] == STOP - 1
     done = run_training(None, run, resume=True, quiet=True)
     assert done["status"] == "completed" and done["steps"] == STEPS, done
     got, want = _metrics(run), _metrics(reference[dtype])
