@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-VOCAB = 96
+VOCAB = 128
 
 
 def hf_config(family: str):
@@ -15,7 +15,8 @@ def hf_config(family: str):
     import transformers as t
 
     common = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=48, max_position_embeddings=64)
+                  intermediate_size=48, max_position_embeddings=64, bos_token_id=0, eos_token_id=1,
+                  pad_token_id=1)
     if family == "gpt2":
         return t.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4,
                             bos_token_id=0, eos_token_id=0)
@@ -29,7 +30,7 @@ def hf_config(family: str):
                               query_pre_attn_scalar=8)
     if family == "bert":
         return t.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                            intermediate_size=48, max_position_embeddings=64)
+                            intermediate_size=48, max_position_embeddings=64, pad_token_id=0)
     raise ValueError(family)
 
 
@@ -58,10 +59,12 @@ def tokenizer(text: str, family: str):
     tok = tk.Tokenizer(tk.models.BPE())
     tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = tk.decoders.ByteLevel()
-    trainer = tk.trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials, show_progress=False,
-                                     initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet()[:60])
-    tok.train_from_iterator([text], trainer=trainer)
-    if family == "bert":
+    trainer = tk.trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator([text], trainer=trainer)  # the alphabet is the text's own characters
+    if family == "bert":  # [CLS] text [SEP], as BERT's own tokenizer
+        tok.post_processor = tk.processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")),
+                                                     ("[SEP]", tok.token_to_id("[SEP]"))])
         return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
                                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
