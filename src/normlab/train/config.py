@@ -57,6 +57,8 @@ class TrainConfig(Section):
     compile: bool = doc("wrap the model in torch.compile", False)
     threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
     loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: tensorboard, wandb", [])
+    init_from: str | None = doc("start from the weights of this model directory (`normlab train --init-from`, "
+                                "docs/training.md) instead of a fresh init", None)
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "eval_batches", "log_every"):
