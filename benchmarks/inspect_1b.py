@@ -21,6 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import json_arg, target, write_targets  # noqa: E402
+
 BUILD = r"""
 import sys, torch, transformers as t, tokenizers as tk
 out = sys.argv[1]
@@ -48,6 +52,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--keep", metavar="DIR", help="build the model here and keep it (default: a temp dir)")
+    json_arg(ap)
     a = ap.parse_args()
     from normlab.data.source import read_corpus_bytes
 
@@ -79,6 +84,8 @@ def main() -> None:
            "weights_gib": round(2 * summary["params"] / 2**30, 2), "cpu_user_s": round(usage.ru_utime, 1),
            "within_8gib": usage.ru_maxrss / 2**20 <= 8.0}
     print(json.dumps(row, indent=2))
+    write_targets(a.json, [target("1B-shape Llama bf16 inspect, peak RSS", f"{row['inspect_peak_rss_gib']} GiB "
+                                  f"in {row['inspect_wall_s']} s", "<= 8 GiB", row["within_8gib"])])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ def test_train_init_from_imported_llama(data_dir: Path, tmp_path: Path, capsys: 
     run = tmp_path / "run"
     sets = ["train.steps=3", "train.log_every=1", "train.eval_every=0", "train.batch_size=2", "train.device=cpu",
             "train.checkpoint_every=0", "model.context=32", "optim.warmup_steps=0", "optim.lr=3e-3"]
-    assert main(["train", "--init-from", str(lab), "--out", str(run), "--quiet", "--set", *sets]) == 0
+    argv = ["train", "--init-from", str(lab), "--out", str(run), "--quiet"]
+    assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["train"]["init_from"] == str(lab) and cfg["data"]["tokenizer"] == str(lab / "tokenizer.json")
     assert cfg["model"]["n_kv_head"] == 2 and cfg["model"]["norm"] == "rmsnorm" and cfg["model"]["context"] == 32
@@ -59,7 +60,7 @@ def test_init_from_refuses_what_does_not_fit(data_dir: Path, tmp_path: Path,
     run = tmp_path / "run"
     # sandwich has two norms per sub-layer where the Llama has one: the weights cannot load
     assert main(["train", "--init-from", str(lab), "--out", str(run), "--quiet", "--placement", "sandwich",
-                 "--set", "train.steps=1", "train.device=cpu"]) == 2
+                 "--set", "train.steps=1", "--set", "train.device=cpu"]) == 2
     err = capsys.readouterr().err
     assert "weights do not fit model (placement 'sandwich')" in err and len(err.strip().splitlines()) == 1
     assert not run.exists()

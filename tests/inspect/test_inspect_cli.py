@@ -74,7 +74,8 @@ def test_inspect_each_family(family: str, corpus: str, tmp_path: Path, capsys: p
     # the page renders without special-casing, and opens in a browser
     assert main(["report", str(out)]) == 0
     page = out / "report" / "index.html"
-    assert family in page.read_text() or "pre" in page.read_text()
+    name = FAMILIES[family].split(";")[0].removeprefix("family ")
+    assert name in page.read_text()  # summary.json (family, placement) is on the page
     from test_pages import browse
 
     n, bad = browse(page, tmp_path)
@@ -121,6 +122,7 @@ def test_imported_model_measures_like_the_original(corpus: str, tmp_path: Path) 
 
 def _fails(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str], match: str) -> None:
     args = argv + [str(out)] if argv[0] == "import" else argv + ["--out", str(out), "--quiet"]
+    capsys.readouterr()  # drop what building the models printed
     assert main(args) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and match in err, err
@@ -143,3 +145,17 @@ def test_bad_input_is_one_line_and_writes_nothing(corpus: str, tmp_path: Path,
     _fails(["inspect", str(model), "--text", str(short)], tmp_path / "o3", capsys, "shorter than one context")
     _fails(["inspect", str(tmp_path / "nowhere")], tmp_path / "o4", capsys, "neither a run directory")
     _fails(["import", str(tiny.save("gemma2", corpus, tmp_path / "g"))], tmp_path / "o5", capsys, "inspect-only")
+
+
+def test_inspect_a_lab_run(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "smoke", "--placement", "post_branch", "--out", str(run), "--quiet",
+                 "--set", "train.steps=4", "--set", "train.device=cpu", "--set", "train.eval_every=4"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    assert main(["inspect", str(run), "--out", str(out), "--max-tokens", "64", "--quiet"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(
+        "family normlab TransformerLM; placement post_branch; norm layernorm")
+    res = json.loads((out / "analysis" / "analysis.json").read_text())
+    assert len(res["rms"]) == 3 and 3.0 < res["loss"] < 4.5  # a char model at 4 steps: near log(65)
+    assert all(math.isfinite(v) for v in res["attn_max_logit"] + res["grad_norm_block"])

@@ -3,11 +3,12 @@ and a small BPE tokenizer trained on the test corpus, saved as a Hugging Face mo
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import torch
 
-VOCAB = 128
+VOCAB = 320  # 256 byte symbols, the special tokens, a few merges
 
 
 def hf_config(family: str):
@@ -50,8 +51,10 @@ def hf_model(family: str, seed: int = 0):
     return model
 
 
+@functools.lru_cache(maxsize=4)
 def tokenizer(text: str, family: str):
-    """A byte-level BPE of VOCAB tokens trained on ``text``, with the special tokens ``family`` needs."""
+    """A byte-level BPE of VOCAB tokens trained on the start of ``text`` (every byte is in its
+    alphabet, so any text encodes), with the special tokens ``family`` needs."""
     import tokenizers as tk
     from transformers import PreTrainedTokenizerFast
 
@@ -59,8 +62,9 @@ def tokenizer(text: str, family: str):
     tok = tk.Tokenizer(tk.models.BPE())
     tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = tk.decoders.ByteLevel()
-    trainer = tk.trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials, show_progress=False)
-    tok.train_from_iterator([text], trainer=trainer)  # the alphabet is the text's own characters
+    trainer = tk.trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials, show_progress=False,
+                                     initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([text[:100_000]], trainer=trainer)
     if family == "bert":  # [CLS] text [SEP], as BERT's own tokenizer
         tok.post_processor = tk.processors.TemplateProcessing(
             single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")),

@@ -29,6 +29,7 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
     if out.exists():
         raise UserError(f"{out}: already exists; choose a new directory")
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
     try:
         config = AutoConfig.from_pretrained(model)
     except (OSError, ValueError, KeyError) as e:
@@ -36,6 +37,10 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
     fam = family_of(config, model)
     if not fam.importable:
         from_hf(type("Stub", (), {"config": config})())  # raises the family's reason
+    from normlab.inspect.subject import TOKENIZER_FILES
+
+    if Path(model).is_dir() and not any((Path(model) / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(f"{model}: no tokenizer found (none of {', '.join(TOKENIZER_FILES)})")
     try:
         tok = AutoTokenizer.from_pretrained(model)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:

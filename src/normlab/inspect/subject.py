@@ -21,6 +21,8 @@ from torch import nn
 from normlab.errors import UserError
 from normlab.inspect.families import Family, family_of
 
+# Files transformers reads a tokenizer from (fast, BPE, WordPiece, SentencePiece).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -158,11 +160,15 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()  # ours is over the layers
     try:
         config = AutoConfig.from_pretrained(model)
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{model}: no model config found ({str(e).splitlines()[0]})") from None
     fam = family_of(config, model)
+    if Path(model).is_dir() and not any((Path(model) / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(f"{model}: no tokenizer found (none of {', '.join(TOKENIZER_FILES)}); save one beside "
+                        "the weights with tokenizer.save_pretrained(DIR)")
     try:
         tok = AutoTokenizer.from_pretrained(model)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:

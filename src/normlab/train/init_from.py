@@ -12,7 +12,6 @@ vocabulary is kept (a tokenizer may use fewer ids than a padded embedding).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
