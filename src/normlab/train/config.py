@@ -71,6 +71,8 @@ class TrainConfig(Section):
         self.check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                    "device", "use auto, cpu, cuda or cuda:N")
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
+        self.check(self.init_from is None or bool(self.init_from.strip()), "init_from",
+                   "name a model directory (model.safetensors + model_config.json) or none")
         from normlab.train.loggers import LOGGERS
 
         for name in self.loggers:
