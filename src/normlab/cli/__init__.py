@@ -24,6 +24,7 @@ COMMANDS = [
     "normlab.cli.study_cmd",    # study run, status, presets
     "normlab.cli.analyze_cmd",  # analyze, lr-sensitivity
     "normlab.cli.bench_cmd",    # bench (throughput vs peers)
+    "normlab.cli.inspect_cmd",  # inspect (HF or lab model statistics), import (HF -> TransformerLM)
 ]
 
 

@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (= data.data_dir)")
     p.add_argument("--diag-every", metavar="K", type=int, help="in-training diagnostics every K steps")
+    p.add_argument("--init-from", metavar="DIR", help="start from DIR's weights and model config (a `normlab "
+                   "import` or save_model directory); see docs/training.md")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("sample", help="generate text from a trained run",
@@ -44,7 +46,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume:
         used = [f for f, v in (("--config", args.config), ("--preset", args.preset), ("--placement", args.placement),
                                ("--set", args.overrides), ("--out", args.out), ("--data-dir", args.data_dir),
-                               ("--diag-every", args.diag_every)) if v]
+                               ("--diag-every", args.diag_every), ("--init-from", args.init_from)) if v]
         if used:
             raise UserError(f"--resume uses RUN/config.json; drop {', '.join(used)}")
         cfg, run_dir = load_run_config(args.resume), args.resume
@@ -66,6 +68,10 @@ def _train(args: argparse.Namespace) -> int:
             cfg = replace(cfg, train=replace(cfg.train, diag_every=args.diag_every))
         if args.steps is not None:
             cfg = replace(cfg, train=replace(cfg.train, steps=args.steps))
+        if args.init_from:
+            from normlab.train.init_from import apply_init_from, explicit_fields
+
+            cfg = apply_init_from(cfg, args.init_from, explicit_fields(args.config, args.placement, args.overrides))
         run_dir = args.out or default_run_dir()
     s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet,
                      steps=args.steps if args.resume else None)

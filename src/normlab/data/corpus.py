@@ -61,6 +61,11 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     data, source = read_corpus_bytes(cfg.corpus, cfg.data_dir)
     digest = sha256_bytes(data)
     key = cfg.tokenizer + (f"{cfg.bpe_vocab}" if cfg.tokenizer == "bpe" else "")
+    if cfg.tokenizer.endswith(".json"):  # a tokenizer file: keyed by its content, not its path
+        try:
+            key = "file-" + sha256_bytes(Path(cfg.tokenizer).read_bytes())[:16]
+        except OSError as e:
+            raise UserError(f"data.tokenizer={cfg.tokenizer!r}: cannot read it ({e.strerror})") from None
     folder = cache_dir() / "tokens" / f"{digest[:24]}-{key}"
     tokens_path, tok_path = folder / "tokens.npy", folder / "tokenizer.json"
     tokens = tokenizer = None

@@ -152,6 +152,47 @@ class BPETokenizer(Tokenizer):
         return cls(state["vocab"], state["json"])
 
 
+@TOKENIZERS.register("pretrained")
+class PretrainedTokenizer(Tokenizer):
+    """A fixed Hugging Face ``tokenizer.json`` (a checkpoint's own; ``data.tokenizer=PATH``).
+
+    Encodes without special tokens (the corpus is one stream); ``vocab_size`` counts the
+    tokenizer's ids, which a checkpoint's embedding may exceed (padded vocabularies).
+    """
+
+    name = "pretrained"
+
+    def __init__(self, json_text: str) -> None:
+        self.json_text = json_text
+        self._tok = _tokenizers().Tokenizer.from_str(json_text)
+
+    @classmethod
+    def from_file(cls, path: str) -> "PretrainedTokenizer":
+        try:
+            return cls(open(path, encoding="utf-8").read())
+        except OSError as e:
+            raise UserError(f"data.tokenizer={path!r}: cannot read it ({e.strerror})") from None
+        except Exception as e:  # tokenizers raises its own exception type for a malformed file
+            raise UserError(f"data.tokenizer={path!r}: not a tokenizer.json ({e})") from None
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(ids))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size()
+
+    def state(self) -> dict[str, Any]:
+        return {"name": self.name, "json": self.json_text}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Tokenizer":
+        return cls(state["json"])
+
+
 def _tokenizers() -> Any:
     try:
         import tokenizers
@@ -162,6 +203,8 @@ def _tokenizers() -> Any:
 
 
 def make_tokenizer(name: str, bpe_vocab: int = 512) -> Tokenizer:
+    if name.endswith(".json"):
+        return PretrainedTokenizer.from_file(name)
     cls = TOKENIZERS.get(name)
     return BPETokenizer(bpe_vocab) if cls is BPETokenizer else cls()
 

@@ -34,7 +34,11 @@ class CausalSelfAttention(nn.Module):
     """softmax(q k^T * scale + causal mask) v, heads concatenated, then W_O.
 
     ``qkv`` holds W_Q, W_K, W_V stacked along the output dimension (rows 0:d, d:2d, 2d:3d).
-    With ``qk_norm`` q and k are normalised per head before the dot product; with
+    With grouped-query attention (``n_kv_head`` < ``n_head``, Ainslie et al. 2023) W_K and
+    W_V have ``n_kv_head * head_dim`` rows each and query head h reads key/value head
+    h // (n_head / n_kv_head), the grouping of Llama-family checkpoints.
+    With ``qk_norm`` q and k are normalised per head before the dot product (over all of q
+    and all of k before the split into heads with ``qk_norm_span="full"``, as OLMo-2); with
     ``qk_norm="l2"`` (Henry et al. 2020) the 1/sqrt(d_head) factor is replaced by a learned
     scalar g, initialised to log2(T^2 - T) for context T as in that paper.
     Set ``record = True`` to take the explicit (slower) path that stores the maximum
@@ -44,31 +48,42 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         d, self.n_head, self.head_dim = cfg.d_model, cfg.n_head, cfg.head_dim
-        self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
+        self.n_kv_head = cfg.kv_heads
+        kv = self.n_kv_head * self.head_dim
+        self.split = (d, kv, kv)
+        self.qkv = nn.Linear(d, d + 2 * kv, bias=cfg.bias)
         self.proj = nn.Linear(d, d, bias=cfg.bias)
         self.proj.residual = True  # marks a residual output projection for init (GPT-2 scaling)
         self.dropout = cfg.dropout
         self.drop = nn.Dropout(cfg.dropout)
         make = QK_NORMS.get(cfg.qk_norm) if cfg.qk_norm else None
-        self.q_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make else nn.Identity()
-        self.k_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make else nn.Identity()
-        self.v_norm = make(self.head_dim, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
+        self.full_span = cfg.qk_norm_span == "full"
+        dq, dk = (d, kv) if self.full_span else (self.head_dim, self.head_dim)
+        self.q_norm = make(dq, cfg.norm_eps, cfg.bias) if make else nn.Identity()
+        self.k_norm = make(dk, cfg.norm_eps, cfg.bias) if make else nn.Identity()
+        self.v_norm = make(dk, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
         # softmax temperature: a float, or a learned scalar (l2 QK-norm)
         self.scale: float | nn.Parameter = 1.0 / math.sqrt(self.head_dim)
         if cfg.qk_norm == "l2":
             T = max(cfg.context, 2)
             self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
-        self.rotary = Rotary(self.head_dim, cfg.context) if cfg.pos == "rope" else None
+        self.rotary = Rotary(self.head_dim, cfg.context, cfg.rope_base) if cfg.pos == "rope" else None
         self.record = False
         self.stats: dict[str, torch.Tensor] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
-        # q, k, v: (B, H, T, Dh)
-        q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
+        q, k, v = self.qkv(x).split(self.split, dim=-1)  # (B, T, d), (B, T, kv), (B, T, kv)
+        if self.full_span:
+            q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
+        q, k, v = (t.view(B, T, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H or Hkv, T, Dh)
+        if not self.full_span:
+            q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
+        if self.n_kv_head != self.n_head:  # each key/value head serves n_head / n_kv_head query heads
+            groups = self.n_head // self.n_kv_head
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scale = self.scale
         if self.record:
             y = self._explicit(q, k, v, scale)
@@ -87,6 +102,7 @@ class CausalSelfAttention(nn.Module):
         if isinstance(self.scale, nn.Parameter):
             del self.scale  # drop the learned l2 scale: the new q/k norms own the scaling
         self.q_norm, self.k_norm, self.scale = q_norm, k_norm, scale
+        self.full_span = False  # the replacements work per head
 
     def _future_mask(self, T: int, device: torch.device) -> torch.Tensor:
         # Cached: the recording path runs at every diagnostic step.

@@ -23,16 +23,21 @@ class ModelConfig(Section):
     n_layer: int = doc("number of blocks (each has an attention and an FFN sub-layer)", 6)
     d_model: int = doc("residual stream width", 128)
     n_head: int = doc("attention heads; must divide d_model", 4)
+    n_kv_head: int | None = doc("key/value heads, grouped-query attention (Ainslie et al. 2023); must divide "
+                                "n_head (none = n_head, plain multi-head attention)", None)
     placement: Placement = doc("norm placement: a name (see `normlab placements`), a per-layer "
                                "list, or per layer a table {attn=..., ffn=...}", "pre")
     norm: str = doc("norm used by the placement: layernorm, rmsnorm, scalenorm, dyt, none", "layernorm")
     qk_norm: str | None = doc("normalise q and k per head: layernorm, rmsnorm, l2 (or none)", None)
     qkv_norm: bool = doc("also normalise v with qk_norm's norm (HybridNorm)", False)
+    qk_norm_span: str = doc("what qk_norm normalises: 'head' (each head's q and k) or 'full' (all of q and "
+                            "all of k at once, before the split into heads, as OLMo-2)", "head")
     final_norm: bool | None = doc("norm after the last block (none = the placement's default)", None)
     init: str = doc("weight init: gpt2 or xavier (see `normlab inits`)", "gpt2")
     ffn: str = doc("feed-forward type: gelu or swiglu", "gelu")
     d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
     pos: str = doc("positions: learned or rope", "learned")
+    rope_base: float = doc("RoPE base theta (10000 in Su et al. and Llama 2; 500000 in Llama 3)", 10000.0)
     bias: bool = doc("biases in linear layers and LayerNorm", True)
     dropout: float = doc("dropout on attention weights, residual branches and embeddings", 0.0)
     tie_embeddings: bool = doc("share the token embedding with the output head", True)
@@ -49,6 +54,10 @@ class ModelConfig(Section):
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_head if self.n_kv_head is not None else self.n_head
+
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "n_layer", "d_model", "n_head"):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
@@ -56,6 +65,11 @@ class ModelConfig(Section):
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0][:8]
             raise self.fail("n_head", f"must divide model.d_model={self.d_model}; "
                                       f"choose one of {', '.join(map(str, divisors))}, ...")
+        if self.n_kv_head is not None:
+            self.check(self.n_kv_head >= 1 and self.n_head % self.n_kv_head == 0, "n_kv_head",
+                       f"must divide model.n_head={self.n_head} (or be none = n_head)")
+        self.check(self.qk_norm_span in ("head", "full"), "qk_norm_span", "use head or full")
+        self.check(self.rope_base > 0, "rope_base", "must be > 0, e.g. 10000")
         self.check(self.d_ff is None or self.d_ff >= 1, "d_ff", "must be >= 1 or none (= 4*d_model)")
         self.check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
         self.check(0.0 <= self.mix_fraction <= 1.0, "mix_fraction", "must be in [0, 1], e.g. 0.25")
@@ -75,6 +89,8 @@ class ModelConfig(Section):
             QK_NORMS.get(self.qk_norm, "model.qk_norm")
         self.check(not self.qkv_norm or self.qk_norm is not None, "qkv_norm",
                    "set model.qk_norm too (it picks the norm applied to q, k and v)")
+        self.check(self.qk_norm_span == "head" or self.qk_norm is not None, "qk_norm_span",
+                   "set model.qk_norm too (it picks the norm applied over all of q and k)")
         INITS.get(self.init)
         layout = resolve_layout(self)  # validates placement names and combinations
         from normlab.model.placement import PLACEMENTS
@@ -85,5 +101,12 @@ class ModelConfig(Section):
                 raise self.fail("norm", f"placement {', '.join(strict)} rescales the shortcut and needs a norm "
                                         "after each sub-layer to undo it (without one the stream grows as "
                                         "prod(omega)); choose layernorm, rmsnorm, scalenorm or dyt")
+        if self.kv_heads != self.n_head:
+            # Both rewrite W_Q/W_K/W_V by row blocks of width d_model (DeepNorm scales W_V,
+            # nGPT's s_qk has one row per query head): neither is defined for fewer kv heads.
+            grouped = sorted({n for pair in layout for n in pair if n in ("deepnorm", "ngpt")})
+            if grouped:
+                raise self.fail("n_kv_head", f"placement {', '.join(grouped)} assumes one key/value head per "
+                                             "query head; set model.n_kv_head=none")
         if self.rezero and not any("none" in pair for pair in layout):
             raise self.fail("rezero", "only gates placement 'none'; set model.placement=none or rezero=false")

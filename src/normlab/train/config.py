@@ -57,6 +57,8 @@ class TrainConfig(Section):
     compile: bool = doc("wrap the model in torch.compile", False)
     threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
     loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: tensorboard, wandb", [])
+    init_from: str | None = doc("start from the weights of this model directory (`normlab train --init-from`, "
+                                "docs/training.md) instead of a fresh init", None)
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "eval_batches", "log_every"):
@@ -69,6 +71,8 @@ class TrainConfig(Section):
         self.check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                    "device", "use auto, cpu, cuda or cuda:N")
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
+        self.check(self.init_from is None or bool(self.init_from.strip()), "init_from",
+                   "name a model directory (model.safetensors + model_config.json) or none")
         from normlab.train.loggers import LOGGERS
 
         for name in self.loggers:

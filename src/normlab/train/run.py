@@ -91,7 +91,12 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     corpus = load_corpus(cfg.data)
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
-    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
+    if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.train.init_from)
+        from normlab.train.init_from import fit_vocab, load_init
+
+        cfg = fit_vocab(cfg, corpus.vocab_size)
+    else:
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
     dist, device = init_dist(cfg.train.device)
     if not dist.enabled:  # every rank would have to agree on a refusal; DDP users size their own runs
         from normlab.train.budget import check_step_fits
@@ -108,6 +113,8 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
     model = TransformerLM(cfg.model).to(device)
+    if cfg.train.init_from:
+        load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
     if dist.rank:
         torch.manual_seed(cfg.seed + 7919 * dist.rank)  # own dropout masks per rank
     optimizer = make_optimizer(model, cfg.optim)

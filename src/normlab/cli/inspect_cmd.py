@@ -1,0 +1,72 @@
+"""``normlab inspect MODEL`` (a real or lab model under the lab's statistics) and
+``normlab import MODEL DIR`` (a transformers checkpoint as a TransformerLM model directory)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="family, placement and per-layer statistics of a Hugging Face or lab model",
+                       description="MODEL is a Hugging Face model id (downloaded by transformers), a "
+                       "save_pretrained directory, a normlab run directory or a checkpoint / model "
+                       "directory. Prints the family and its placement in the lab's terms, then measures "
+                       "on text tokenised with the model's own tokenizer and writes OUT/probe.csv, "
+                       "summary.json, probe_config.json and OUT/analysis/ (render with `normlab report OUT`).")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on (default: Tiny Shakespeare, "
+                   "last 10%%, from --data-dir / $NORMLAB_DATA_DIR)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>)")
+    p.add_argument("--context", type=int, help="tokens per sequence (default: 512 for HF models, capped by "
+                   "the model; the training context for lab models)")
+    p.add_argument("--max-tokens", type=int, default=2048, help="tokens in the batch (default 2048)")
+    p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
+    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions (default 0)")
+    p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_inspect)
+
+    p = sub.add_parser("import", help="convert a Hugging Face GPT-2, Llama/Mistral or OLMo-2 into a normlab model dir",
+                       description="Writes DIR/model.safetensors and model_config.json (a TransformerLM "
+                       "whose logits equal transformers' forward) plus the tokenizer, for "
+                       "`normlab train --init-from DIR` and `normlab inspect DIR`.")
+    p.add_argument("model", metavar="MODEL", help="Hugging Face model id or save_pretrained directory")
+    p.add_argument("dir", metavar="DIR", help="output directory (must not exist)")
+    p.add_argument("--context", type=int, help="maximum sequence length of the imported model "
+                   "(default: the checkpoint's max_position_embeddings)")
+    p.set_defaults(func=_import)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from normlab.inspect import inspect_model
+
+    out = Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name
+    s = inspect_model(args.model, out, args.text, context=args.context, max_tokens=args.max_tokens,
+                      dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
+                      quiet=args.quiet, force=args.force)
+    r = s["result"]
+    print(f"family {s['family']}; placement {s['placement']}; norm {s['norm']}"
+          + (f"; {s['notes']}" if s["notes"] else "")
+          + ("" if s["importable"] else "; inspect-only"))
+    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens, mean log Z {s['log_z']:.3f}")
+    print(f"{'layer':>5} {'rms':>9} {'cos':>7} {'angle':>7} {'delete+':>9} {'grad':>10} {'max_logit':>9}")
+    for li in range(1, len(r["cos_next"]) + 1):
+        print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos_next'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "
+              f"{r['deletion_loss'][li - 1] - r['loss']:>+9.4f} {r['grad_norm_block'][li - 1]:>10.3g} "
+              f"{r['attn_max_logit'][li - 1]:>9.3g}")
+    print(f"wrote {out}/probe.csv, summary.json, probe_config.json, analysis/ in {s['wall_time_s']:.1f} s",
+          file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from normlab.inspect.convert import import_model
+
+    path = import_model(args.model, args.dir, context=args.context)
+    print(path)
+    return 0

@@ -1,0 +1,151 @@
+"""The measurements of ``normlab inspect``, with the lab's own estimators (diagnostics/stats.py).
+
+On one batch of windows ``ids`` (B, T) of the subject's own tokens:
+
+- forward with gradients: residual stream x_0..x_L (x_0 enters block 1, x_l leaves block
+  l), attention max |logit| per block, mean log Z of the output softmax, the loss; then one
+  backward for dLoss/dx_l and each block's parameter-gradient norm;
+- L no-grad forwards with one block skipped each (its input passed on): the deletion loss.
+
+Memory: gradients are reduced to one number per block the moment each parameter's
+gradient is accumulated and then dropped (a post-accumulate hook), so the backward never
+holds a second copy of the weights; the stream states are kept detached in float32 (L + 1
+tensors of B x T x d) for the layer x layer matrix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+from normlab.diagnostics import stats
+from normlab.inspect.subject import Subject
+
+MLM_FRACTION = 0.15  # BERT's share of masked positions
+
+
+def make_batch(subject: Subject, ids: list[int], max_tokens: int, seed: int = 0
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets), both (B, T): consecutive windows of ``ids`` wrapped in the tokenizer's
+    special tokens. Causal targets are the inputs (shifted by the loss); masked-LM inputs
+    have 15% of the text positions replaced by the mask token, targets -100 elsewhere."""
+    T = subject.context
+    inner = T - len(subject.prefix) - len(subject.suffix)
+    rows = max(1, min(max_tokens // T, len(ids) // inner))
+    x = torch.tensor([subject.prefix + ids[r * inner:(r + 1) * inner] + subject.suffix for r in range(rows)])
+    if subject.family.causal:
+        return x, x.clone()
+    gen = torch.Generator().manual_seed(seed)
+    pick = torch.rand(x.shape, generator=gen) < MLM_FRACTION
+    pick[:, : len(subject.prefix)] = False
+    pick[:, T - len(subject.suffix):] = False
+    pick[0, len(subject.prefix)] = True  # at least one target
+    y = torch.where(pick, x, torch.full_like(x, -100))
+    return x.masked_fill(pick, subject.mask_id), y
+
+
+def loss_of(subject: Subject, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy in float32: next token (causal) or the masked positions (masked LM)."""
+    if subject.family.causal:
+        logits, y = logits[:, :-1], y[:, 1:]
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100)
+
+
+@contextlib.contextmanager
+def _hooks(subject: Subject, stream: list[Any] | None = None, skip: int | None = None) -> Iterator[None]:
+    """Record block inputs/outputs into ``stream`` (x_0..x_L); make block ``skip`` the identity."""
+    handles = []
+
+    def pre(i: int) -> Callable:
+        def hook(_m, args, kwargs):
+            h = args[0] if args else kwargs["hidden_states"]
+            if stream is not None and i == 0:
+                stream.append(subject.state_of(h))
+            if i == skip:
+                _m._normlab_in = h
+        return hook
+
+    def post(i: int) -> Callable:
+        def hook(_m, _args, _kwargs, out):
+            if i == skip:
+                out = subject.with_state(out, _m.__dict__.pop("_normlab_in"))
+            if stream is not None:
+                stream.append(subject.state_of(out))
+            return out
+        return hook
+
+    try:
+        for i, layer in enumerate(subject.layers):
+            handles.append(layer.register_forward_pre_hook(pre(i), with_kwargs=True))
+            handles.append(layer.register_forward_hook(post(i), with_kwargs=True))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _block_params(subject: Subject) -> dict[int, int]:
+    """id(parameter) -> block index (parameters outside the blocks are not listed)."""
+    return {id(p): i for i, layer in enumerate(subject.layers) for p in layer.parameters()}
+
+
+def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor, progress: Any = None) -> dict[str, Any]:
+    """Every statistic of the module docstring; returns plain floats and lists."""
+    dev = next(subject.model.parameters()).device
+    x, y = x.to(dev), y.to(dev)
+    L = len(subject.layers)
+    owner = _block_params(subject)
+    sq = torch.zeros(L, dtype=torch.float64)
+    handles = []
+    for p in subject.model.parameters():
+        if p.requires_grad:
+            def reduce(q: torch.Tensor, i: int | None = owner.get(id(p))) -> None:
+                if i is not None:
+                    sq[i] += q.grad.detach().double().pow(2).sum().cpu()
+                q.grad = None  # reduced: never keep a second copy of the weights
+            handles.append(p.register_post_accumulate_grad_hook(reduce))
+    stream: list[torch.Tensor] = []
+    sgrad = [float("nan")] * (L + 1)
+    try:
+        with torch.enable_grad(), _hooks(subject, stream), subject.attention() as attn:
+            logits = subject.forward(x)
+            loss = loss_of(subject, logits, y)
+            log_z = torch.logsumexp(logits.detach().float(), dim=-1).mean().item()
+            for i, s in enumerate(stream):
+                if s.requires_grad:
+                    s.register_hook(lambda g, i=i: sgrad.__setitem__(i, g.detach().float().norm().item()))
+            del logits
+        max_logit = [float(attn[i]) if i in attn else float("nan") for i in range(L)]
+        loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    xs = [s.detach().float().cpu() for s in stream]
+    del stream
+    base = loss.item()
+    deletion = []
+    with torch.no_grad():
+        for i in range(L):
+            with _hooks(subject, skip=i):
+                deletion.append(loss_of(subject, subject.forward(x), y).item())
+            if progress:
+                progress(i + 1, L)
+    angle = [[stats.angular_distance(a, b).item() for b in xs] for a in xs]
+    return {
+        "loss": base, "log_z": log_z, "deletion_loss": deletion,
+        "rms": [math.sqrt(stats.mean_sq(s).item()) for s in xs],
+        "mean_sq": [stats.mean_sq(s).item() for s in xs],
+        "max_abs": [stats.max_abs(s).item() for s in xs],
+        "token_cos": [stats.token_cosine(s).item() if s.size(1) > 1 else float("nan") for s in xs],
+        "cos_next": [stats.cosine(xs[i], xs[i + 1]).item() for i in range(L)],
+        "block_influence": [stats.block_influence(xs[i], xs[i + 1]).item() for i in range(L)],
+        "angular_distance": angle,
+        "grad_norm_block": sq.sqrt().tolist(),
+        "grad_norm_stream": sgrad,
+        "attn_max_logit": max_logit,
+        "tokens": int(x.numel()), "sequences": int(x.size(0)), "context": int(x.size(1)),
+    }

@@ -1,0 +1,81 @@
+"""``normlab train --init-from DIR``: start a run from a model directory's weights.
+
+DIR is anything ``normlab.model.io.load_model`` reads (``model.safetensors`` +
+``model_config.json``): a ``normlab import`` output (a Hugging Face checkpoint), a
+``save_model`` directory, or a run's ``checkpoints/best``. The run's model section is DIR's
+config, with the model keys the user set (``--config``, ``--placement``, ``--set``) on top,
+so a checkpoint can be trained further as it is or with another placement whose parameters
+have the same names (pre -> post_branch, lns, ...). When DIR holds a ``tokenizer.json`` and
+the user did not choose a tokenizer, the corpus is tokenised with it. The model's
+vocabulary is kept (a tokenizer may use fewer ids than a padded embedding).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+
+
+def apply_init_from(cfg: Any, init_dir: str | Path, explicit: dict[str, set[str]]) -> Any:
+    """The RunConfig of a run started from DIR; ``explicit`` = per section, the fields the user set."""
+    from normlab.config import RunConfig
+    from normlab.model.io import WEIGHTS, load_config
+    from normlab.schema import from_dict, merge, to_dict
+
+    folder = Path(init_dir)
+    if not (folder / WEIGHTS).is_file():
+        raise UserError(f"--init-from {folder}: no {WEIGHTS} there; give a `normlab import` or save_model "
+                        "directory, or a run's checkpoints/best")
+    data = to_dict(cfg)
+    mine = {k: data["model"][k] for k in explicit.get("model", ()) if k in data["model"]}
+    data["model"] = merge(to_dict(load_config(folder)), mine)
+    tok = folder / "tokenizer.json"
+    if tok.is_file() and "tokenizer" not in explicit.get("data", {}):
+        data["data"]["tokenizer"] = str(tok)
+    data["train"]["init_from"] = str(folder)
+    return from_dict(RunConfig, data)
+
+
+def explicit_fields(config: str | None, placement: str | None, overrides: list[str] | None) -> dict[str, set[str]]:
+    """Per section, the fields a command line sets (TOML, --placement, --set); not a preset's or defaults."""
+    from normlab.config import load_toml
+
+    out: dict[str, set[str]] = {}
+    for section, table in (load_toml(config) if config else {}).items():
+        if isinstance(table, dict):
+            out.setdefault(section, set()).update(table)
+    if placement:
+        out.setdefault("model", set()).add("placement")
+    for item in overrides or []:
+        section, _, field = item.split("=", 1)[0].strip().partition(".")
+        if field:
+            out.setdefault(section, set()).add(field.split(".")[0])
+    return out
+
+
+def load_init(model: Any, cfg: Any) -> None:
+    """Copy DIR's weights into ``model`` (strict: every tensor by name and shape)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_model as st_load
+
+    from normlab.model.io import WEIGHTS
+
+    path = Path(cfg.train.init_from) / WEIGHTS
+    try:
+        st_load(model, str(path), strict=True, device=str(next(model.parameters()).device))
+    except (SafetensorError, RuntimeError, OSError) as e:
+        first = str(e).splitlines()[0][:300]
+        raise UserError(f"--init-from {path.parent}: its weights do not fit model "
+                        f"(placement {cfg.model.placement!r}): {first}; choose a placement with the same "
+                        "parameters (e.g. pre, post, post_branch, lns for a pre checkpoint)") from None
+
+
+def fit_vocab(cfg: Any, corpus_vocab: int) -> Any:
+    """Keep the model's vocabulary when it covers the tokenizer's ids; refuse otherwise."""
+    if corpus_vocab > cfg.model.vocab_size:
+        raise UserError(f"--init-from {cfg.train.init_from}: the tokenizer has {corpus_vocab} ids but the model "
+                        f"only {cfg.model.vocab_size} embeddings; tokenise with the checkpoint's own tokenizer "
+                        "(data.tokenizer=DIR/tokenizer.json)")
+    return cfg
