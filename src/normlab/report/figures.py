@@ -1,17 +1,21 @@
 """Figure builders: plain arrays in, a matplotlib Figure out (saving is the caller's job).
 
-Every builder draws the exact input values (means over seeds as lines, spread as a band)
-so tests can read them back from the artists. Seeds are rows: ``ys`` has shape (S, N).
+Every builder draws the exact input values (each seed a thin line, the mean over seeds a
+thick one, drawn first) so tests can read them back from the artists. Seeds are rows:
+``ys`` has shape (S, N). Curves whose seeds stop at different steps, or stall, come as
+``Trace`` lists (``seed_curves``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from normlab.report.style import band, color, figure, legend, spans_decades
+from normlab.report.numbers import num, signed
+from normlab.report.style import band, color, figure, legend, linestyle, seed_line, spans_decades, split_label
 
 Series = tuple[np.ndarray, np.ndarray]  # x (N,), ys (S, N)
 
@@ -52,6 +56,131 @@ def curves(groups: Mapping[str, Series], xlabel: str, ylabel: str, title: str,
     return fig
 
 
+@dataclass
+class Trace:
+    """One seed's curve and how it ended: "ok", "stalled" (trained far less than the other
+    seeds of its group) or "diverged" (stopped at its last point)."""
+
+    x: Sequence[float]
+    y: Sequence[float]
+    fate: str = "ok"
+
+
+FATE_KEY = {"diverged": "× diverged: where the run stopped", "stalled": "○ stalled seed (dashed; not in the mean)"}
+
+
+def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str, title: str,
+                logy: bool | None = None, logx: bool = False) -> Any:
+    """Per group: every seed a thin line, the mean over its "ok" seeds a thick one (drawn
+    first, on the steps those seeds share); a group of one seed is just its line.
+
+    Diverged seeds end in ×, stalled seeds are dashed and end in ○; neither enters the mean,
+    so the thick line is an outcome runs had. A group with no "ok" seed has no mean line.
+    """
+    fig, ax = figure()
+    fates: set[str] = set()
+    values: list[float] = []
+    for label, traces in groups.items():
+        traces = [t for t in traces if len(t.x)]
+        if not traces:
+            continue
+        head, rest = split_label(label)
+        c, ls = color(head), linestyle(rest)
+        ok = [t for t in traces if t.fate == "ok"]
+        named = False
+        if ok:
+            x, ys = stack_seeds([(list(t.x), list(t.y)) for t in ok])
+            ax.plot(x, np.nanmean(ys, axis=0) if ys.size else ys, color=c, linestyle=ls, label=label, zorder=3)
+            named = True
+        for t in traces:
+            values.extend(float(v) for v in t.y)
+            if len(traces) == 1 and t.fate != "stalled":
+                if not named:
+                    ax.plot(t.x, t.y, color=c, linestyle=ls, label=label, zorder=3)
+                    named = True
+            elif t.fate == "stalled":
+                ax.plot(t.x, t.y, color=c, linestyle="--", linewidth=1.0, alpha=0.8, zorder=2,
+                        label="_seed" if named else label)
+                named = True
+            else:
+                line = seed_line(ax, t.x, t.y, c, ls)
+                if not named:
+                    line.set_label(label)
+                    named = True
+            if t.fate in FATE_KEY:
+                fates.add(t.fate)
+                ax.plot([t.x[-1]], [t.y[-1]], linestyle="none", zorder=4, color=c, markersize=9,
+                        **({"marker": "X", "markeredgecolor": "black", "markeredgewidth": 0.6}
+                           if t.fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
+    _fate_key(ax, fates)
+    if logy if logy is not None else spans_decades(values):
+        ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if len(groups) > 1 or fates:  # one unmarked line needs no legend: the title names it
+        legend(ax)
+    return fig
+
+
+def _fate_key(ax: Any, fates: set[str]) -> None:
+    """Legend entries explaining the end markers that appear in this figure."""
+    for fate in sorted(fates):
+        ax.plot([], [], linestyle="none", color="grey", markersize=8, label=FATE_KEY[fate],
+                **({"marker": "X"} if fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
+
+
+def seed_dots(groups: Mapping[str, Sequence[tuple[float, str]]], xlabel: str, title: str) -> Any:
+    """One row per group, one dot per seed (value, fate), a bar at the mean of its "ok" seeds.
+
+    Horizontal, so long group labels stay readable; the best group (lowest mean) is on top.
+    Stalled seeds are hollow; diverged seeds (no value) are × at the right edge.
+    """
+    order = sorted(groups, key=lambda g: _mean_ok(groups[g]))
+    fig, ax = figure(height=max(2.4, 0.9 + 0.55 * len(order)))
+    finite = [v for g in order for v, f in groups[g] if f != "diverged" and math.isfinite(v)]
+    hi = max(finite) if finite else 1.0
+    span = (hi - min(finite)) if len(finite) > 1 else 1.0
+    fates: set[str] = set()
+    for i, label in enumerate(reversed(order)):
+        head, _ = split_label(label)
+        c = color(head)
+        pts = list(groups[label])
+        jitter = np.linspace(-0.12, 0.12, len(pts)) if len(pts) > 1 else [0.0]
+        for (v, fate), dy in zip(pts, jitter):
+            if fate == "diverged" or not math.isfinite(v):
+                fates.add("diverged")
+                ax.plot([hi + 0.08 * span], [i + dy], marker="X", color=c, markersize=9, linestyle="none",
+                        markeredgecolor="black", markeredgewidth=0.6, clip_on=False)
+            else:
+                if fate == "stalled":
+                    fates.add("stalled")
+                ax.plot([v], [i + dy], marker="o", color=c, markersize=7, linestyle="none", alpha=0.9,
+                        markerfacecolor="white" if fate == "stalled" else c)
+        m = _mean_ok(pts)
+        if math.isfinite(m):
+            ax.plot([m, m], [i - 0.3, i + 0.3], color=c, linewidth=3, solid_capstyle="butt")
+            ax.annotate(num(m), (m, i + 0.32), ha="center", va="bottom", fontsize=9, color=c)
+    if finite:
+        ax.set_xlim(min(finite) - 0.08 * span, hi + 0.14 * span)
+    ax.set_yticks(range(len(order)), list(reversed(order)))
+    ax.set_ylim(-0.6, len(order) - 0.4)
+    ax.grid(axis="y", visible=False)
+    for fate in sorted(fates):
+        ax.plot([], [], linestyle="none", color="grey", markersize=8, label=FATE_KEY[fate].replace(
+            "dashed; ", "hollow; ").replace("where the run stopped", "no final value"),
+            **({"marker": "X"} if fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
+    ax.plot([], [], color="grey", linewidth=3, label="mean over the other seeds" if fates else "mean over seeds")
+    ax.legend(loc="lower right")
+    ax.set(xlabel=xlabel, title=title)
+    return fig
+
+
+def _mean_ok(pts: Sequence[tuple[float, str]]) -> float:
+    v = [x for x, f in pts if f == "ok" and math.isfinite(x)]
+    return float(np.mean(v)) if v else math.inf
+
+
 def layer_profile(groups: Mapping[str, Series], ylabel: str, title: str,
                   logy: bool | None = None, xlabel: str = "layer index l (1 = next to the embedding)") -> Any:
     """A per-layer statistic (x = layer index), one line per placement; Xiong et al. 2020 Fig. 3."""
@@ -77,24 +206,38 @@ def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(a), se
 
 
-def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str) -> tuple[Any, dict[str, tuple[float, float]]]:
+def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str,
+                  fits: Mapping[str, tuple[float, float]] | None = None) -> tuple[Any, dict[str, tuple[float, float]]]:
     """log-log plot of a quantity against depth L with the fitted slope in each legend entry.
 
-    Returns (figure, {label: (slope, stderr)}); the fit is over the seed-mean values.
+    Returns (figure, {label: (slope, stderr)}); the fit is over the seed-mean values. ``fits``
+    (optional) puts other slopes in the legend, e.g. the probe's own fit pooled over seeds,
+    so the figure shows the numbers the page's answer quotes.
     """
     fig, ax = figure()
     slopes: dict[str, tuple[float, float]] = {}
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         slopes[label] = loglog_slope(np.asarray(x, float), mean)
-        s, se = slopes[label]
-        band(ax, np.asarray(x, float), ys, f"{label}: slope {s:+.2f} ± {se:.2f}", c=color(label), marker="o")
-    ax.set_xscale("log", base=2)
+        s, se = (fits or {}).get(label, slopes[label])
+        band(ax, np.asarray(x, float), ys, f"{label}: slope {signed(s)} ± {num(se, 2)}", c=color(label), marker="o",
+             linestyle="-")
+    depth_axis(ax, [v for x, _ in groups.values() for v in np.asarray(x, float)])
     ax.set_yscale("log")
-    ax.set(xlabel="depth L (blocks, log scale)", ylabel=ylabel, title=title)
+    ax.set(ylabel=ylabel, title=title)
     if groups:
         ax.legend()
     return fig, slopes
+
+
+def depth_axis(ax: Any, depths: Sequence[float]) -> None:
+    """x = depth L on a log2 axis, ticked at the measured depths (2, 4, 8, 16, not 2^1..2^4)."""
+    ds = sorted({float(d) for d in depths if d > 0})
+    ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    if ds:
+        ax.set_xticks(ds, [num(d) for d in ds])
+    ax.set_xlabel("depth L (blocks, log scale)")
 
 
 def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], label: str, title: str,
@@ -108,7 +251,7 @@ def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], labe
     im = ax.imshow(m, aspect="auto", origin="lower", interpolation="nearest", norm=norm, cmap="viridis",
                    extent=(-0.5, m.shape[1] - 0.5, -0.5, m.shape[0] - 0.5))
     ticks = np.linspace(0, m.shape[1] - 1, min(6, m.shape[1])).round().astype(int)
-    ax.set_xticks(ticks, [f"{xs[i]:g}" for i in ticks])
+    ax.set_xticks(ticks, [num(xs[i], compact=True) for i in ticks])
     ax.set_yticks(range(len(layers)), [str(v) for v in layers])
     ax.grid(False)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
@@ -140,10 +283,10 @@ def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, 
         im = ax.imshow(m, origin="lower", cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
         for (lr, wu), (v, dv) in cells[name].items():
             i, j = wus.index(wu), lrs.index(lr)
-            ax.text(j, i, "×" if dv else f"{v:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, "×" if dv else num(v, 3), ha="center", va="center", fontsize=9,
                     color="#b00000" if dv else "white")
-        ax.set_xticks(range(len(lrs)), [f"{v:.0e}" for v in lrs], rotation=45)
-        ax.set_yticks(range(len(wus)), [str(int(v)) for v in wus])
+        ax.set_xticks(range(len(lrs)), [num(v) for v in lrs], rotation=45)
+        ax.set_yticks(range(len(wus)), [num(v) for v in wus])
         ax.grid(False)
         ax.set(xlabel="peak learning rate", ylabel="warm-up steps", title=name)
     if im is not None:
@@ -170,8 +313,9 @@ def lr_curves(groups: Mapping[str, Series], init_loss: float,
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         sens[label] = lr_sensitivity(mean, init_loss)
-        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {sens[label]:.3f}", c=color(label), marker="o")
-    ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {init_loss:.2f}")
+        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(label), marker="o",
+             linestyle="-")
+    ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {num(init_loss, 3)}")
     ax.set_xscale("log")
     ax.set(xlabel="peak learning rate (log scale)", ylabel="final val loss (nats/token)", title=title)
     ax.legend()
