@@ -69,7 +69,7 @@ def test_stability_map_from_store(tmp_path: Path) -> None:
     post = fig.axes[0].get_images()[0].get_array()
     # rows = warm-up (0, 10), cols = lr (1e-3, 3e-3); post at lr 3e-3 without warm-up diverged
     assert np.ma.is_masked(post[0, 1]) or np.isnan(post[0, 1])
-    assert post[1, 1] == pytest.approx(np.mean([synth.loss_at("post", s, 40) + 0.1 for s in (0, 1)]))
+    assert post[1, 1] == pytest.approx(np.mean([synth.loss_at("post", s, 40, 3e-3, 10) + 0.1 for s in (0, 1)]))
     assert "×" in [t.get_text() for t in fig.axes[0].texts]
 
 

@@ -56,7 +56,7 @@ def _runs(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Pa
     if ranked:
         a = f"{ranked[0]} is lowest: best val loss {num(best[ranked[0]])}"
         if len(ranked) > 1:
-            a += f", {num(best[ranked[1]] - best[ranked[0]], 3)} nats/token below {ranked[1]} ({num(best[ranked[1]])})"
+            a += f", {num(best[ranked[1]] - best[ranked[0]], 3)} nats/token below {ranked[1]} at {num(best[ranked[1]])}"
         a += " (one run each, so no seed spread: a gap this size may be seed noise)." if len(ranked) > 1 else "."
     else:
         a = "No run has a validation loss yet."

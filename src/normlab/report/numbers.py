@@ -93,11 +93,19 @@ def duration(seconds: float | None) -> str:
 
 
 def apply_ticks(ax: Any) -> None:
-    """Tick labels of the linear axes of ``ax`` through ``num`` (compact), when that keeps
-    them distinct; log axes and fixed labels (heatmaps, bars) are left as they are."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, ScalarFormatter
+    """Tick labels of ``ax`` through ``num`` (compact): linear axes when that keeps the labels
+    distinct, log axes always; fixed labels (heatmaps, bars) are left as they are."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, ScalarFormatter
 
     for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log" and isinstance(axis.get_major_formatter(), LogFormatter):
+            # 20 and 0.5 rather than 2×10¹ and 5×10⁻¹; minor ticks labelled at 2 and 5 when
+            # the axis spans less than two decades (otherwise they would crowd)
+            lo, hi = sorted(axis.get_view_interval())
+            few = lo > 0 and hi / lo < 100
+            axis.set_major_formatter(FuncFormatter(tick))
+            axis.set_minor_formatter(FuncFormatter(minor_tick if few else lambda v, _p: ""))
+            continue
         if axis.get_scale() != "linear" or not isinstance(axis.get_major_formatter(), ScalarFormatter):
             continue
         if isinstance(axis.get_major_locator(), FixedLocator):
@@ -114,9 +122,22 @@ def _clean(v: float) -> float:
     return float(f"{v:.12g}")
 
 
+def _mantissa(v: float) -> int:
+    """The leading digit of ``v`` when it is a whole digit times a power of ten, else 0."""
+    if v <= 0:
+        return 0
+    m = v / 10 ** math.floor(math.log10(v))
+    return round(m) if abs(m - round(m)) < 1e-6 else 0
+
+
 def tick(v: float, _pos: Any = None) -> str:
     """An axis tick label (a matplotlib FuncFormatter): compact, float noise removed."""
     return num(_clean(v), compact=True)
+
+
+def minor_tick(v: float, _pos: Any = None) -> str:
+    """A minor tick label of a log axis: only at 2 and 5 times a power of ten."""
+    return tick(v) if _mantissa(v) in (2, 5) else ""
 
 
 def rounded(v: Any, sig: int = 4) -> Any:

@@ -62,8 +62,9 @@ def answer(run: RunData) -> str:
         parts.append(f"the run diverged at step {num(s.get('diverged_at_step'))} and stopped")
     elif status:
         speed = f" at {num(s['tokens_per_s'])} tok/s" if s.get("tokens_per_s") else ""
-        parts.append(f"{status} {num(s.get('steps'))} steps ({num(s.get('tokens'))} tokens) in "
-                     f"{duration(s.get('wall_time_s'))}{speed}")
+        tokens = f" ({num(s['tokens'])} tokens)" if s.get("tokens") else ""
+        took = f" in {duration(s['wall_time_s'])}" if s.get("wall_time_s") is not None else ""
+        parts.append(f"{status} {num(s.get('steps'))} steps{tokens}{took}{speed}")
     else:
         parts.append("no summary.json yet: the run is still going or was killed; curves show what was logged")
     return "; ".join(parts) + "."

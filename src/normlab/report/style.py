@@ -134,9 +134,8 @@ def finish(fig: Any) -> None:
     """Last touches before saving: tick labels of linear axes in the page's number style."""
     from normlab.report.numbers import apply_ticks
 
-    for ax in fig.axes:
-        if ax.get_label() != "<colorbar>":
-            apply_ticks(ax)
+    for ax in fig.axes:  # colour bars too: their axes are ordinary axes
+        apply_ticks(ax)
 
 
 def save(fig: Any, out_dir: Path, name: str) -> Path:
