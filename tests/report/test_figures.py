@@ -128,7 +128,7 @@ def test_stalled_seed_is_marked_and_left_out_of_the_mean(tmp_path: Path) -> None
     mean = ax.get_lines()[0]
     want = [np.mean([synth.loss_at("post", s, st) + 0.1 for s in (0, 2)]) for st in (0, 20, 40)]
     np.testing.assert_allclose(mean.get_ydata(), want)  # the mean of the seeds that trained
-    stalled = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    stalled = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
     assert len(stalled) == 1 and stalled[0].get_ydata()[-1] == pytest.approx(synth.stalled_loss(40) + 0.1)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("stalled" in t for t in labels)

@@ -123,7 +123,7 @@ def test_report_page(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
         notes = re.search(r'<section class="lead".*?</section>', html, flags=re.S)[0]
         assert "post lr=0.001 warmup_steps=0: 1 of 3 seeds stalled" in notes
         assert "post lr=0.003 warmup_steps=0: 2 of 3 seeds diverged" not in notes and "3 of 3 seeds diverged" in notes
-        assert "Stalled seeds" in captions and "thin lines are the 3 seeds" in captions
+        assert "Stalled seeds" in captions and "thin lines are single seeds (3 per setting)" in captions
     if kind == "compare":
         assert "pre-run (pre) is lowest" in answer and "They differ in model.placement, optim.warmup_steps, seed" in html
         assert "one run per line" in captions

@@ -66,16 +66,18 @@ class Trace:
     fate: str = "ok"
 
 
-FATE_KEY = {"diverged": "× diverged: where the run stopped", "stalled": "○ stalled seed (dashed; not in the mean)"}
+FATE_KEY = {"diverged": "× diverged: where the run stopped", "stalled": "○ stalled seed (dotted; not in the mean)"}
 
 
 def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str, title: str,
                 logy: bool | None = None, logx: bool = False) -> Any:
-    """Per group: every seed a thin line, the mean over its "ok" seeds a thick one (drawn
-    first, on the steps those seeds share); a group of one seed is just its line.
+    """Per group: every seed a thin solid line, the mean over its "ok" seeds a thick one in
+    the group's line style (drawn first, on the steps those seeds share); a group of one
+    seed is just its line.
 
-    Diverged seeds end in ×, stalled seeds are dashed and end in ○; neither enters the mean,
-    so the thick line is an outcome runs had. A group with no "ok" seed has no mean line.
+    Diverged seeds end in ×, stalled seeds are dotted and end in ○, "running" seeds (no
+    summary yet) are plain seed lines; none of them enters the mean, so the thick line is an
+    outcome runs had. A group with no "ok" seed has no mean line.
     """
     fig, ax = figure()
     fates: set[str] = set()
@@ -86,7 +88,7 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
             continue
         head, rest = split_label(label)
         c, ls = color(head), linestyle(rest)
-        ok = [t for t in traces if t.fate == "ok"]
+        ok = [t for t in traces if t.fate == "ok"]  # "running" seeds (no summary yet) are drawn, not averaged
         named = False
         if ok:
             x, ys = stack_seeds([(list(t.x), list(t.y)) for t in ok])
@@ -99,11 +101,11 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
                     ax.plot(t.x, t.y, color=c, linestyle=ls, label=label, zorder=3)
                     named = True
             elif t.fate == "stalled":
-                ax.plot(t.x, t.y, color=c, linestyle="--", linewidth=1.0, alpha=0.8, zorder=2,
+                ax.plot(t.x, t.y, color=c, linestyle=":", linewidth=1.3, alpha=0.9, zorder=2,
                         label="_seed" if named else label)
                 named = True
-            else:
-                line = seed_line(ax, t.x, t.y, c, ls)
+            else:  # seed lines are solid: the line style belongs to the setting's mean
+                line = seed_line(ax, t.x, t.y, c)
                 if not named:
                     line.set_label(label)
                     named = True
@@ -168,7 +170,7 @@ def seed_dots(groups: Mapping[str, Sequence[tuple[float, str]]], xlabel: str, ti
     ax.grid(axis="y", visible=False)
     for fate in sorted(fates):
         ax.plot([], [], linestyle="none", color="grey", markersize=8, label=FATE_KEY[fate].replace(
-            "dashed; ", "hollow; ").replace("where the run stopped", "no final value"),
+            "dotted; ", "hollow; ").replace("where the run stopped", "no final value"),
             **({"marker": "X"} if fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
     ax.plot([], [], color="grey", linewidth=3, label="mean over the other seeds" if fates else "mean over seeds")
     ax.legend(loc="lower right")

@@ -47,7 +47,8 @@ def loss_series(run: RunData) -> tuple[list[float], list[float]]:
 
 
 def fates(groups: dict[str, list[RunData]]) -> dict[Path, str]:
-    """How each run ended: "diverged" (its summary says so), "stalled" or "ok".
+    """How each run ended: "diverged" (its summary says so), "running" (no summary yet, or
+    interrupted), "stalled" or "ok".
 
     Stalled: in a group of two or more seeds that did not diverge, a seed whose loss fell
     by less than half as much as the group's best seed (Post-LN without warm-up has seeds
@@ -61,6 +62,9 @@ def fates(groups: dict[str, list[RunData]]) -> dict[Path, str]:
             s = r.summary or {}
             if s.get("status") in ("diverged", "failed"):
                 out[r.path] = "diverged"
+                continue
+            if r.summary is None or s.get("status") in ("running", "interrupted"):
+                out[r.path] = "running"  # still training (or killed): drawn, not averaged
                 continue
             out[r.path] = "ok"
             _, y = loss_series(r)
@@ -160,8 +164,8 @@ def _caption(title: str, traces: dict[str, list[F.Trace]], single: bool, tps: fl
     if single or n == {1}:
         what = "one run per line" if len(traces) > 1 else "this run"
         return f"{title[0].upper()}{title[1:]} against step, {what}.{top}" + _fate_note(traces)
-    seeds = "/".join(str(k) for k in sorted(n))
-    return (f"{title[0].upper()}{title[1:]} against step: thin lines are the {seeds} seeds of each setting, "
+    seeds = f"{min(n)}-{max(n)}" if len(n) > 1 else str(n.pop())
+    return (f"{title[0].upper()}{title[1:]} against step: thin lines are single seeds ({seeds} per setting), "
             f"the thick line their mean.{top}" + _fate_note(traces))
 
 
@@ -172,8 +176,10 @@ def _fate_note(traces: dict[str, list[F.Trace]]) -> str:
             if t.fate != "ok":
                 bad[t.fate].append(label)
     notes = []
+    if bad.get("running"):
+        notes.append(" Runs still going (no summary.json yet) are thin lines, left out of the mean.")
     if bad.get("stalled"):
-        notes.append(f" Stalled seeds (dashed, ○ at the end: {', '.join(sorted(set(bad['stalled'])))}) fell less than "
+        notes.append(f" Stalled seeds (dotted, ○ at the end: {', '.join(sorted(set(bad['stalled'])))}) fell less than "
                      f"half as far as the best seed of their setting and are left out of its mean.")
     if bad.get("diverged"):
         notes.append(f" × marks where a diverged run stopped ({', '.join(sorted(set(bad['diverged'])))}); "

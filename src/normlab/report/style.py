@@ -18,7 +18,7 @@ import numpy as np
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 PLACEMENT_COLORS = {
     "pre": "#0072B2", "post": "#D55E00", "sandwich": "#009E73", "pre_post": "#CC79A7",
-    "post_branch": "#E69F00", "deepnorm": "#56B4E9", "resi_dual": "#7F3C8D", "mix": "#8C6D31",
+    "post_branch": "#E69F00", "deepnorm": "#882255", "resi_dual": "#7F3C8D", "mix": "#8C6D31",
     "admin": "#3B3B3B", "lns": "#11A579", "none": "#999999", "ngpt": "#E73F74",
 }
 RC = {
