@@ -159,3 +159,22 @@ def test_report_bad_path_is_user_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "not a run dir" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_studies_and_probes_share_axes(tmp_path: Path) -> None:
+    """Two studies (or probes) on one page: each figure holds the curves of both, named by
+    directory, and the answer names the best of each."""
+    from normlab.report import compare_report
+
+    a = synth.write_store(tmp_path / "s1", seeds=(0, 1))
+    b = synth.write_store(tmp_path / "s2", placements=("pre",), seeds=(0, 1))
+    html = _text(compare_report([a, b], tmp_path / "cs").read_text())
+    answer = re.search(r'<p class="answer">(.*?)</p>', html)[1]
+    assert "Over all of them:" in answer and "s1: pre" in html and "s2: pre" in html
+    legend = {ln for ln in re.findall(r"(s[12]): (?:pre|post)", html)}
+    assert legend == {"s1", "s2"}
+    p1, p2 = synth.write_probe(tmp_path / "p1"), synth.write_probe(tmp_path / "p2", depths=(2, 4, 8, 16))
+    html = _text(compare_report([p1, p2], tmp_path / "cp").read_text())
+    fits = json.loads((p2 / "summary.json").read_text())["w2_slope"]
+    assert f"p2: post {signed(fits['post']['slope'])}" in html
+    assert html.count("<figure") >= 2
