@@ -116,7 +116,7 @@ def band(ax: Any, x: np.ndarray, ys: np.ndarray, label: str, c: str | None = Non
     if ys.shape[0] > 1:
         if kind == "seeds":
             for row in ys:
-                seed_line(ax, x, row, line.get_color(), line.get_linestyle())
+                seed_line(ax, x, row, line.get_color())
         else:
             sd = np.nanstd(ys, axis=0)
             lo, hi = (mean - sd, mean + sd) if kind == "std" else (np.nanmin(ys, axis=0), np.nanmax(ys, axis=0))
