@@ -49,7 +49,9 @@ def color(name: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliber
     return _seen[name]
 
 
-LINESTYLES = ["-", "--", ":", "-."]
+# ":" (dotted) is not among them: it marks a stalled seed (report/seeds.py), which must not
+# look like the mean of some setting.
+LINESTYLES = ["-", "--", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5))]
 
 
 def split_label(label: str) -> tuple[str, str]:
@@ -60,7 +62,7 @@ def split_label(label: str) -> tuple[str, str]:
     return (head, rest) if head in PLACEMENT_COLORS else (label, "")
 
 
-def linestyle(rest: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliberate memo
+def linestyle(rest: str, _seen: dict[str, Any] = {}) -> Any:  # noqa: B006 - deliberate memo
     """Line style of the non-placement part of a label: '' is solid; others take the next style
     in first-seen order, stable for the whole process (so every figure of a page agrees)."""
     if not rest:
