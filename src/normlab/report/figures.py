@@ -146,7 +146,7 @@ def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, 
         ax.grid(False)
         ax.set(xlabel="peak learning rate", ylabel="warm-up steps", title=name)
     if im is not None:
-        fig.colorbar(im, ax=list(axes), label="final val loss (nats/token); × = diverged")
+        fig.colorbar(im, ax=list(axes), label="final val loss (× = diverged)")
     fig.suptitle(title)
     return fig
 

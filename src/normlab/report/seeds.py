@@ -150,7 +150,7 @@ def seed_dots(groups: Mapping[str, Sequence[tuple[float, str]]], xlabel: str, ti
             "dotted; ", "hollow; ").replace("where the run stopped", "no final value"),
             **({"marker": "X"} if fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
     ax.plot([], [], color="grey", linewidth=3, label="mean over the other seeds" if fates else "mean over seeds")
-    ax.legend(loc="lower right")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=1)  # never over a dot
     ax.set(xlabel=xlabel, title=title)
     return fig
 
