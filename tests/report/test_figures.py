@@ -166,3 +166,14 @@ def test_summary_spread_is_the_sample_std_like_study_status():
 
     assert mean_std([1.0, 2.0, 3.0]) == "2 ± 1.0"
     assert mean_std([2.5]) == "2.5" and mean_std([float("nan")]) == "-"
+
+
+def test_headline_ranks_a_setting_with_a_stalled_seed_behind_clean_ones() -> None:
+    """Two seeds at 2.0 and one stalled at 3.3 do not beat three seeds at 2.3; the stall is
+    counted in the ranking's mean (as `study status` does) and named in the notes."""
+    from normlab.report.study_page import headline
+
+    answer, notes = headline({"post": [(2.0, "ok"), (2.02, "ok"), (3.3, "stalled")],
+                              "pre": [(2.3, "ok"), (2.31, "ok"), (2.29, "ok")]}, "best_val_loss", 6)
+    assert answer.startswith("pre is best: best val loss 2.3 ± 0.010") and "over 3 seeds" in answer
+    assert any(n.startswith("post: 1 of 3 seeds stalled (best val loss 3.3); the other 2: 2.01 ± 0.014") for n in notes)

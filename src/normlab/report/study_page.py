@@ -126,14 +126,20 @@ def trial_value(t: Trial, metric: str) -> float:
 
 def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: int) -> tuple[str, list[str]]:
     """(answer, notes): the winning setting, its margin over the runner-up in nats and in
-    pooled seed std, the seed counts, and every setting with stalled or diverged seeds."""
+    pooled seed std, the seed counts, and every setting with stalled or diverged seeds.
+
+    Settings rank as the results table ranks nuisance settings: fewer failed seeds (stalled
+    or diverged) first, then the mean over every seed with a value, stalled ones included (a
+    stall is an outcome of the setting; only the curves' mean lines leave it out).
+    """
     what = metric.replace("_", " ")
     stats = {}
     for label, pts in values.items():
-        ok = [v for v, f in pts if f == "ok" and math.isfinite(v)]
-        stats[label] = (float(np.mean(ok)) if ok else math.inf, float(np.std(ok, ddof=1)) if len(ok) > 1 else None,
-                        len(ok), len(pts))
-    ranked = sorted(stats, key=lambda k: stats[k][0])
+        vals = [v for v, f in pts if f != "diverged" and math.isfinite(v)]
+        stats[label] = (float(np.mean(vals)) if vals else math.inf,
+                        float(np.std(vals, ddof=1)) if len(vals) > 1 else None, len(vals), len(pts))
+    failed = {k: sum(f != "ok" for _, f in values[k]) for k in values}
+    ranked = sorted(stats, key=lambda k: (failed[k], stats[k][0]))
     ranked = [k for k in ranked if math.isfinite(stats[k][0])]
     notes = []
     done = sum(len(p) for p in values.values())
@@ -143,14 +149,16 @@ def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: 
         bad = [(v, f) for v, f in values[label] if f != "ok"]
         if not bad:
             continue
-        m, sd, n_ok, n = stats[label]
+        n = stats[label][3]
         kinds = defaultdict(list)
         for v, f in bad:
             kinds[f].append(v)
         txt = "; ".join(f"{len(vs)} of {n} seeds {k}" + (f" ({what} {', '.join(num(v) for v in vs)})" if k == "stalled" else "")
                         for k, vs in kinds.items())
-        rest = f"; the other {n_ok}: {pm(m, sd)}" if n_ok else "; no seed trained"
-        notes.append(f"{label}: {txt}{rest}. Means and curves leave them out.")
+        ok = [v for v, f in values[label] if f == "ok" and math.isfinite(v)]
+        rest = (f"; the other {len(ok)}: {pm(float(np.mean(ok)), float(np.std(ok, ddof=1)) if len(ok) > 1 else None)}"
+                if ok else "; no seed trained")
+        notes.append(f"{label}: {txt}{rest}. The curves' mean lines leave them out; the ranking counts them.")
     if not ranked:
         return f"No setting has a finished seed with a finite {what} yet.", notes
     best = ranked[0]
@@ -168,7 +176,8 @@ def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: 
         else:
             ans += "; one seed per setting, so the gap cannot be weighed against seed noise."
         if len(ranked) > 2:
-            notes.insert(0, "Ranking: " + " < ".join(f"{k} {num(stats[k][0])}" for k in ranked) + ".")
+            notes.insert(0, "Ranking (settings with stalled or diverged seeds last): "
+                         + ", then ".join(f"{k} {num(stats[k][0])}" for k in ranked) + ".")
     else:
         ans += "."
     return ans, notes
