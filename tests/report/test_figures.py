@@ -148,6 +148,7 @@ def test_one_formatter_for_every_number() -> None:
     assert num(-0.9999999999999999) == "-1" and num(11054.3) == "11,054" and num(1.105e4) == "11,050"
     assert num(3e-4) == "3e-4" and num(0.17755333275481167) == "0.1776" and num(12345) == "12,345"
     assert num(2_000_000.0, compact=True) == "2M" and num(None) == "–" and num(float("nan")) == "n/a"
+    assert num("+1") == "+1" and num(np.int64(3000)) == "3,000" and num(np.float32(0.5)) == "0.5"
     assert pm(2.13412, 0.01234) == "2.134 ± 0.012" and pm(1234.5, 56.7) == "1,234 ± 57"
     assert duration(125) == "2 min 05 s" and duration(0.184) == "0.18 s"
     # no other module of normlab.report formats floats by itself

@@ -8,6 +8,7 @@ for a mean and its spread, ``duration`` for seconds), so a page never mixes styl
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 DASH = "–"  # a missing value (None, or no seeds to average)
@@ -24,11 +25,10 @@ def num(v: Any, sig: int = 4, compact: bool = False) -> str:
         return DASH
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if not isinstance(v, (int, float)) or isinstance(v, complex):
-        try:  # numpy scalars
-            v = float(v) if "float" in type(v).__name__ else int(v)
-        except (TypeError, ValueError):
+    if not isinstance(v, (int, float)):
+        if not isinstance(v, numbers.Real):  # text stays text, even "+1"
             return str(v)
+        v = int(v) if isinstance(v, numbers.Integral) else float(v)  # numpy scalars
     if isinstance(v, float):
         if math.isnan(v):
             return "n/a"
