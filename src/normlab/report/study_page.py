@@ -156,9 +156,13 @@ def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: 
         txt = "; ".join(f"{len(vs)} of {n} seeds {k}" + (f" ({what} {', '.join(num(v) for v in vs)})" if k == "stalled" else "")
                         for k, vs in kinds.items())
         ok = [v for v, f in values[label] if f == "ok" and math.isfinite(v)]
-        rest = (f"; the other {len(ok)}: {pm(float(np.mean(ok)), float(np.std(ok, ddof=1)) if len(ok) > 1 else None)}"
-                if ok else "; no seed trained")
-        notes.append(f"{label}: {txt}{rest}. The curves' mean lines leave them out; the ranking counts them.")
+        if ok:
+            sd = float(np.std(ok, ddof=1)) if len(ok) > 1 else None
+            notes.append(f"{label}: {txt}; the other {len(ok)}: {pm(float(np.mean(ok)), sd)}. The curves' mean "
+                         "lines leave them out; the ranking counts them.")
+        else:
+            notes.append(f"{label}: {txt}; no seed trained" + ("." if math.isfinite(stats[label][0]) else
+                                                               ", so it is not ranked."))
     if not ranked:
         return f"No setting has a finished seed with a finite {what} yet.", notes
     best = ranked[0]
