@@ -15,7 +15,7 @@ def test_run_report_has_layer_similarity_and_deletion(tmp_path, data_dir):
     run_training(cfg, run, quiet=True)
     page = build_report(run)
     html = page.read_text()
-    assert "Layer similarity and deletion (checkpoint" in html
+    assert "Layers of the final model (checkpoint" in html
     for name in ("layer_similarity", "layer_deletion"):
         assert (page.parent / "figures" / f"{name}.png").stat().st_size > 0
     res = json.loads((run / "analysis" / "analysis.json").read_text())  # what the page was drawn from

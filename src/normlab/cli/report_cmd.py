@@ -6,15 +6,29 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write PATH/report/index.html for a run dir, probe output or study store")
-    p.add_argument("path", metavar="PATH", help="a training run directory, a probe --out directory or a study store")
+    p = sub.add_parser("report", help="write PATH/report/index.html for a run dir, probe output or study store; "
+                       "with several PATHs, one page comparing them",
+                       description="Write a self-contained HTML page (figures as PNG + SVG beside it) for a run "
+                       "directory, a probe output or a study store. Several PATHs of one kind are compared on one "
+                       "page (same axes, one legend) written to --out. Progress goes to stderr; the page's path "
+                       "to stdout.")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a training run directory, a probe --out directory or a study store (repeat to compare)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="where the page goes (default: PATH/report for one PATH, ./compare for several)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from normlab.report import build_report
+    from normlab.report.compare import compare_page
+    from normlab.report.pages import build_report
 
-    path = build_report(args.path)
+    progress = not args.quiet
+    if len(args.paths) == 1:
+        path = build_report(args.paths[0], progress=progress, out=args.out)
+    else:
+        path = compare_page(args.paths, args.out or "compare", progress=progress)
     print(path)
     return 0
 

@@ -2,19 +2,28 @@
 
 ``build_report(path)`` detects what ``path`` holds (a training run, a probe output or a
 study store; see ``normlab.report.load``) and writes ``path/report/index.html`` plus each
-figure as PNG and SVG under ``path/report/figures/``.
+figure as PNG and SVG under ``path/report/figures/``. ``compare_report(paths, out)`` puts
+several of one kind on one page. Numbers on every page go through ``report.numbers``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 
-def build_report(path: str | Path) -> Path:
+def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
     """Write the report page for a run dir, probe output or study store; returns index.html."""
     from normlab.report.pages import build_report as build
 
-    return build(path)
+    return build(path, progress=progress, out=out)
 
 
-__all__ = ["build_report"]
+def compare_report(paths: Sequence[str | Path], out: str | Path, progress: bool = False) -> Path:
+    """Write OUT/index.html comparing several runs, probes or studies (one kind) on shared axes."""
+    from normlab.report.compare import compare_page
+
+    return compare_page(paths, out, progress=progress)
+
+
+__all__ = ["build_report", "compare_report"]

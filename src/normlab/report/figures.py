@@ -1,7 +1,9 @@
 """Figure builders: plain arrays in, a matplotlib Figure out (saving is the caller's job).
 
-Every builder draws the exact input values (means over seeds as lines, spread as a band)
-so tests can read them back from the artists. Seeds are rows: ``ys`` has shape (S, N).
+Every builder draws the exact input values (each seed a thin line, the mean over seeds a
+thick one, drawn first) so tests can read them back from the artists. Seeds are rows:
+``ys`` has shape (S, N). Curves whose seeds stop at different steps, or stall, come as
+``Trace`` lists (``seed_curves``).
 """
 
 from __future__ import annotations
@@ -11,28 +13,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from normlab.report.numbers import num, signed
+from normlab.report.seeds import FATE_KEY, Trace, seed_curves, seed_dots, stack_seeds
 from normlab.report.style import band, color, figure, legend, spans_decades
 
 Series = tuple[np.ndarray, np.ndarray]  # x (N,), ys (S, N)
-
-
-def stack_seeds(runs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Series:
-    """Align per-seed (x, y) curves on the x values they all share: (x (N,), ys (S, N)).
-
-    Runs that log at different steps are cut to the common steps, so the band compares
-    like with like; a run that diverged early therefore shortens the mean line.
-    """
-    if not runs:
-        return np.zeros(0), np.zeros((0, 0))
-    common = set(runs[0][0])
-    for x, _ in runs[1:]:
-        common &= set(x)
-    xs = np.array(sorted(common), dtype=float)
-    ys = np.full((len(runs), xs.size), np.nan)
-    for i, (x, y) in enumerate(runs):
-        lookup = dict(zip(x, y))
-        ys[i] = [lookup[v] for v in xs]
-    return xs, ys
 
 
 def curves(groups: Mapping[str, Series], xlabel: str, ylabel: str, title: str,
@@ -77,24 +62,38 @@ def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(a), se
 
 
-def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str) -> tuple[Any, dict[str, tuple[float, float]]]:
+def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str,
+                  fits: Mapping[str, tuple[float, float]] | None = None) -> tuple[Any, dict[str, tuple[float, float]]]:
     """log-log plot of a quantity against depth L with the fitted slope in each legend entry.
 
-    Returns (figure, {label: (slope, stderr)}); the fit is over the seed-mean values.
+    Returns (figure, {label: (slope, stderr)}); the fit is over the seed-mean values. ``fits``
+    (optional) puts other slopes in the legend, e.g. the probe's own fit pooled over seeds,
+    so the figure shows the numbers the page's answer quotes.
     """
     fig, ax = figure()
     slopes: dict[str, tuple[float, float]] = {}
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         slopes[label] = loglog_slope(np.asarray(x, float), mean)
-        s, se = slopes[label]
-        band(ax, np.asarray(x, float), ys, f"{label}: slope {s:+.2f} ± {se:.2f}", c=color(label), marker="o")
-    ax.set_xscale("log", base=2)
+        s, se = (fits or {}).get(label, slopes[label])
+        band(ax, np.asarray(x, float), ys, f"{label}: slope {signed(s)} ± {num(se, 2)}", c=color(label), marker="o",
+             linestyle="-")
+    depth_axis(ax, [v for x, _ in groups.values() for v in np.asarray(x, float)])
     ax.set_yscale("log")
-    ax.set(xlabel="depth L (blocks, log scale)", ylabel=ylabel, title=title)
+    ax.set(ylabel=ylabel, title=title)
     if groups:
         ax.legend()
     return fig, slopes
+
+
+def depth_axis(ax: Any, depths: Sequence[float]) -> None:
+    """x = depth L on a log2 axis, ticked at the measured depths (2, 4, 8, 16, not 2^1..2^4)."""
+    ds = sorted({float(d) for d in depths if d > 0})
+    ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    if ds:
+        ax.set_xticks(ds, [num(d) for d in ds])
+    ax.set_xlabel("depth L (blocks, log scale)")
 
 
 def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], label: str, title: str,
@@ -108,7 +107,7 @@ def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], labe
     im = ax.imshow(m, aspect="auto", origin="lower", interpolation="nearest", norm=norm, cmap="viridis",
                    extent=(-0.5, m.shape[1] - 0.5, -0.5, m.shape[0] - 0.5))
     ticks = np.linspace(0, m.shape[1] - 1, min(6, m.shape[1])).round().astype(int)
-    ax.set_xticks(ticks, [f"{xs[i]:g}" for i in ticks])
+    ax.set_xticks(ticks, [num(xs[i], compact=True) for i in ticks])
     ax.set_yticks(range(len(layers)), [str(v) for v in layers])
     ax.grid(False)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
@@ -140,14 +139,14 @@ def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, 
         im = ax.imshow(m, origin="lower", cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
         for (lr, wu), (v, dv) in cells[name].items():
             i, j = wus.index(wu), lrs.index(lr)
-            ax.text(j, i, "×" if dv else f"{v:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, "×" if dv else num(v, 3), ha="center", va="center", fontsize=9,
                     color="#b00000" if dv else "white")
-        ax.set_xticks(range(len(lrs)), [f"{v:.0e}" for v in lrs], rotation=45)
-        ax.set_yticks(range(len(wus)), [str(int(v)) for v in wus])
+        ax.set_xticks(range(len(lrs)), [num(v) for v in lrs], rotation=45)
+        ax.set_yticks(range(len(wus)), [num(v) for v in wus])
         ax.grid(False)
         ax.set(xlabel="peak learning rate", ylabel="warm-up steps", title=name)
     if im is not None:
-        fig.colorbar(im, ax=list(axes), label="final val loss (nats/token); × = diverged")
+        fig.colorbar(im, ax=list(axes), label="final val loss (× = diverged)")
     fig.suptitle(title)
     return fig
 
@@ -170,8 +169,9 @@ def lr_curves(groups: Mapping[str, Series], init_loss: float,
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         sens[label] = lr_sensitivity(mean, init_loss)
-        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {sens[label]:.3f}", c=color(label), marker="o")
-    ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {init_loss:.2f}")
+        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(label), marker="o",
+             linestyle="-")
+    ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {num(init_loss, 3)}")
     ax.set_xscale("log")
     ax.set(xlabel="peak learning rate (log scale)", ylabel="final val loss (nats/token)", title=title)
     ax.legend()
@@ -212,3 +212,8 @@ def bars(labels: Sequence[str], values: Sequence[float], errors: Sequence[float]
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=30)
     return fig
+
+
+__all__ = ["FATE_KEY", "Trace", "seed_curves", "seed_dots", "stack_seeds", "curves", "layer_profile", "loglog_slope",
+           "depth_scaling", "depth_axis", "heatmap", "stability_map", "lr_sensitivity", "lr_curves",
+           "similarity_matrix", "deletion_bars", "bars"]

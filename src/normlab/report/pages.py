@@ -1,59 +1,193 @@
-"""The three report pages: one training run, one probe output, one study store.
+"""What the report pages share: how each run ended (its fate), the training-curve figures,
+the per-layer matrices of diagnostics.jsonl, and the dispatch from a path to its page.
 
-Each page opens with a summary table, then the figures, then the exact configurations
-and software versions that produced the data.
+Pages: ``run_page`` (one training run), ``probe_page`` (one probe output), ``study_page``
+(one study store) and ``compare_page`` (several of one kind on shared axes). Each opens
+with its question and answer, then the figures, then tables and the exact configuration.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from normlab.report import figures as F
 from normlab.report.html import Page, esc
-from normlab.report.load import RunData, load_probe, load_run, load_study, run_label
+from normlab.report.load import RunData, load_run, load_study, run_label
+from normlab.report.numbers import num, pm, tick
 
-CURVES = [  # (metric key, x key, y label, title, file name)
-    ("train/loss", "step", "train loss (nats/token)", "training loss against step", "train_loss_step"),
-    ("val/loss", "step", "validation loss (nats/token)", "validation loss against step", "val_loss_step"),
-    ("train/loss", "tokens", "train loss (nats/token)", "training loss against tokens seen", "train_loss_tokens"),
-    ("val/loss", "tokens", "validation loss (nats/token)", "validation loss against tokens seen", "val_loss_tokens"),
-    ("lr", "step", "learning rate", "learning-rate schedule", "lr"),
-    ("grad_norm", "step", "global grad norm (before clipping)", "global gradient norm", "grad_norm"),
+# (metric key, y label, title, file name) of the curves drawn against step
+CURVES = [
+    ("val/loss", "validation loss (nats/token)", "validation loss", "val_loss"),
+    ("train/loss", "train loss (nats/token)", "training loss", "train_loss"),
+    ("lr", "learning rate", "learning-rate schedule", "lr"),
+    ("grad_norm", "global grad norm (before clipping)", "global gradient norm", "grad_norm"),
 ]
+STALL_FRACTION = 0.5  # a seed that fell less than this share of its group's best drop stalled
 _LAYER_KEY = re.compile(r"^(?P<pre>.*?)[/_.]?(?:layer|l)[/_.]?(?P<n>\d+)(?P<post>.*)$")
 
 
-def mean_std(values: list[float]) -> str:
+def mean_std(values: Sequence[float]) -> str:
     """'mean ± sample std' (ddof=1, as `normlab study status` and the claims use)."""
     v = [x for x in values if isinstance(x, (int, float)) and math.isfinite(x)]
     if not v:
         return "-"
-    return f"{np.mean(v):.4f} ± {np.std(v, ddof=1):.4f}" if len(v) > 1 else f"{v[0]:.4f}"
+    return pm(float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None)
 
 
-def curve_figures(page: Page, groups: dict[str, list[RunData]]) -> None:
-    """Loss / lr / grad-norm curves, one line (mean over seeds, min-max band) per group."""
-    for key, x, ylabel, title, name in CURVES:
-        series = {}
-        for label, runs in groups.items():
-            per_seed = [r.series(key, x) for r in runs]
-            per_seed = [s for s in per_seed if s[0]]
-            if per_seed:
-                series[label] = F.stack_seeds(per_seed)
-        if series:
-            xl = "step" if x == "step" else "tokens seen"
-            page.figure(F.curves(series, xl, ylabel, title), name,
-                        f"{title}; line = mean over seeds, band = min-max over seeds.")
+def loss_series(run: RunData) -> tuple[list[float], list[float]]:
+    """The curve a run is judged by: validation loss when logged twice or more, else train loss."""
+    x, y = run.series("val/loss")
+    return (x, y) if len(y) >= 2 else run.series("train/loss")
 
 
-def diag_matrices(rows: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[int], np.ndarray]]:
+def fates(groups: dict[str, list[RunData]]) -> dict[Path, str]:
+    """How each run ended: "diverged" (its summary says so), "running" (no summary yet, or
+    interrupted), "stalled" or "ok".
+
+    Stalled: in a group of two or more seeds that did not diverge, a seed whose loss fell
+    by less than half as much as the group's best seed (Post-LN without warm-up has seeds
+    that sit at the unigram loss while their siblings train). Drawing such a seed into the
+    mean would show an outcome no run had.
+    """
+    out: dict[Path, str] = {}
+    for runs in groups.values():
+        drops: dict[Path, float] = {}
+        for r in runs:
+            s = r.summary or {}
+            if s.get("status") in ("diverged", "failed"):
+                out[r.path] = "diverged"
+                continue
+            if r.summary is None or s.get("status") in ("running", "interrupted"):
+                out[r.path] = "running"  # still training (or killed): drawn, not averaged
+                continue
+            out[r.path] = "ok"
+            _, y = loss_series(r)
+            if len(y) >= 2:
+                drops[r.path] = y[0] - y[-1]
+        best = max(drops.values(), default=0.0)
+        if len(drops) >= 2 and best > 0:
+            for p, d in drops.items():
+                if d < STALL_FRACTION * best:
+                    out[p] = "stalled"
+    return out
+
+
+def tokens_per_step(runs: Sequence[RunData]) -> float | None:
+    """Tokens per optimizer step when every run has the same fixed batch (the tokens axis is
+    then the step axis rescaled); None when it varies between or within runs."""
+    ratios = {round(m["tokens"] / m["step"], 9) for r in runs for m in r.metrics
+              if isinstance(m.get("tokens"), (int, float)) and isinstance(m.get("step"), (int, float)) and m["step"] > 0}
+    return ratios.pop() if len(ratios) == 1 else None
+
+
+def curve_figures(page: Page, groups: dict[str, list[RunData]], fate: dict[Path, str] | None = None,
+                  single: bool = False) -> None:
+    """Loss, lr and grad-norm curves against step: per group every seed a thin line and the
+    mean of its seeds that trained a thick one (``F.seed_curves``). ``single``: one run, so
+    train and validation loss share one figure and no caption talks about seeds.
+
+    With a fixed batch, tokens seen are a second x axis of the same figure (a separate
+    tokens figure would repeat it); with batches that differ, loss against tokens is drawn.
+    """
+    fate = fate if fate is not None else fates(groups)
+    every = [r for rs in groups.values() for r in rs]
+    tps = tokens_per_step(every)
+    if single:
+        _single_loss(page, every[0], tps, fate.get(every[0].path, "ok"))
+    wanted = [c for c in CURVES if not single or c[0] not in ("val/loss", "train/loss")]
+    if len(groups) > 1 and _same_series(every, "lr"):
+        wanted = [c for c in wanted if c[0] != "lr"]  # one schedule for all: the config says it
+    for key, ylabel, title, name in wanted:
+        traces = _traces(groups, key, "step", fate)
+        if traces:
+            fig = F.seed_curves(traces, "step", ylabel, title)
+            _tokens_axis(fig, tps)
+            page.figure(fig, name, _caption(title, traces, single, tps))
+    if tps is None and not single:
+        traces = _traces(groups, "val/loss", "tokens", fate) or _traces(groups, "train/loss", "tokens", fate)
+        if traces:
+            page.figure(F.seed_curves(traces, "tokens seen", "loss (nats/token)", "loss against tokens seen"),
+                        "loss_tokens", _caption("loss against tokens seen (the batches differ)", traces, single, None))
+
+
+def _single_loss(page: Page, run: RunData, tps: float | None, end: str) -> None:
+    tr = {k: F.Trace(*run.series(key), fate=end) for k, key in (("train", "train/loss"), ("validation", "val/loss"))}
+    tr = {k: [t] for k, t in tr.items() if len(t.x)}
+    if not tr:
+        return
+    fig = F.seed_curves(tr, "step", "loss (nats/token)", "training and validation loss")
+    for line in fig.axes[0].get_lines():
+        if line.get_label() == "validation":
+            line.set_marker("o")
+            line.set_markersize(4)
+    _tokens_axis(fig, tps)
+    note = " × marks where the run diverged and stopped." if end == "diverged" else ""
+    page.figure(fig, "loss", "Training loss (every logged step) and validation loss (every evaluation) of this "
+                "run" + (f"; top axis: tokens seen ({num(tps)} per step)." if tps else ".") + note)
+
+
+def _traces(groups: dict[str, list[RunData]], key: str, x: str, fate: dict[Path, str]) -> dict[str, list[F.Trace]]:
+    out = {}
+    for label, runs in groups.items():
+        ts = [F.Trace(*r.series(key, x), fate=fate.get(r.path, "ok")) for r in runs]
+        ts = [t for t in ts if len(t.x)]
+        if ts:
+            out[label] = ts
+    return out
+
+
+def _same_series(runs: Sequence[RunData], key: str) -> bool:
+    first = runs[0].series(key) if runs else None
+    return all(r.series(key) == first for r in runs)
+
+
+def _tokens_axis(fig: Any, tps: float | None) -> None:
+    if not tps:
+        return
+    top = fig.axes[0].secondary_xaxis("top", functions=(lambda s: s * tps, lambda t: t / tps))
+    top.set_xlabel("tokens seen", fontsize=9)
+    top.tick_params(labelsize=8.5)
+    from matplotlib.ticker import FuncFormatter
+
+    top.xaxis.set_major_formatter(FuncFormatter(tick))
+
+
+def _caption(title: str, traces: dict[str, list[F.Trace]], single: bool, tps: float | None) -> str:
+    n = {len(ts) for ts in traces.values()}
+    top = f" Top axis: tokens seen ({num(tps)} per step)." if tps else ""
+    if single or n == {1}:
+        what = "one run per line" if len(traces) > 1 else "this run"
+        return f"{title[0].upper()}{title[1:]} against step, {what}.{top}" + _fate_note(traces)
+    seeds = f"{min(n)}-{max(n)}" if len(n) > 1 else str(n.pop())
+    return (f"{title[0].upper()}{title[1:]} against step: thin lines are single seeds ({seeds} per setting), "
+            f"the thick line their mean.{top}" + _fate_note(traces))
+
+
+def _fate_note(traces: dict[str, list[F.Trace]]) -> str:
+    bad = defaultdict(list)
+    for label, ts in traces.items():
+        for t in ts:
+            if t.fate != "ok":
+                bad[t.fate].append(label)
+    notes = []
+    if bad.get("running"):
+        notes.append(" Runs still going (no summary.json yet) are thin lines, left out of the mean.")
+    if bad.get("stalled"):
+        notes.append(f" Stalled seeds (dotted, ○ at the end: {', '.join(sorted(set(bad['stalled'])))}) fell less than "
+                     f"half as far as the best seed of their setting and are left out of its mean.")
+    if bad.get("diverged"):
+        notes.append(f" × marks where a diverged run stopped ({', '.join(sorted(set(bad['diverged'])))}); "
+                     "diverged runs are left out of the mean.")
+    return "".join(notes)
+
+
+def diag_matrices(rows: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[Any], np.ndarray]]:
     """Per-layer statistics from diagnostics.jsonl: {stat: (steps, layers, matrix (L, steps))}.
 
     Accepts per-layer lists (``"grad_norm": [..]``) and per-layer keys (``"grad_norm/layer3"``).
@@ -89,131 +223,33 @@ def diag_matrices(rows: list[dict[str, Any]]) -> dict[str, tuple[list[float], li
     return out
 
 
-# colour-bar label and row axis of each diagnostics statistic
-DIAG_LABELS = {
-    "grad_norm": ("||grad||_F per group", "parameter group"), "update_ratio": ("||ΔW|| / ||W||", "parameter group"),
-    "rms": ("RMS of x_l", "stream x_l"), "max_abs": ("max |x_l|", "stream x_l"),
-    "cos": ("cos(block input, output)", "block"), "angle": ("arccos(cos)/π", "block"),
-    "attn_max_logit": ("max |q·k|/√d_head", "block"), "attn_min_entropy": ("min entropy (nats)", "block"),
-    "attn_mean_entropy": ("mean entropy (nats)", "block"),
-}
+def run_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
+    from normlab.report.run_page import build
+
+    return build(load_run(path), progress=progress, out=out)
 
 
-def run_page(path: str | Path) -> Path:
-    run = load_run(path)
-    page = Page(f"normlab run report: {run.path.name} ({run.label})", run.path / "report")
-    s = run.summary or {}
-    page.heading("Summary", "summary")
-    keys = ["status", "steps", "best_val_loss", "final_val_loss", "diverged_at_step", "wall_time_s", "tokens_per_s"]
-    page.table(["trial", *keys], [[run.label, *(s.get(k) for k in keys)]])
-    if not s:
-        page.text("No summary.json yet: the run is still going or was killed; curves show what was logged.", "muted")
-    curve_figures(page, {run.label: [run]})
-    mats = diag_matrices(run.diagnostics)
-    if mats:
-        page.heading("Per-layer statistics during training", "heatmaps")
-        for stat, (steps, layers, m) in mats.items():
-            safe = re.sub(r"[^A-Za-z0-9_]+", "_", stat)
-            label, rows = DIAG_LABELS.get(stat, (stat, "layer"))
-            page.figure(F.heatmap(m, steps, layers, label, f"{stat} per layer against step", ylabel=rows),
-                        f"heat_{safe}",
-                        f"{stat} per layer (rows) against training step (columns), from diagnostics.jsonl.")
-    layer_section(page, run.path)
-    page.heading("Configuration", "config")
-    page.pre(json.dumps(run.config, indent=2, sort_keys=True))
-    if run.env:
-        page.pre(json.dumps(run.env, indent=2, sort_keys=True))
-    page.versions()
-    return page.write()
+def probe_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
+    from normlab.report.load import load_probe
+    from normlab.report.probe_page import build
+
+    return build(load_probe(path), progress=progress, out=out)
 
 
-def layer_section(page: Page, run_dir: Path) -> None:
-    """Layer similarity and deletion from RUN/analysis/analysis.json (``normlab analyze``),
-    which is computed first when absent; skipped with a note when it cannot be (no
-    checkpoint, corpus not available)."""
-    from normlab.diagnostics.analyze import analyze_run
-    from normlab.errors import UserError
-
-    path = run_dir / "analysis" / "analysis.json"
-    try:
-        res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else analyze_run(run_dir)
-    except (UserError, json.JSONDecodeError) as e:
-        page.text(f"Layer similarity and deletion skipped: {e}", "muted")
-        return
-    page.heading("Layer similarity and deletion (checkpoint, validation text)", "layers")
-    page.figure(F.similarity_matrix(np.asarray(res["angular_distance"])), "layer_similarity",
-                "Angular distance arccos(cos)/π between the stream states x_0..x_L, mean over tokens.")
-    delta = [v - res["val_loss"] for v in res["deletion_loss"]]
-    page.figure(F.deletion_bars(range(1, len(delta) + 1), delta), "layer_deletion",
-                f"Validation loss increase when one block is skipped (full model: {res['val_loss']:.4f}).")
-
-
-def probe_page(path: str | Path) -> Path:
-    probe = load_probe(path)
-    page = Page(f"normlab probe report: {probe.path.name}", probe.path / "report")
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in probe.rows:
-        groups[(r["metric"], r.get("param") or "", r.get("sublayer") or "")].append(r)
-    page.heading("Summary", "summary")
-    page.table(["placement", "init", "depths", "seeds", "rows"], [
-        [pl, init, ",".join(map(str, sorted({r["n_layer"] for r in rs}))), len({r["seed"] for r in rs}), len(rs)]
-        for (pl, init), rs in _by(probe.rows, ("placement", "init")).items()])
-    if probe.summary:
-        page.heading("Fits (summary.json)", "fits")
-        page.pre(json.dumps(probe.summary, indent=2, sort_keys=True, default=str))
-    for (metric, param, sub), rows in groups.items():
-        what = " ".join(v for v in (metric, param, sub) if v)
-        safe = re.sub(r"[^A-Za-z0-9_]+", "_", what)
-        label_keys = ("placement", "init") if len({r.get("init") for r in rows}) > 1 else ("placement",)
-        depth = max(r["n_layer"] for r in rows)
-        prof = {}
-        for lab, rs in _by([r for r in rows if r["n_layer"] == depth], label_keys).items():
-            prof["/".join(lab)] = _seed_matrix(rs, "layer")
-        if any(len(x) > 1 for x, _ in prof.values()):
-            page.figure(F.layer_profile(prof, what, f"{what} per layer at init, L={depth}"), f"layers_{safe}",
-                        f"{what} against layer index, depth {depth}; mean over seeds with min-max band.")
-        depths = sorted({r["n_layer"] for r in rows})
-        if len(depths) > 2:
-            last = [r for r in rows if r["layer"] == r["n_layer"]]
-            scal = {"/".join(lab): _seed_matrix(rs, "n_layer") for lab, rs in _by(last, label_keys).items()}
-            if all(np.all(ys > 0) for _, ys in scal.values()):
-                fig, _ = F.depth_scaling(scal, f"{what} at the last layer", f"depth scaling: {what}")
-                page.figure(fig, f"depth_{safe}", f"{what} at the last layer against depth L (log-log), "
-                            "least-squares slope of the seed mean in the legend.")
-    page.heading("Configuration", "config")
-    page.pre(json.dumps(probe.config, indent=2, sort_keys=True, default=str))
-    page.versions()
-    return page.write()
-
-
-def _by(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[tuple[str, ...], list[dict[str, Any]]]:
-    out: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        out[tuple(str(r.get(k)) for k in keys)].append(r)
-    return dict(out)
-
-
-def _seed_matrix(rows: list[dict[str, Any]], xkey: str) -> tuple[np.ndarray, np.ndarray]:
-    """(x values, (seeds, x) matrix) from long-format rows."""
-    xs = sorted({r[xkey] for r in rows})
-    seeds = sorted({r["seed"] for r in rows})
-    m = np.full((len(seeds), len(xs)), np.nan)
-    for r in rows:
-        m[seeds.index(r["seed"]), xs.index(r[xkey])] = r["value"]
-    return np.array(xs, float), m
-
-
-def study_page(path: str | Path) -> Path:
+def study_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
     from normlab.report.study_page import build
 
-    return build(load_study(path))
+    return build(load_study(path), progress=progress, out=out)
 
 
-def build_report(path: str | Path) -> Path:
-    """Write PATH/report/index.html for a run dir, probe output or study store; return its path."""
+def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
+    """Write PATH/report/index.html (or OUT/index.html) for a run dir, probe output or study
+    store; return its path. ``progress`` prints each figure on stderr as it is drawn."""
     from normlab.report.load import detect
 
-    return {"run": run_page, "probe": probe_page, "study": study_page}[detect(path)](path)
+    page = {"run": run_page, "probe": probe_page, "study": study_page}[detect(path)]
+    return page(path, progress=progress, out=Path(out) if out is not None else None)
 
 
-__all__ = ["build_report", "run_page", "probe_page", "study_page", "run_label", "esc"]
+__all__ = ["build_report", "run_page", "probe_page", "study_page", "run_label", "esc", "curve_figures",
+           "diag_matrices", "fates", "mean_std"]

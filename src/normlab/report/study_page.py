@@ -1,19 +1,26 @@
-"""The study-store page: trials grouped by their non-seed axis values, seeds as the band."""
+"""The study-store page: which setting wins, by how much, over how many seeds; then the
+curves (every seed a thin line), the metric per seed, the lr x warm-up maps, the tables
+and the exact configuration. Trials are grouped by their non-seed axis values."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from normlab.report import figures as F
-from normlab.report.html import Page
+from normlab.report.html import Page, esc
 from normlab.report.load import RunData, StudyData, load_run
-from normlab.report.pages import curve_figures, mean_std
+from normlab.report.numbers import duration, num, pm
+from normlab.report.pages import curve_figures, fates
 from normlab.study.store import TrialRecord as Trial
+
+MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
 
 
 def _find(params: dict[str, Any], suffix: str) -> Any:
@@ -27,79 +34,193 @@ def group_label(params: dict[str, Any]) -> str:
     """Axis values except the seed, placement first: 'post lr=0.001 warmup_steps=100'."""
     items = [(k, v) for k, v in params.items() if k.split(".")[-1] != "seed"]
     items.sort(key=lambda kv: (kv[0].split(".")[-1] != "placement", kv[0]))
-    parts = [str(v) if k.split(".")[-1] == "placement" else f"{k.split('.')[-1]}={v}" for k, v in items]
+    parts = [str(v) if k.split(".")[-1] == "placement" else f"{k.split('.')[-1]}={num(v)}" for k, v in items]
     return " ".join(parts) or "all"
 
 
 def _natural(label: str) -> list[tuple[int, float, str]]:
     """Sort key splitting 'post warmup_steps=100' into words and numbers."""
-    import re
+    out = []
+    for x in re.split(r"[ =]", label):
+        try:
+            out.append((0, float(x.replace(",", "")), ""))
+        except ValueError:
+            out.append((1, 0.0, x))
+    return out
 
-    return [(0, float(x), "") if re.fullmatch(r"[-+]?\d*\.?\d+(e[-+]?\d+)?", x) else (1, 0.0, x)
-            for x in re.split(r"[ =]", label)]
+
+def trial_fates(study: StudyData, runs: dict[str, list[RunData]]) -> dict[str, str]:
+    """Fate of every trial id: from its run's curves (``pages.fates``), else its status."""
+    by_path = fates(runs)
+    out = {}
+    for t in study.trials:
+        f = by_path.get(t.run_dir)
+        out[t.id] = f or ("diverged" if t.status in ("diverged", "failed") else "ok")
+    return out
 
 
-def build(study: StudyData) -> Any:
-    page = Page(f"normlab study report: {study.spec.get('name', study.path.name)}", study.path / "report")
+def build(study: StudyData, progress: bool = False, out: Path | None = None) -> Path:
+    spec = study.spec
+    page = Page(f"normlab study report: {spec.get('name', study.path.name)}", out or study.path / "report",
+                progress=progress)
+    metric = spec.get("metric", "best_val_loss")
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in study.trials:
         groups[group_label(t.params)].append(t)
     # placement first, then numeric axis values in numeric order (warm-up 0 before 50 before 100)
-    groups = defaultdict(list, sorted(groups.items(), key=lambda kv: _natural(kv[0])))
-    page.heading("Summary", "summary")
-    rows = []
-    for label, ts in groups.items():
-        status = ", ".join(f"{s}: {n}" for s, n in sorted(_count(t.status for t in ts).items()))
-        best = [t.summary.get("best_val_loss") for t in ts if t.summary]
-        rows.append([label, len(ts), status, mean_std([b for b in best if b is not None])])
-    page.table(["trial", "seeds", "status", "best val loss (mean ± sample std over seeds)"], rows)
-    failed = [t for t in study.trials if t.error]
-    if failed:
-        page.text("Errors: " + "; ".join(f"{t.id[:10]}: {t.error}" for t in failed[:10]), "muted")
-
+    groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     runs: dict[str, list[RunData]] = {}
     for label, ts in groups.items():
         rs = [load_run(t.run_dir) for t in ts if (t.run_dir / "metrics.jsonl").is_file()
               and (t.run_dir / "config.json").is_file()]
         if rs:
             runs[label] = rs
-    curve_figures(page, runs)
-    _best_bars(page, groups)
+    fate = trial_fates(study, runs)
+    values = {label: [(trial_value(t, metric), fate[t.id]) for t in ts if t.status in ("completed", "diverged", "failed")]
+              for label, ts in groups.items()}
+    values = {k: v for k, v in values.items() if v}
+    question = spec.get("description") or f"Which setting of {', '.join(spec.get('scientific', [])) or 'the axes'} " \
+                                          f"gives the lowest {metric.replace('_', ' ')}?"
+    answer, notes = headline(values, metric, len(study.trials))
+    page.lead(question, answer, notes)
+
+    page.heading("Evidence", "figures")
+    shown = _curve_groups(study, groups, runs, metric)
+    curve_figures(page, shown, fates(runs))
+    if values:
+        page.figure(F.seed_dots(values, f"{metric.replace('_', ' ')} (nats/token)", f"{metric.replace('_', ' ')} per seed"),
+                    "metric_per_seed", f"{metric.replace('_', ' ')} of every seed (dots) and the mean of the seeds that "
+                    "trained (bar, value above it); best setting on top. Hollow dots: stalled seeds; × at the right "
+                    "edge: diverged seeds, which have no final value.")
     _grid_figures(page, study, runs)
-    page.heading("Configuration", "config")
-    page.text("Resolved study spec (spec.json):")
-    page.pre(json.dumps(study.spec, indent=2, sort_keys=True, default=str))
+
+    page.heading("Tables", "tables")
+    results_table(page, study, metric)
+    page.raw("<h3>Every trial</h3>")
+    rows = []
     for label, ts in groups.items():
-        cfg = runs[label][0].config if label in runs else {}
-        if cfg:
-            page.text(f"RunConfig of '{label}' (seed {_find(ts[0].params, 'seed')}):")
-            page.pre(json.dumps(cfg, indent=2, sort_keys=True))
+        for t in ts:
+            s = t.summary or {}
+            state = t.status + (" (stalled)" if fate[t.id] == "stalled" else "")
+            rows.append([t.id[:10], label, _find(t.params, "seed"), state, s.get("best_val_loss"),
+                         s.get("final_val_loss"), s.get("steps"), duration(s.get("wall_time_s")), s.get("tokens_per_s")])
+    page.table(["trial", "setting", "seed", "status", "best val loss", "final val loss", "steps", "wall time",
+                "tokens/s"], rows)
+    failed = [t for t in study.trials if t.error]
+    if failed:
+        page.text("Errors: " + "; ".join(f"{t.id[:10]}: {t.error}" for t in failed[:10]), "muted")
+    page.heading("Configuration", "config")
+    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str), open_=True)
+    for label, ts in groups.items():
+        if label in runs:
+            page.details(f"RunConfig of '{label}' (seed {_find(ts[0].params, 'seed')})",
+                         json.dumps(runs[label][0].config, indent=2, sort_keys=True))
     page.versions()
     return page.write()
 
 
-def _count(items: Any) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for i in items:
-        out[i] += 1
-    return out
+def trial_value(t: Trial, metric: str) -> float:
+    v = (t.summary or {}).get(metric)
+    return float(v) if _finite(v) else math.nan
 
 
-def _best_bars(page: Page, groups: dict[str, list[Trial]]) -> None:
-    labels, means, sds = [], [], []
-    for label, ts in groups.items():
-        v = [t.summary["best_val_loss"] for t in ts if t.summary and _finite(t.summary.get("best_val_loss"))]
-        if v:
-            labels.append(label)
-            means.append(float(np.mean(v)))
-            sds.append(float(np.std(v, ddof=1)) if len(v) > 1 else 0.0)
-    if labels:
-        page.figure(F.bars(labels, means, sds, "best val loss (nats/token)", "best validation loss per trial"),
-                    "best_val_loss", "Best validation loss, mean over seeds; error bar = sample std over seeds.")
+def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: int) -> tuple[str, list[str]]:
+    """(answer, notes): the winning setting, its margin over the runner-up in nats and in
+    pooled seed std, the seed counts, and every setting with stalled or diverged seeds.
+
+    Settings rank as the results table ranks nuisance settings: fewer failed seeds (stalled
+    or diverged) first, then the mean over every seed with a value, stalled ones included (a
+    stall is an outcome of the setting; only the curves' mean lines leave it out).
+    """
+    what = metric.replace("_", " ")
+    stats = {}
+    for label, pts in values.items():
+        vals = [v for v, f in pts if f != "diverged" and math.isfinite(v)]
+        stats[label] = (float(np.mean(vals)) if vals else math.inf,
+                        float(np.std(vals, ddof=1)) if len(vals) > 1 else None, len(vals), len(pts))
+    failed = {k: sum(f != "ok" for _, f in values[k]) for k in values}
+    ranked = sorted(stats, key=lambda k: (failed[k], stats[k][0]))
+    ranked = [k for k in ranked if math.isfinite(stats[k][0])]
+    notes = []
+    done = sum(len(p) for p in values.values())
+    if done < n_trials:
+        notes.append(f"{done} of {n_trials} trials have finished; the rest are not in these numbers.")
+    for label in values:
+        bad = [(v, f) for v, f in values[label] if f != "ok"]
+        if not bad:
+            continue
+        n = stats[label][3]
+        kinds = defaultdict(list)
+        for v, f in bad:
+            kinds[f].append(v)
+        txt = "; ".join(f"{len(vs)} of {n} seeds {k}" + (f" ({what} {', '.join(num(v) for v in vs)})" if k == "stalled" else "")
+                        for k, vs in kinds.items())
+        ok = [v for v, f in values[label] if f == "ok" and math.isfinite(v)]
+        if ok:
+            sd = float(np.std(ok, ddof=1)) if len(ok) > 1 else None
+            notes.append(f"{label}: {txt}; the other {len(ok)}: {pm(float(np.mean(ok)), sd)}. The curves' mean "
+                         "lines leave them out; the ranking counts them.")
+        else:
+            notes.append(f"{label}: {txt}; no seed trained" + ("." if math.isfinite(stats[label][0]) else
+                                                               ", so it is not ranked."))
+    if not ranked:
+        return f"No setting has a finished seed with a finite {what} yet.", notes
+    best = ranked[0]
+    m, sd, n_ok, _ = stats[best]
+    ans = f"{best} is best: {what} {pm(m, sd)} (mean ± sample std over {n_ok} seed{'s' * (n_ok != 1)})"
+    if len(ranked) > 1:
+        nxt = ranked[1]
+        m2, sd2, n2, _ = stats[nxt]
+        gap = m2 - m
+        ans += f", {num(gap, 3)} nats/token lower than the runner-up {nxt} ({pm(m2, sd2)}, {n2} seed{'s' * (n2 != 1)})"
+        if sd is not None and sd2 is not None and (sd > 0 or sd2 > 0):
+            pooled = math.sqrt((sd ** 2 + sd2 ** 2) / 2)
+            ans += f"; the gap is {num(gap / pooled, 2)}× the pooled seed std"
+            ans += " (beyond 2×, a real difference)." if gap > 2 * pooled else " (within 2×: not distinguishable from seed noise)."
+        else:
+            ans += "; one seed per setting, so the gap cannot be weighed against seed noise."
+        if len(ranked) > 2:
+            notes.insert(0, "Ranking (settings with stalled or diverged seeds last): "
+                         + ", then ".join(f"{k} {num(stats[k][0])}" for k in ranked) + ".")
+    else:
+        ans += "."
+    return ans, notes
+
+
+def _curve_groups(study: StudyData, groups: dict[str, list[Trial]], runs: dict[str, list[RunData]],
+                  metric: str) -> dict[str, list[RunData]]:
+    """Curve groups: all of them, or with many settings each scientific setting at its best
+    nuisance setting (the results table's pick), so the figure stays readable."""
+    nuisance = study.spec.get("nuisance") or []
+    nuisance = [a for a in nuisance if a != "seed"]
+    if len(runs) <= MAX_CURVE_GROUPS or not nuisance:
+        return runs
+    from normlab.study.results import results
+
+    keep = set()
+    for row in results(study.trials, study.spec.get("scientific", []), nuisance, metric):
+        keep.add(group_label({**row.scientific, **row.nuisance}))
+    return {k: v for k, v in runs.items() if k in keep} or runs
+
+
+def results_table(page: Page, study: StudyData, metric: str, title: str = "Results") -> None:
+    """The table of `normlab study status` (best nuisance setting per scientific setting)."""
+    from normlab.study.results import results
+
+    sci = study.spec.get("scientific") or []
+    nui = [a for a in (study.spec.get("nuisance") or []) if a != "seed"]
+    rows = results(study.trials, sci, nui, metric)
+    if not rows:
+        return
+    page.raw(f"<h3>{esc(title)} (as <code>normlab study status</code>)</h3>")
+    page.table([*(a.split(".")[-1] for a in sci), *(f"best {a.split('.')[-1]}" for a in nui),
+                f"{metric.replace('_', ' ')} (mean ± sample std)", "seeds", "diverged", "done"],
+               [[*(num(r.scientific[a]) for a in sci), *(num(r.nuisance[a]) for a in nui), pm(r.mean, r.std),
+                 r.seeds, r.diverged, f"{r.final}/{r.trials}"] for r in rows])
 
 
 def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def final_loss(t: Trial) -> tuple[float, bool]:
@@ -129,7 +250,7 @@ def _grid_figures(page: Page, study: StudyData, runs: dict[str, list[RunData]]) 
                          all(d for _, d in vs)) for k, vs in c.items()} for n, c in by_cell.items()}
         page.figure(F.stability_map(cells), "stability_map",
                     "Final validation loss per (lr, warm-up) cell, mean over seeds that did not diverge; "
-                    "× marks cells where every seed diverged.")
+                    "× marks cells where every seed diverged.", wide=len(cells) > 2)
     init = [r.series("train/loss")[1][0] for rs in runs.values() for r in rs if r.series("train/loss")[1]]
     init_loss = float(np.mean(init)) if init else math.log(65)
     curves = {}
@@ -142,5 +263,6 @@ def _grid_figures(page: Page, study: StudyData, runs: dict[str, list[RunData]]) 
                 m[i, xs.index(lr)] = init_loss if dv else min(v, init_loss)
         curves[name] = (np.array(xs), m)
     fig, _ = F.lr_curves(curves, init_loss)
-    page.figure(fig, "lr_sensitivity", "Final loss against peak lr (diverged = loss at init); legend: "
-                "Wortsman et al. 2023 sensitivity, mean over lrs of min(loss, loss at init) - best loss.")
+    page.figure(fig, "lr_sensitivity", "Final loss against peak lr (diverged = loss at init); thin lines are seeds, "
+                "thick their mean; legend: Wortsman et al. 2023 sensitivity, mean over lrs of min(loss, loss at "
+                "init) - best loss.")

@@ -1,0 +1,131 @@
+"""The page of one training run: how far it got and how, then the curves, the per-layer
+statistics, the layers of the final model, the numbers and the exact configuration."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from normlab.report import figures as F
+from normlab.report.html import Page
+from normlab.report.load import RunData
+from normlab.report.numbers import duration, num
+from normlab.report.pages import curve_figures, diag_matrices, loss_series
+
+# colour-bar label and row axis of each diagnostics statistic
+DIAG_LABELS = {
+    "grad_norm": ("||grad||_F per group", "parameter group"), "update_ratio": ("||ΔW|| / ||W||", "parameter group"),
+    "rms": ("RMS of x_l", "stream x_l"), "max_abs": ("max |x_l|", "stream x_l"),
+    "cos": ("cos(block input, output)", "block"), "angle": ("arccos(cos)/π", "block"),
+    "attn_max_logit": ("max |q·k|/√d_head", "block"), "attn_min_entropy": ("min entropy (nats)", "block"),
+    "attn_mean_entropy": ("mean entropy (nats)", "block"),
+}
+
+
+def describe(config: dict[str, Any]) -> str:
+    """'post-LN, 6 blocks, d=128, lr 1e-3 cosine, warm-up 50, 500 steps' from a RunConfig dict."""
+    m, o, t = config.get("model", {}), config.get("optim", {}), config.get("train", {})
+    pl = m.get("placement", "?")
+    pl = f"{pl}-LN" if pl in ("pre", "post") else (pl if isinstance(pl, str) else "mixed placement")
+    bits = [pl + (f" + qk_norm {m['qk_norm']}" if m.get("qk_norm") else "")]
+    if m.get("n_layer"):
+        bits.append(f"{m['n_layer']} blocks")
+    if m.get("d_model"):
+        bits.append(f"d={m['d_model']}")
+    if o.get("lr") is not None:
+        bits.append(f"lr {num(o['lr'])}" + (f" {o['schedule']}" if o.get("schedule") else ""))
+    if o.get("warmup_steps") is not None:
+        bits.append(f"warm-up {num(o['warmup_steps'])}")
+    if t.get("steps"):
+        bits.append(f"{num(t['steps'])} steps")
+    return ", ".join(bits)
+
+
+def answer(run: RunData) -> str:
+    """The run's outcome in one or two sentences with the numbers."""
+    s = run.summary or {}
+    x, y = loss_series(run)
+    which = "validation" if run.series("val/loss")[1] and len(run.series("val/loss")[1]) >= 2 else "training"
+    parts = []
+    if y:
+        parts.append(f"{which.capitalize()} loss went from {num(y[0])} (step {num(x[0])}) to {num(y[-1])} "
+                     f"(step {num(x[-1])})")
+        if s.get("best_val_loss") is not None:
+            parts[-1] += f", best {num(s['best_val_loss'])}"
+    status = s.get("status")
+    if status == "diverged":
+        parts.append(f"the run diverged at step {num(s.get('diverged_at_step'))} and stopped")
+    elif status:
+        speed = f" at {num(s['tokens_per_s'])} tok/s" if s.get("tokens_per_s") else ""
+        tokens = f" ({num(s['tokens'])} tokens)" if s.get("tokens") else ""
+        took = f" in {duration(s['wall_time_s'])}" if s.get("wall_time_s") is not None else ""
+        parts.append(f"{status} {num(s.get('steps'))} steps{tokens}{took}{speed}")
+    else:
+        parts.append("no summary.json yet: the run is still going or was killed; curves show what was logged")
+    return "; ".join(parts) + "."
+
+
+def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path:
+    page = Page(f"normlab run report: {run.path.name} ({run.label})", out or run.path / "report", progress=progress)
+    corpus = run.config.get("data", {}).get("corpus")
+    page.lead(f"How far does {describe(run.config)} get" + (f" on {corpus}?" if corpus else "?"), answer(run))
+    status = "diverged" if (run.summary or {}).get("status") in ("diverged", "failed") else "ok"
+    page.heading("Training curves", "curves")
+    curve_figures(page, {run.label: [run]}, {run.path: status}, single=True)
+    mats = diag_matrices(run.diagnostics)
+    if mats:
+        page.heading("Per-layer statistics during training", "heatmaps")
+        for stat, (steps, layers, m) in mats.items():
+            safe = re.sub(r"[^A-Za-z0-9_]+", "_", stat)
+            label, rows = DIAG_LABELS.get(stat, (stat, "layer"))
+            page.figure(F.heatmap(m, steps, layers, label, f"{stat} per layer against step", ylabel=rows),
+                        f"heat_{safe}", f"{stat} per layer (rows) against training step (columns), "
+                        "from diagnostics.jsonl.")
+    layer_section(page, run.path)
+    page.heading("Numbers", "numbers")
+    s = run.summary or {}
+    rows = [("status", s.get("status")), ("steps", s.get("steps")), ("tokens", s.get("tokens")),
+            ("best val loss (nats/token)", s.get("best_val_loss")), ("final val loss", s.get("final_val_loss")),
+            ("diverged at step", s.get("diverged_at_step")), ("wall time", duration(s.get("wall_time_s"))),
+            ("tokens/s", s.get("tokens_per_s")), ("parameters", s.get("params"))]
+    page.table(["quantity", "value"], [r for r in rows if r[1] is not None])
+    page.heading("Configuration", "config")
+    page.details("RunConfig (config.json)", json.dumps(run.config, indent=2, sort_keys=True), open_=True)
+    if run.env:
+        page.details("Environment (env.json)", json.dumps(run.env, indent=2, sort_keys=True))
+    page.versions()
+    return page.write()
+
+
+def layer_section(page: Page, run_dir: Path) -> None:
+    """Layer similarity and deletion from RUN/analysis/analysis.json (``normlab analyze``),
+    which is computed first when absent; skipped with a note when it cannot be (no
+    checkpoint, corpus not available)."""
+    from normlab.errors import UserError
+
+    path = run_dir / "analysis" / "analysis.json"
+    t0 = time.perf_counter()
+    try:
+        if path.is_file():
+            res = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            from normlab.diagnostics.analyze import analyze_run
+
+            page.say("analysing the final checkpoint for the layer figures (once; cached in analysis/)")
+            res = analyze_run(run_dir)
+    except (UserError, json.JSONDecodeError) as e:
+        page.text(f"Layer similarity and deletion skipped: {e}", "muted")
+        return
+    finally:
+        page.charge("layer analysis", time.perf_counter() - t0)
+    page.heading("Layers of the final model (checkpoint, validation text)", "layers")
+    page.figure(F.similarity_matrix(np.asarray(res["angular_distance"])), "layer_similarity",
+                "Angular distance arccos(cos)/π between the stream states x_0..x_L, mean over tokens.")
+    delta = [v - res["val_loss"] for v in res["deletion_loss"]]
+    page.figure(F.deletion_bars(range(1, len(delta) + 1), delta), "layer_deletion",
+                f"Validation loss increase when one block is skipped (full model: {num(res['val_loss'])}).")
