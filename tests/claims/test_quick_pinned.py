@@ -59,8 +59,9 @@ def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
     html = (quick / "index.html").read_text()
     assert "which statements about normalization placement hold up?" in html
     assert all(f'id="claim-{cid}"' in html for cid in PINNED)
-    n, bad = browse(quick / "index.html", tmp_path)
-    assert n >= len(PINNED) + 5 and bad == 0
+    lay = browse(quick / "index.html", tmp_path, "claims-quick")
+    assert lay["n"] >= len(PINNED) + 5 and lay["bad"] == 0 and not lay["errors"], lay
+    assert lay["wide"] == 0 and not lay["hscroll"], lay
 
 
 def test_published_evidence_is_complete_and_opens(tmp_path: Path) -> None:
@@ -81,5 +82,6 @@ def test_published_evidence_is_complete_and_opens(tmp_path: Path) -> None:
                 assert e["n_a"] >= 3 and (e["n_b"] is None or e["n_b"] >= 3), (r["id"], p["id"])
     page = tmp_path / "evidence"
     shutil.copytree(root, page)
-    n, bad = browse(page / "index.html", tmp_path)
-    assert n >= len(data["claims"]) and bad == 0
+    lay = browse(page / "index.html", tmp_path, "evidence")
+    assert lay["n"] >= len(data["claims"]) and lay["bad"] == 0 and not lay["errors"], lay
+    assert lay["wide"] == 0 and not lay["hscroll"], lay
