@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats as ss
 
-from normlab.claims import stats
+from normlab import stats
 
 
 def test_welch_matches_scipy() -> None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from normlab.claims.rules import Rule, combine
-from normlab.claims.stats import Effect
 from normlab.registry import Registry
+from normlab.stats import Effect
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ HISTORY = "history.jsonl"
 def adjust(records: list[dict[str, Any]]) -> int:
     """Add Holm-adjusted p-values to every part (family: all parts with a p-value); returns the
     family size. A decisive verdict whose adjusted p is >= 0.05 is flagged ``holm_ok = False``."""
-    from normlab.claims.stats import holm
+    from normlab.stats import holm
 
     parts = [p for r in records for p in r["parts"]]
     adj = holm([p["p"] for p in parts])

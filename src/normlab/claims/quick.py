@@ -14,7 +14,7 @@ import numpy as np
 from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.measure import QuickData, last_w2, log_spread, per_seed
 from normlab.claims.rules import Direction, Within
-from normlab.claims.stats import one_sample, paired, slope_per_seed, spearman_per_seed
+from normlab.stats import one_sample, paired, slope_per_seed, spearman_per_seed
 
 PROBE = ("probe at init: post, pre, deepnorm; xavier init (Xiong et al.'s setting); d = d_ff = 128, 4 heads; "
          "L in {2, 4, 8, 16, 32}; batch 8 x 64 characters of Tiny Shakespeare; 5 seeds (weights and batch)")

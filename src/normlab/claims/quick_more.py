@@ -12,7 +12,7 @@ from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.measure import QuickData, factor_per_layer, per_seed
 from normlab.claims.quick import PROBE, SETTINGS
 from normlab.claims.rules import Direction, Within
-from normlab.claims.stats import Effect, one_sample, paired, slope_per_seed
+from normlab.stats import Effect, one_sample, paired, slope_per_seed
 
 STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Shakespeare, logits measured on "
         "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")

@@ -1,4 +1,4 @@
-"""Decision rules: an :class:`~normlab.claims.stats.Effect` in, a verdict out.
+"""Decision rules: an :class:`~normlab.stats.Effect` in, a verdict out.
 
 A rule is data (kind + parameters), declared with its claim before any measurement, hashed
 into claims.json, and applied the same way to every effect:
@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.claims.stats import MIN_SEEDS, Effect, binom_p, fisher_p, t_sf
+from normlab.stats import MIN_SEEDS, Effect, binom_p, fisher_p, t_sf
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY = "supported", "contradicted", "inconclusive", "partly supported"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.rules import Direction, Within
-from normlab.claims.stats import rate, welch
 from normlab.claims.studies import StudyContext, clip_fraction, final_capped, first_eval, gain, values, where
+from normlab.stats import rate, welch
 
 P, W, LR, QK = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm"
 WARM = "the fixed warm-up cell W = 60 steps of 300 (the study's only non-zero warm-up)"
@@ -150,7 +150,7 @@ def seed002_pet_project(ctx: StudyContext) -> dict[str, Measured]:
                    Direction(-1), "less often = a smaller share")])
 def seed002_clipping(ctx: StudyContext) -> dict[str, Measured]:
     pre, ids = _cell(ctx, "pre-vs-post", clip_fraction, model__placement="pre", optim__warmup_steps=0)
-    from normlab.claims.stats import one_sample
+    from normlab.stats import one_sample
 
     return {"rare": Measured(one_sample(pre), ids, {"per_seed": pre}),
             "vs-post": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}, clip_fraction)}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.rules import Direction
-from normlab.claims.stats import one_sample, welch
 from normlab.claims.studies import StudyContext, gain, values, where
+from normlab.stats import one_sample, welch
 
 P, L = "model.placement", "model.n_layer"
 DEEP = ("study 'deep-stability': post/pre/deepnorm/admin/sandwich/pre_post x depth {6, 48}, d=64, context 64, "

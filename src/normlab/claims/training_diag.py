@@ -12,8 +12,8 @@ import numpy as np
 
 from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.rules import Direction
-from normlab.claims.stats import one_sample, paired, welch
 from normlab.claims.studies import StudyContext, final_capped, head_mean, last_diag, tail_mean, values, where
+from normlab.stats import one_sample, paired, welch
 
 P, QK, LR = "model.placement", "model.qk_norm", "optim.lr"
 

@@ -125,8 +125,9 @@ def trial_value(t: Trial, metric: str) -> float:
 
 
 def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: int) -> tuple[str, list[str]]:
-    """(answer, notes): the winning setting, its margin over the runner-up in nats and in
-    pooled seed std, the seed counts, and every setting with stalled or diverged seeds.
+    """(answer, notes): the winning setting, its margin over the runner-up in nats with its 95%
+    Welch interval over seeds (``normlab.stats``, as the claims decide), the seed counts, and
+    every setting with stalled or diverged seeds.
 
     Settings rank as the results table ranks nuisance settings: fewer failed seeds (stalled
     or diverged) first, then the mean over every seed with a value, stalled ones included (a
@@ -173,12 +174,16 @@ def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: 
         m2, sd2, n2, _ = stats[nxt]
         gap = m2 - m
         ans += f", {num(gap, 3)} nats/token lower than the runner-up {nxt} ({pm(m2, sd2)}, {n2} seed{'s' * (n2 != 1)})"
-        if sd is not None and sd2 is not None and (sd > 0 or sd2 > 0):
-            pooled = math.sqrt((sd ** 2 + sd2 ** 2) / 2)
-            ans += f"; the gap is {num(gap / pooled, 2)}× the pooled seed std"
-            ans += " (beyond 2×, a real difference)." if gap > 2 * pooled else " (within 2×: not distinguishable from seed noise)."
+        from normlab.stats import MIN_SEEDS, welch
+
+        e = welch([v for v, _ in values[nxt] if math.isfinite(v)], [v for v, _ in values[best] if math.isfinite(v)])
+        if e.lo is None or e.n_min < MIN_SEEDS:
+            ans += (f"; fewer than {MIN_SEEDS} seeds a side, so the gap is not weighed against seed noise "
+                    "(the claims' rule).")
         else:
-            ans += "; one seed per setting, so the gap cannot be weighed against seed noise."
+            ans += f"; 95% Welch interval of the gap [{num(e.lo, 3)}, {num(e.hi, 3)}]"
+            ans += (", above 0: a real difference." if e.lo > 0 else
+                    ", which contains 0: not distinguishable from seed noise.")
         if len(ranked) > 2:
             notes.insert(0, "Ranking (settings with stalled or diverged seeds last): "
                          + ", then ".join(f"{k} {num(stats[k][0])}" for k in ranked) + ".")

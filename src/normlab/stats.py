@@ -1,4 +1,5 @@
-"""The statistics every claim is decided with: effects with 95% intervals over seeds.
+"""The lab's statistics: effects with 95% intervals over seeds, used by every claim
+(``normlab.claims``) and by the study pages' answers (``normlab.report``).
 
 One place for every number a verdict rests on (docs/theory.md, "How a verdict is reached"):
 
