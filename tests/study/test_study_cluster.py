@@ -274,4 +274,6 @@ def test_driver_killed_mid_study_then_rerun_finishes_each_trial_once(tmp_path, d
     for t in midway:  # it had a checkpoint when the driver died: the rerun continued from it
         last = _attempts(store.root / "runs" / t.id)[-1]
         assert (last["checkpoint_step"] or 0) >= 10, _attempts(store.root / "runs" / t.id)
-        assert "resumes" in json.loads((store.root / "runs" / t.id / "env.json").read_text())
+        # resumed mid-run, or its training had ended before the kill and the rerun only read its summary
+        resumed = "resumes" in json.loads((store.root / "runs" / t.id / "env.json").read_text())
+        assert resumed or last["checkpoint_step"] == STEPS, _attempts(store.root / "runs" / t.id)
