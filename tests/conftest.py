@@ -25,3 +25,17 @@ def data_dir() -> Path:
     if not d or not (Path(d) / "tinyshakespeare.txt").exists():
         pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
     return Path(d)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """``@pytest.mark.netns(timeout=S)``: run the test in its own network namespace (tests/netns.py)."""
+    from netns import INSIDE, run_inside
+
+    mark = pyfuncitem.get_closest_marker("netns")
+    if mark is None or os.environ.get(INSIDE):
+        return None
+    if "tmp_path" not in pyfuncitem.funcargs:
+        raise pytest.UsageError(f"{pyfuncitem.nodeid}: a netns test takes tmp_path (Ray's files go there)")
+    run_inside(pyfuncitem, float(mark.kwargs.get("timeout", 600)))
+    return True

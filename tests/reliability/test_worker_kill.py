@@ -47,6 +47,7 @@ def test_local_worker_sigkilled_mid_trial_is_reclaimed_in_the_same_run(tmp_path,
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL semantics")
+@pytest.mark.netns(timeout=300)
 def test_ray_task_sigkilled_mid_trial_is_retried_in_the_same_run(tmp_path, fake) -> None:
     pytest.importorskip("ray")
     spec = StudySpec(name="kill", trial=fake, retries=1, seeds=[0, 1], axes={"optim.lr": [1e-3]})

@@ -15,6 +15,8 @@ from typing import Any
 
 def _record(run_dir: Path) -> None:
     store = run_dir.parent.parent
+    if not (store / "spec.json").is_file():
+        return  # a Ray task's scratch directory on a node without the store: nothing to count into
     fd = os.open(store / "calls.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, f"{run_dir.name}\n".encode())
@@ -55,3 +57,30 @@ def dies_once(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any
         marker.write_text("1")
         os.kill(os.getpid(), signal.SIGKILL)
     return ok(cfg, run_dir, resume=resume)
+
+
+def hostile(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Like :func:`ok`, then ships back what a faulty or hostile node could: for seed 0 a run
+    directory holding a symlink, for seed 1 an archive with a member outside the run directory."""
+    import io
+    import tarfile
+
+    from normlab.study import ray_tasks
+
+    summary = ok(cfg, run_dir, resume=resume)
+    if cfg.seed == 0:
+        os.symlink("summary.json", Path(run_dir) / "link")
+    else:
+        honest = ray_tasks._pack
+
+        def escape(_: Path) -> bytes:
+            ray_tasks._pack = honest  # this worker process may run other tasks after this one
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+                member = tarfile.TarInfo("../escaped")
+                member.size = 3
+                tar.addfile(member, io.BytesIO(b"bad"))
+            return buf.getvalue()
+
+        ray_tasks._pack = escape
+    return summary

@@ -11,6 +11,7 @@ from normlab.study.spec import load_spec
 from .conftest import tiny_spec
 
 
+@pytest.mark.netns(timeout=300)
 def test_ray_and_local_executors_give_the_same_results_table(tmp_path, data_dir) -> None:
     pytest.importorskip("ray")
     spec_path = tiny_spec(tmp_path / "s.toml", steps=16, every=8, ckpt=8, extra='nuisance = ["optim.lr"]',

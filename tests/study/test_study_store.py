@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -127,17 +128,19 @@ def test_spec_json_is_the_resolved_spec(tmp_path, fake_path) -> None:
 
 
 def test_ray_task_without_shared_filesystem_ships_its_run_dir_back(tmp_path, fake_path) -> None:
-    from normlab.study.executors import _ray_trial, unpack_run
+    from normlab.study.ray_tasks import ray_trial, unpack_run
     from normlab.study.worker import WorkerOptions
 
     (trial,) = _spec(f"{fake_path}:ok", axes={"optim.lr": [1e-3]}, seeds=[0]).trials()
     target = tmp_path / "driver" / "runs" / trial.id
     # the store path does not exist on this "node": the task trains in a temp dir and packs it
-    summary, error, packed = _ray_trial(trial.config_json, str(target), str(tmp_path / "absent"), False,
-                                        WorkerOptions(trial=f"{fake_path}:ok"))
+    summary, error, packed, where = ray_trial(trial.config_json, str(target), str(tmp_path / "absent"),
+                                              WorkerOptions(trial=f"{fake_path}:ok"))
     assert error is None and summary["status"] == "completed" and packed and not target.exists()
+    assert where["shared_fs"] is False and where["pid"] == os.getpid()
     unpack_run(packed, target)
     assert json.loads((target / "summary.json").read_text()) == summary
+    assert sorted(p.name for p in target.iterdir()) == ["ray_nodes.jsonl", "summary.json"]  # no lock file
 
 
 def test_a_trial_that_keeps_killing_its_worker_is_failed_eventually(tmp_path, fake_path) -> None:

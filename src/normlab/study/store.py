@@ -10,7 +10,9 @@ Layout: ``STORE/spec.json`` (resolved spec), ``STORE/study.sqlite`` (tables ``tr
 * finish: only the holder of the current attempt may record a result ("fencing"), so a
   presumed-dead worker that comes back cannot overwrite its successor's result;
 * completed and diverged are final; an exception is retried ``retries`` times, then final
-  ``failed`` with the error text.
+  ``failed`` with the error text;
+* release: a trial whose Ray task was lost with its node goes back to pending at once (a
+  death, not a failure), to resume from its checkpoint.
 """
 
 from __future__ import annotations
@@ -242,8 +244,9 @@ class Store:
                           [(now, tid, a) for tid, a in ids_attempts])
 
     def finish(self, claim: Claim, worker: str, *, summary: dict[str, Any] | None = None,
-               error: str | None = None, retries: int = 1) -> str | None:
-        """Record the outcome of ``claim``; returns the new status, or None if the lease was lost."""
+               error: str | None = None, retries: int = 1, note: str | None = None) -> str | None:
+        """Record the outcome of ``claim``; returns the new status, or None if the lease was lost.
+        ``note`` (say, the Ray node that ran it) is kept as the event's detail when there is no error."""
         now = time.time()
         outcome = (summary or {}).get("status") if error is None else "failed"
         if outcome not in ("completed", "diverged", "interrupted", "failed"):
@@ -251,20 +254,41 @@ class Store:
         if outcome == "failed" and error is None:
             error = (summary or {}).get("error") or "the run ended with status 'failed'"
         with _immediate(self.conn) as c:
-            row = c.execute("SELECT failures FROM trials WHERE id=? AND attempts=? AND status='running' "
-                            "AND worker=?", (claim.id, claim.attempt, worker)).fetchone()
+            row = _held(c, claim, worker)
             if row is None:
                 _event(c, claim.id, claim.attempt, "stale", worker, now, f"result {outcome} dropped: lease lost")
                 return None
-            status, failures = outcome, row[0]
+            status, failures = outcome, row[1]
             if outcome == "failed":
                 failures += 1
                 status = "failed" if failures > retries else "pending"
             c.execute("UPDATE trials SET status=?, failures=?, finished_at=?, heartbeat=NULL, error=?, "
                       "summary=COALESCE(?, summary) WHERE id=?",
                       (status, failures, now, error, json.dumps(summary) if summary else None, claim.id))
-            _event(c, claim.id, claim.attempt, outcome if status != "pending" else "retry", worker, now, error)
+            _event(c, claim.id, claim.attempt, outcome if status != "pending" else "retry", worker, now,
+                   error or note)
         return status
+
+    def release(self, claim: Claim, worker: str, reason: str, retries: int = 1) -> str | None:
+        """Put back a trial whose process or node died under it (a Ray task lost with its node):
+        not a failure of the trial, so it is claimable again at once and resumes from its
+        checkpoint, like a reclaimed trial of a dead local worker; and like one, it is failed
+        after ``retries + MAX_DEATHS`` deaths. Returns the new status (None: lease lost)."""
+        now = time.time()
+        with _immediate(self.conn) as c:
+            row = _held(c, claim, worker)
+            if row is None:
+                _event(c, claim.id, claim.attempt, "stale", worker, now, f"loss dropped: lease lost ({reason})")
+                return None
+            deaths = row[0] - row[1]
+            if deaths > retries + MAX_DEATHS:
+                c.execute("UPDATE trials SET status='failed', finished_at=?, heartbeat=NULL, error=? WHERE id=?",
+                          (now, f"its worker died {deaths} times (last: {reason})", claim.id))
+                _event(c, claim.id, claim.attempt, "failed", worker, now, reason)
+                return "failed"
+            c.execute("UPDATE trials SET status='pending', heartbeat=NULL WHERE id=?", (claim.id,))
+            _event(c, claim.id, claim.attempt, "lost", worker, now, reason)
+        return "pending"
 
 
 def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
@@ -291,6 +315,12 @@ class _immediate:
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _held(c: sqlite3.Connection, claim: Claim, worker: str) -> tuple[int, int] | None:
+    """(attempts, failures) when ``worker`` still holds ``claim``'s attempt (fencing), else None."""
+    return c.execute("SELECT attempts, failures FROM trials WHERE id=? AND attempts=? AND status='running' "
+                     "AND worker=?", (claim.id, claim.attempt, worker)).fetchone()
 
 
 def _event(c: sqlite3.Connection, trial: str, attempt: int, event: str, worker: str | None,

@@ -75,8 +75,10 @@ def git_revision() -> dict[str, Any] | None:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True, timeout=5)
         if rev.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=src,
-                               capture_output=True, text=True, timeout=5)
+        # --no-optional-locks: status must not take index.lock, or a run killed mid-call (a
+        # lost node, a SIGKILLed study) leaves the checkout's git locked.
+        dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=src, capture_output=True, text=True, timeout=5)
         return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return None

@@ -1,0 +1,250 @@
+"""The ray executor: each trial one Ray task, the driver the only writer of the store.
+
+The driver (``normlab study run --executor ray``) claims trials, renews their leases and
+records every result; tasks never open the database, so SQLite stays on one machine.
+Where a task's node sees the store's path (a shared filesystem) it trains in the trial's
+run directory and can resume there; where it does not, it trains in a temporary directory
+and ships the run directory back as a tarball, which the driver checks before unpacking.
+
+Faults (docs/studies.md, "Faults on a cluster"):
+
+* a task's process or node dies (``NodeDiedError``, ``WorkerCrashedError``, ...): the trial
+  is released to the queue (a death, not a failure) and rerun on a surviving node, from its
+  checkpoint when the run directory is shared, from scratch when it is not;
+* the driver dies: Ray ends its tasks; the next ``study run`` reclaims the trials it held
+  (dead pid on this host, or lease expiry elsewhere) and resumes them.
+
+A file lock on the run directory keeps an attempt from training while an earlier one that
+Ray has not yet ended still writes there.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import posixpath
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+from normlab.study.store import Claim, Store, worker_id
+from normlab.study.worker import Heartbeat, WorkerOptions
+
+NODES_LOG = "ray_nodes.jsonl"  # RUN/ray_nodes.jsonl: one line per attempt, where it ran
+LOCK = ".trial.lock"           # RUN/.trial.lock: held by the attempt that trains in RUN
+
+# Ray errors that mean the task's process or node died, not that the trial failed.
+_LOST = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError", "OutOfMemoryError")
+
+
+class UnsafeRunArchive(ValueError):
+    """A shipped-back run directory holding something other than files and folders inside it."""
+
+
+def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptions
+              ) -> tuple[dict[str, Any] | None, str | None, bytes | None, dict[str, Any]]:
+    """A Ray task: run one trial; (summary, error, tarred run dir if not shared, where it ran)."""
+    from normlab.study.worker import run_claimed
+
+    shared = Path(store_root).is_dir()
+    scratch = None if shared else Path(tempfile.mkdtemp(prefix="normlab-trial-"))
+    target = Path(run_dir) if scratch is None else scratch / "run"
+    try:
+        with _exclusive(target, opts.lease_s) as busy:
+            if busy:
+                return None, busy, None, {}
+            where = _record_node(target, shared)
+            summary, error = run_claimed(Claim("ray", 0, {}, config_json, target), opts)
+        packed = _pack(target) if scratch is not None and target.exists() else None
+        return summary, error, packed, where
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _exclusive:
+    """``with _exclusive(run_dir, wait_s) as busy``: an exclusive lock on RUN/.trial.lock, or
+    ``busy`` (an error text) when an earlier attempt still holds it after ``wait_s``."""
+
+    def __init__(self, run_dir: Path, wait_s: float) -> None:
+        self.path, self.wait_s, self.fd = run_dir / LOCK, wait_s, -1
+
+    def __enter__(self) -> str | None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return None
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return f"{self.path.parent}: still in use by an earlier attempt after {self.wait_s:g} s"
+                time.sleep(0.2)
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.fd)  # releases the lock; a killed process releases it the same way
+
+
+def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
+    """Append where this attempt runs (Ray node, host, pid, checkpoint it starts from) to
+    RUN/ray_nodes.jsonl, and return it for the store's event."""
+    import ray
+
+    from normlab.fsutil import append_jsonl
+
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    where = {"node_id": node, "node_ip": ray.util.get_node_ip_address() if node else None,
+             "host": socket.gethostname(), "pid": os.getpid(), "shared_fs": shared,
+             "checkpoint_step": _checkpoint_step(run_dir), "at": time.time()}
+    append_jsonl(run_dir / NODES_LOG, where)
+    return where
+
+
+def _checkpoint_step(run_dir: Path) -> int | None:
+    """The step of RUN's intact latest checkpoint (what a resumed attempt starts from), or None."""
+    if not (run_dir / "checkpoints").is_dir():
+        return None
+    from normlab.train import checkpoint
+
+    found = checkpoint.find(run_dir / "checkpoints" / "latest")
+    return int(checkpoint.read_state(found)["loop"]["step"]) if found else None
+
+
+def _pack(run_dir: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(run_dir, arcname=".", filter=lambda m: None if m.name == f"./{LOCK}" else m)
+    return buf.getvalue()
+
+
+def unpack_run(packed: bytes, run_dir: Path) -> None:
+    """Install a run directory shipped back by a task on a node without the store's filesystem.
+
+    Only regular files and directories inside the run directory are accepted; one link,
+    device, absolute path or ``..`` refuses the whole archive (``UnsafeRunArchive``) before
+    anything is written. It is unpacked beside ``run_dir`` and renamed into place, so a
+    refused or torn archive leaves no half-written run directory.
+    """
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
+        members = tar.getmembers()
+        for m in members:
+            name = posixpath.normpath(m.name)
+            if name.startswith("/") or name == ".." or name.startswith("../"):
+                raise UnsafeRunArchive(f"run archive refused: {m.name!r} points outside the run directory")
+            if not (m.isfile() or m.isdir()):
+                kind = "a symlink" if m.issym() else "a hard link" if m.islnk() else "not a regular file"
+                raise UnsafeRunArchive(f"run archive refused: {m.name!r} is {kind}")
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.unpack-", dir=run_dir.parent))
+        try:
+            tar.extractall(staging, members=members, filter="data")  # "data": a second line of defence
+            old = run_dir.with_name(f".{run_dir.name}.old")
+            if run_dir.exists():  # a partial earlier attempt: the shipped run replaces it
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(run_dir, old)
+            os.replace(staging, run_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _lost(e: BaseException) -> bool:
+    """Whether a failed ``ray.get`` means the task died with its process or node."""
+    import ray.exceptions as rx
+
+    if isinstance(e, rx.RayTaskError):  # the task itself raised: a failure of the trial
+        return False
+    return isinstance(e, tuple(getattr(rx, n) for n in _LOST if hasattr(rx, n)))
+
+
+def _connect(address: str | None, cpus: int, env: dict[str, str]) -> None:
+    import ray
+
+    kw: dict[str, Any] = {"address": address} if address else {"num_cpus": cpus}
+    try:
+        ray.init(**kw, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": env} if env else None)
+    except (ConnectionError, ray.exceptions.AuthenticationError) as e:
+        if not address:
+            raise
+        raise UserError(f"--ray-address {address}: cannot join that Ray cluster ({e}); check the address "
+                        "(`ray status` on the head) and give this process the cluster's token: "
+                        "RAY_AUTH_TOKEN=TOKEN or RAY_AUTH_TOKEN_PATH=FILE (`ray get-auth-token` on the head "
+                        "prints it)") from None
+
+
+def drive(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
+    """Run the store's trials as Ray tasks until all are final (the ``ray`` executor)."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'normlab[ray]'") from None
+    store = Store(store_root)
+    root = store.root.resolve()
+    env = {k: v for k, v in os.environ.items() if k.startswith("NORMLAB_") or k == "PYTHONPATH"}
+    started = not ray.is_initialized()
+    if started:
+        _connect(address, workers * opts.threads, env)
+    task = ray.remote(num_cpus=opts.threads, max_retries=0)(ray_trial)
+
+    def slots() -> int:  # re-read each round: nodes join and leave a live cluster
+        return max(1, int(ray.cluster_resources().get("CPU", 1)) // opts.threads) if address else workers
+
+    me = worker_id()  # the driver holds every lease; tasks never touch the database
+    inflight: dict[Any, Claim] = {}
+    beat = Heartbeat(root, [], opts.heartbeat_s)
+    try:
+        with beat:
+            while True:
+                while len(inflight) < slots():
+                    claim = store.claim(me, opts.lease_s, opts.retries)
+                    if claim is None:
+                        break
+                    inflight[task.remote(claim.config_json, str(claim.run_dir), str(root), opts)] = claim
+                    beat.items.append((claim.id, claim.attempt))
+                if not inflight:
+                    if store.unfinished() == 0:
+                        break
+                    time.sleep(opts.poll_s)
+                    continue
+                done, _ = ray.wait(list(inflight), num_returns=1, timeout=opts.poll_s)
+                for ref in done:
+                    claim = inflight.pop(ref)
+                    beat.items.remove((claim.id, claim.attempt))
+                    _record(store, me, claim, ref, opts)
+    except KeyboardInterrupt:
+        for claim in inflight.values():  # resumable from their checkpoints on the next run
+            store.finish(claim, me, summary={"status": "interrupted"}, retries=opts.retries)
+        raise
+    finally:
+        store.close()
+        if started:
+            ray.shutdown()
+
+
+def _record(store: Store, me: str, claim: Claim, ref: Any, opts: WorkerOptions) -> None:
+    """Store the outcome of one finished task: its result, a failure, or a loss."""
+    import ray
+
+    try:
+        summary, error, packed, where = ray.get(ref)
+    except Exception as e:
+        reason = f"ray task lost: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if _lost(e):
+            store.release(claim, me, reason, retries=opts.retries)
+            return
+        summary, error, packed, where = None, f"ray task failed: {type(e).__name__}: {e}", None, {}
+    if packed:
+        try:
+            unpack_run(packed, claim.run_dir)
+        except (UnsafeRunArchive, tarfile.TarError) as e:
+            summary, error = None, f"{e} (shipped by node {where.get('node_id')})"
+    note = f"ray node {where['node_id']} ({where['node_ip']})" if where.get("node_id") else None
+    store.finish(claim, me, summary=summary, error=error, retries=opts.retries, note=note)
