@@ -8,9 +8,9 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("claims", help="decide the claims of the literature and the seed documents, with numbers",
                        description="Decide each claim from a rule fixed in advance: every part's effect with a 95% "
-                                   "interval over seeds. --quick: the claims decidable at initialisation (about "
-                                   "3 minutes on 2 CPU cores). Without --quick the training studies run at --scale "
-                                   "into OUT/stores (about 70 minutes at cpu scale on 2 cores; resumable).")
+                                   "interval over seeds. --quick: the claims decidable at initialisation (measured "
+                                   "30-50 s on 2 idle CPU cores). Without --quick the training studies run at --scale "
+                                   "into OUT/stores (64 minutes at cpu scale on 2 cores, measured; resumable).")
     p.add_argument("--quick", action="store_true", help="only the claims decidable at initialisation")
     p.add_argument("--out", metavar="DIR", default="claims",
                    help="where claims.json, index.html, history.jsonl, figures/ and stores/ go (default: ./claims)")
