@@ -78,8 +78,11 @@ def test_inspect_each_family(family: str, corpus: str, tmp_path: Path, capsys: p
     assert name in page.read_text()  # summary.json (family, placement) is on the page
     from test_pages import browse
 
-    n, bad = browse(page, tmp_path)
-    assert n == len(list((out / "report" / "figures").glob("*.png"))) > 5 and bad == 0
+    lay = browse(page, tmp_path, f"inspect-{family}")
+    figs = {p.stem for p in (out / "report" / "figures").glob("*.png")}
+    assert {"layers_stream", "layers_block_grad", "layers_angle", "layers_deletion", "layers_max_logit"} <= figs
+    assert lay["n"] == len(figs) and lay["bad"] == 0, lay
+    assert not lay["errors"] and lay["wide"] == 0, lay
 
 
 def test_angular_distance_by_hand_on_gpt2(corpus: str, tmp_path: Path) -> None:

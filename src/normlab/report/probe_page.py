@@ -34,6 +34,13 @@ KEY = [
      "layers_jacobian"),
     ("depth", "token_cos", "stream", ("x",), "mean pairwise token cosine at x_L", "rank collapse against depth",
      "depth_token_cos"),
+    # written by `normlab inspect` (and `analyze`) for one trained model: what its layers do
+    ("profile", "angular_distance", "block", ("all",), "arccos(cos(x_{l-1}, x_l)) / π",
+     "angular distance between each block's input and output", "layers_angle"),
+    ("profile", "deletion_delta", "block", ("all",), "loss increase when block l is skipped", "block deletion",
+     "layers_deletion"),
+    ("profile", "max_logit", "attn", ("all",), "max attention logit", "attention max logit per layer",
+     "layers_max_logit"),
 ]
 
 Rows = list[dict[str, Any]]
