@@ -30,8 +30,8 @@ STEPS = 120
 DEADLINE = 300  # seconds for one study command; far above what it takes
 
 
-def _spec(tmp_path: Path, **kw) -> Path:
-    return tiny_spec(tmp_path / "s.toml", steps=STEPS, every=60, ckpt=10, **kw)
+def _spec(tmp_path: Path, steps: int = STEPS, **kw) -> Path:
+    return tiny_spec(tmp_path / "s.toml", steps=steps, every=60, ckpt=10, **kw)
 
 
 def _env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
@@ -126,8 +126,10 @@ def test_study_on_a_two_node_cluster_with_token_auth_runs_trials_on_both(tmp_pat
 
 @pytest.mark.netns(timeout=900)
 def test_worker_node_lost_mid_trial_the_trial_resumes_on_the_survivor(tmp_path, data_dir) -> None:
-    # retries = 0: a node loss that counted as a failure would end the trial 'failed'.
-    spec, root = _spec(tmp_path, extra="retries = 0"), tmp_path / "store"
+    # retries = 0: a node loss that counted as a failure would end the trial 'failed'. Trials ten
+    # times longer than the other tests': on an idle machine 120 steps end between the first
+    # checkpoint and the kill, and the test then sees no loss at all.
+    spec, root = _spec(tmp_path, steps=10 * STEPS, extra="retries = 0"), tmp_path / "store"
     with Cluster(tmp_path) as cluster:
         cluster.start("head", 1, head=True)
         worker = cluster.start("w1", 1)
@@ -144,7 +146,7 @@ def test_worker_node_lost_mid_trial_the_trial_resumes_on_the_survivor(tmp_path, 
             stop_process(proc)
     assert "completed 4" in out, out[-3000:]
     store = Store(root)
-    _check_complete_once(store)
+    _check_complete_once(store, steps=10 * STEPS)
     (lost,) = [t for t in store.trials() if t.run_dir == victim]
     events = store.events(lost.id)
     # the driver saw the task die with its node and put the trial back at once (no lease wait)
