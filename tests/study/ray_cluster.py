@@ -3,7 +3,7 @@
 Each node is one ``ray start --block`` process (its own temp dir under ``RAY_TMPDIR``,
 its CPUs, a custom resource named after it). It is stopped by its pid: SIGTERM to the
 ``ray start`` process (which ends what it started), then SIGKILL to every process of its
-tree still alive, pids collected before anything was killed. ``ray stop`` is never used:
+tree still alive, pids collected before anything was killed. Ray's own stop command is never used:
 it ends every Ray process on the machine by name.
 """
 
