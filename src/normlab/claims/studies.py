@@ -13,7 +13,7 @@ Per-trial quantities (one value per seed, None when the trial has not finished):
   as 0 (no progress). "Trains" means a gain below -1 nat.
 - :func:`first_eval`: val loss at the first evaluation after step 0 ("converges faster").
 - :func:`clip_fraction`: share of logged steps whose pre-clip gradient norm exceeds 1.0.
-- :func:`last_diag` / :func:`tail_mean`: the in-training diagnostics of a run.
+- :func:`last_diag` / :func:`series_mean`: the in-training diagnostics of a run.
 """
 
 from __future__ import annotations
@@ -69,12 +69,6 @@ class StudyContext:
         t = self.trials(name)
         seeds = len({r.params.get("seed") for r in t})
         return f"study '{name}' at scale {self.scale}: {len(t)} trials, {seeds} seed(s)"
-
-
-def select(trials: list[Any], **where: Any) -> list[Any]:
-    """Trials whose params match ``where`` (keys with '__' for '.', e.g. model__placement)."""
-    want = {k.replace("__", "."): v for k, v in where.items()}
-    return [t for t in trials if all(t.params.get(k) == v for k, v in want.items())]
 
 
 def where(trials: list[Any], params: dict[str, Any]) -> list[Any]:
@@ -163,24 +157,15 @@ def last_diag(run_dir: Path) -> dict[str, Any] | None:
     return {**recs[-1], "first": recs[0]} if recs else None
 
 
-def tail_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics.jsonl") -> float | None:
-    """Mean of a JSONL series of the run (metrics or diagnostics) over the last ``frac`` of its lines."""
+def series_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics.jsonl",
+                last: bool = True) -> float | None:
+    """Mean of a JSONL series of the run (metrics or diagnostics) over its last ``frac`` of
+    lines (``last=False``: its first ``frac``); None without values."""
     from normlab.fsutil import read_jsonl
 
     path = Path(run_dir) / file
     vals = [r[key] for r in read_jsonl(path) if r.get(key) is not None] if path.exists() else []
     if not vals:
         return None
-    tail = vals[-max(1, int(len(vals) * frac)):]
-    return float(statistics.fmean(tail))
-
-
-def head_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics.jsonl") -> float | None:
-    """Mean over the first ``frac`` of the lines (the early counterpart of :func:`tail_mean`)."""
-    from normlab.fsutil import read_jsonl
-
-    path = Path(run_dir) / file
-    vals = [r[key] for r in read_jsonl(path) if r.get(key) is not None] if path.exists() else []
-    if not vals:
-        return None
-    return float(statistics.fmean(vals[: max(1, int(len(vals) * frac))]))
+    k = max(1, int(len(vals) * frac))
+    return float(statistics.fmean(vals[-k:] if last else vals[:k]))

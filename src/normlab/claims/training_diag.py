@@ -12,7 +12,7 @@ import numpy as np
 
 from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.rules import Direction
-from normlab.claims.studies import StudyContext, final_capped, head_mean, last_diag, tail_mean, values, where
+from normlab.claims.studies import StudyContext, final_capped, last_diag, series_mean, values, where
 from normlab.stats import one_sample, paired, welch
 
 P, QK, LR = "model.placement", "model.qk_norm", "optim.lr"
@@ -23,7 +23,7 @@ def _per(ctx: StudyContext, study: str, params: dict[str, Any], fn: Any) -> tupl
 
 
 def _logz(t: Any, tail: bool = True) -> float | None:
-    return (tail_mean if tail else head_mean)(t.run_dir, "log_z", file="diagnostics.jsonl")
+    return series_mean(t.run_dir, "log_z", file="diagnostics.jsonl", last=tail)
 
 
 @claim(id="zloss-logz", quick=False, studies=["zloss"], source="PaLM (Chowdhery et al. 2022); Wortsman et al. 2023",
