@@ -60,11 +60,17 @@ def init_dist(device_name: str) -> tuple[Dist, torch.device]:
     return Dist(rank, world, local), device
 
 
-def close_dist(dist: Dist) -> None:
+def close_dist(dist: Dist, finished: bool = False) -> None:
+    """Leave the process group. ``finished``: every rank completed the same steps, so they can
+    meet at a barrier first; tearing gloo down while a peer still writes its summary can abort
+    the process ("terminate called without an active exception", seen in the DDP test). After
+    a failure or an interrupt the ranks may be in different collectives: no barrier then."""
     if dist.enabled:
         import torch.distributed as td
 
         if td.is_initialized():
+            if finished:
+                td.barrier()
             td.destroy_process_group()
 
 

@@ -146,7 +146,7 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
         _truncate(run_dir / "diagnostics.jsonl", st.step)
     loggers = make_loggers(list(cfg.train.loggers), run_dir, json.loads(cfg.to_json())) if dist.main else []
     trainer = Trainer(cfg, model, optimizer, corpus, val, run_dir, device, dist, loggers, quiet)
-    summary: dict[str, Any]
+    summary: dict[str, Any] = {}
     try:
         status, st, diverged_at = trainer.run(st)
         summary = make_summary(status, st, diverged_at, cfg, model)
@@ -166,7 +166,7 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     finally:
         for lg in loggers:
             lg.close()
-        close_dist(dist)
+        close_dist(dist, finished=summary.get("status") == "completed")
     if dist.main:
         atomic_write_json(run_dir / "summary.json", summary)
     return summary
