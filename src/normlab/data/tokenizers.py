@@ -111,8 +111,21 @@ class ByteTokenizer(Tokenizer):
         return 256
 
 
+class _LibraryTokenizer(Tokenizer):
+    """Shared by the tokenizers that wrap a ``tokenizers.Tokenizer`` in ``self._tok``."""
+
+    _tok: Any
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(ids))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size()
+
+
 @TOKENIZERS.register("bpe")
-class BPETokenizer(Tokenizer):
+class BPETokenizer(_LibraryTokenizer):
     """Byte-level BPE trained locally on the corpus (Sennrich et al. 2016; GPT-2's variant).
 
     Needs the ``tokenizers`` library: ``pip install 'normlab[bpe]'``.
@@ -137,13 +150,6 @@ class BPETokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text).ids
 
-    def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(list(ids))
-
-    @property
-    def vocab_size(self) -> int:
-        return self._tok.get_vocab_size()
-
     def state(self) -> dict[str, Any]:
         return {"name": self.name, "vocab": self.vocab, "json": self._tok.to_str()}
 
@@ -153,7 +159,7 @@ class BPETokenizer(Tokenizer):
 
 
 @TOKENIZERS.register("pretrained")
-class PretrainedTokenizer(Tokenizer):
+class PretrainedTokenizer(_LibraryTokenizer):
     """A fixed Hugging Face ``tokenizer.json`` (a checkpoint's own; ``data.tokenizer=PATH``).
 
     Encodes without special tokens (the corpus is one stream); ``vocab_size`` counts the
@@ -177,13 +183,6 @@ class PretrainedTokenizer(Tokenizer):
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
-
-    def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(list(ids))
-
-    @property
-    def vocab_size(self) -> int:
-        return self._tok.get_vocab_size()
 
     def state(self) -> dict[str, Any]:
         return {"name": self.name, "json": self.json_text}

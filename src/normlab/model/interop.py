@@ -81,8 +81,6 @@ def from_hf_gpt2(hf_model_or_state_dict: Any, config: Any = None):  # -> Transfo
     ``config``: a ``GPT2Config`` or a ``ModelConfig``; required with a bare state dict,
     because the number of heads cannot be read from the weights.
     """
-    from normlab.model.transformer import TransformerLM
-
     src = hf_model_or_state_dict
     if isinstance(src, dict):
         sd = src
@@ -96,18 +94,7 @@ def from_hf_gpt2(hf_model_or_state_dict: Any, config: Any = None):  # -> Transfo
     if cfg.placement != "pre" or cfg.pos != "learned" or cfg.ffn != "gelu" or cfg.norm != "layernorm":
         raise UserError("from_hf_gpt2: config must describe GPT-2 (placement pre, pos learned, "
                         "ffn gelu, norm layernorm)")
-    model = TransformerLM(cfg)
-    state = _gpt2_state(sd, cfg.n_layer)
-    if cfg.tie_embeddings:
-        state.pop("lm_head.weight", None)  # the head is wte
-    elif "lm_head.weight" not in state:
-        state["lm_head.weight"] = state["wte.weight"]
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not (cfg.tie_embeddings and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise UserError(f"from_hf_gpt2: weights do not fit the config (missing {missing}, "
-                        f"unexpected {unexpected})")
-    return model
+    return _load(cfg, _gpt2_state(sd, cfg.n_layer), "from_hf_gpt2")
 
 
 # ---------------------------------------------------------------- Llama family and OLMo-2
