@@ -56,7 +56,7 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
         records.append(c.decide(q if c.quick else ctx))
     meta["seconds"] = round(time.time() - t0, 1)
     if ctx.spans:
-        meta["studies"] = {n: {"first_start": s, "last_finish": f, "wall_s": round(f - s, 1), "trials": len(ctx._done[n])}
+        meta["studies"] = {n: {"first_start": s, "last_finish": f, "wall_s": round(f - s, 1), "trials": len(ctx.trials(n))}
                            for n, (s, f) in ctx.spans.items()}
         meta["training_wall_s"] = round(max(f for _, f in ctx.spans.values()) - min(s for s, _ in ctx.spans.values()), 1)
     write_outputs(records, out, meta, q)

@@ -18,10 +18,6 @@ STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Sha
         "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")
 
 
-def _extra(q: QuickData, key: str) -> dict:
-    return q.extra[key]
-
-
 @claim(id="jacobian-identity", quick=True, experiment=PROBE + "; one Rademacher probe per block",
        source="seed 000 (Korean lecture notes, 000_ca64de5e8bef631c.txt)", settings=SETTINGS,
        statement="Post-LN's Jacobian is J_LN (I + J_F): even the identity path passes through J_LN. Pre-LN's "
@@ -34,7 +30,7 @@ def _extra(q: QuickData, key: str) -> dict:
                    "J_LN divides by the std of x + F(x), above 1 when the branch adds variance (xavier init), so the "
                    "identity enters scaled by about 1/sqrt(1 + Var F); 0.9 leaves room for the branch's own trace")])
 def jacobian_identity(q: QuickData) -> dict[str, Measured]:
-    ic = _extra(q, "identity")
+    ic = q.extra["identity"]
     out = {}
     for p in ("pre", "post"):
         vals = [float(np.mean(r)) for r in ic[p]]
@@ -63,7 +59,7 @@ def seed004_decay(q: QuickData) -> dict[str, Measured]:
 
 
 def _slopes(q: QuickData, p: str) -> list[float]:
-    steps = _extra(q, "one_step")
+    steps = q.extra["one_step"]
     m = np.array([[steps[p][L][s]["change"] for L in steps["depths"]] for s in range(len(steps[p][steps["depths"][0]]))])
     return slope_per_seed(steps["depths"], m)
 
@@ -100,7 +96,7 @@ def liu_amplification(q: QuickData) -> dict[str, Measured]:
                    "slope of mean log(Var F / Var[alpha x]) over sub-layers against log L, per seed (deepnorm)",
                    Direction(-1), "alpha grows and beta shrinks with depth: the branch share should fall")])
 def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
-    steps = _extra(q, "one_step")
+    steps = q.extra["one_step"]
     s = {p: _slopes(q, p) for p in ("deepnorm", "post")}
     share = np.array([[steps["deepnorm"][L][i]["branch_share"] for L in steps["depths"]]
                       for i in range(len(steps["deepnorm"][steps["depths"][0]]))])
@@ -118,7 +114,7 @@ def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
                    "log10(output RMS at s = 10 / output RMS at s = 0.1) of the seed's formula, per draw",
                    Within(-0.05, 0.05), "a normaliser's output is scale-free (normlab's RMSNorm: 0.000)")])
 def seed001_rms(q: QuickData) -> dict[str, Measured]:
-    r = _extra(q, "rms")
+    r = q.extra["rms"]
     return {"normalises": Measured(one_sample([x["seed_log10_ratio"] for x in r]), [f"draw{i}" for i in range(len(r))],
                                    {"normlab_log10_ratio": float(np.mean([x["normlab_log10_ratio"] for x in r]))})}
 
@@ -131,7 +127,7 @@ def seed001_rms(q: QuickData) -> dict[str, Measured]:
                    "log10 max |logit difference| to GPT-2's own forward, post placement, per model",
                    Direction(-1, -4), "reproduces = agrees to 1e-4 (float32 round-off is ~1e-6)")])
 def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
-    r = _extra(q, "gpt2")
+    r = q.extra["gpt2"]
     if not r:
         return {"post": Measured(Effect(None, None, None, 0, method="one-sample t"),
                                  note="transformers is not installed (pip install 'normlab[hf]')")}
@@ -149,7 +145,7 @@ def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
                    "log10 of the largest change of outputs before position 8 when positions 8.. change, relative",
                    Direction(-1, -6), "a causal block's earlier outputs do not move at all (float32: < 1e-6)")])
 def seed002_code(q: QuickData) -> dict[str, Measured]:
-    r = _extra(q, "causal")
+    r = q.extra["causal"]
     return {"causal": Measured(one_sample(r), [f"block/seed{i}" for i in range(len(r))])}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from normlab.claims.catalogue import Measured, Part, claim
 from normlab.claims.rules import Direction, Within
 from normlab.claims.studies import StudyContext, clip_fraction, final_capped, first_eval, gain, values, where
-from normlab.stats import rate, welch
+from normlab.stats import one_sample, rate, welch
 
 P, W, LR, QK = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm"
 WARM = "the fixed warm-up cell W = 60 steps of 300 (the study's only non-zero warm-up)"
@@ -22,10 +22,6 @@ XIONG = ("study 'xiong-warmup': post/pre x warm-up {0, 60} x lr {5e-4, 1e-3, 3e-
          "linear decay, 3 seeds")
 XSET = "no gradient clipping (a clip would hide the divergence warm-up prevents); AdamW beta2 0.99"
 MARGIN = "0.05 nats is about twice the seed-to-seed std of one setting at this scale: the largest gap we call 'comparable'"
-
-
-def _cell(ctx: StudyContext, study: str, fn: Any = gain, **params: Any) -> tuple[list[float], list[str]]:
-    return values(where(ctx.trials(study), {k.replace("__", "."): v for k, v in params.items()}), fn)
 
 
 def _warm(ctx: StudyContext) -> int:
@@ -149,9 +145,7 @@ def seed002_pet_project(ctx: StudyContext) -> dict[str, Measured]:
               Part("vs-post", "... less often than Post-LN", "that share, pre minus post, no warm-up",
                    Direction(-1), "less often = a smaller share")])
 def seed002_clipping(ctx: StudyContext) -> dict[str, Measured]:
-    pre, ids = _cell(ctx, "pre-vs-post", clip_fraction, model__placement="pre", optim__warmup_steps=0)
-    from normlab.stats import one_sample
-
+    pre, ids = values(where(ctx.trials("pre-vs-post"), {P: "pre", W: 0}), clip_fraction)
     return {"rare": Measured(one_sample(pre), ids, {"per_seed": pre}),
             "vs-post": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}, clip_fraction)}
 
