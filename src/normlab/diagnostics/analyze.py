@@ -55,11 +55,7 @@ def analyze_model(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) 
     def loss_without(skip: int | None) -> float:
         tot = 0.0
         for idx, tgt in batches:
-            h = model.stream.begin(model.embed(idx))
-            for i, b in enumerate(model.blocks):
-                if i != skip:
-                    h = b(h)
-            logits = model.head(h)
+            logits = model.run(idx, skip=() if skip is None else (skip,))
             tot += torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten()).item()
         return tot / len(batches)
 
@@ -67,11 +63,10 @@ def analyze_model(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) 
     deletion = [loss_without(i) for i in range(L)]
     xs: list[list[torch.Tensor]] = [[] for _ in range(L + 1)]
     for idx, _ in batches:
-        h = model.stream.begin(model.embed(idx))
-        xs[0].append(main_stream(h))
-        for i, b in enumerate(model.blocks):
-            h = b(h)
-            xs[i + 1].append(main_stream(h))
+        states: list = []
+        model.run(idx, states=states)
+        for i, h in enumerate(states):
+            xs[i].append(main_stream(h))
     stream = [torch.cat(x) for x in xs]  # each (B_total, T, d)
     angle = [[stats.angular_distance(a, b).item() for b in stream] for a in stream]
     cka = [[stats.linear_cka(a.flatten(0, 1), b.flatten(0, 1)).item() for b in stream] for a in stream]

@@ -72,7 +72,6 @@ class TrainingDiagnostics:
             group.append(g)
         self.group = torch.tensor(group, dtype=torch.long)
         self.n_groups = self.L + 2
-        self._hooks: list[Any] = []
         self._stream: dict[int, torch.Tensor] = {}  # x_0..x_L of the fixed batch
         self._aux: dict[int, torch.Tensor] = {}     # a second stream (ResiDual's d), if any
         self._grad: torch.Tensor | None = None
@@ -132,7 +131,6 @@ class TrainingDiagnostics:
         return rec
 
     def close(self) -> None:
-        self._remove_hooks()
         for a in self._attention():
             a.record = False
 
@@ -146,21 +144,6 @@ class TrainingDiagnostics:
         sq = torch.zeros(self.n_groups, device=norms.device).index_add_(0, self.group.to(norms.device), norms**2)
         return sq.sqrt()
 
-    def _block_hook(self, i: int):
-        """Keep the main stream entering block 0 (as x_0) and leaving block i (as x_{i+1})."""
-        def hook(_m: nn.Module, args: tuple, out: Any) -> None:
-            if i + 1 in self._stream:
-                return  # keep the first micro-batch only
-            if i == 0:
-                self._stream[0] = main_stream(args[0]).detach()
-                if isinstance(args[0], (tuple, list)) and len(args[0]) > 1:
-                    self._aux[0] = args[0][1].detach()
-            self._stream[i + 1] = main_stream(out).detach()
-            if isinstance(out, (tuple, list)) and len(out) > 1:
-                self._aux[i + 1] = out[1].detach()
-
-        return hook
-
     @staticmethod
     def _stream_stats(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         """RMS and max |x| of x_0..x_L, cosine and angular distance of consecutive states:
@@ -171,35 +154,27 @@ class TrainingDiagnostics:
         return {"rms": xs.pow(2).mean(dim=(1, 2, 3)).sqrt(), "max_abs": xs.abs().amax(dim=(1, 2, 3)),
                 "cos": c.mean(dim=(1, 2)), "angle": (torch.arccos(c.clamp(-1, 1)) / math.pi).mean(dim=(1, 2))}
 
-    def _remove_hooks(self) -> None:
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
-
     @torch.inference_mode()  # lighter than no_grad per op (no version counters): runs every diag step
     def _logits(self, record: bool = False) -> torch.Tensor:
         """Logits on the fixed batch; with ``record`` also stream and attention statistics."""
         was = self.model.training
         self.model.eval()  # dropout off: F(x; W) must depend on W only
         attn = self._attention() if record else []
-        if record:
-            self._stream, self._aux = {}, {}
-            self._hooks = [b.register_forward_hook(self._block_hook(i)) for i, b in enumerate(self.model.blocks)]
         for a in attn:
             a.record = True
+        states: list | None = [] if record else None
         try:
-            # The model's forward minus its input check (this batch was checked when the
-            # run started): one host sync less per diagnostic step.
-            m = self.model
-            h = m.stream.begin(m.embed(self.x))
-            for block in m.blocks:
-                h = block(h)
-            return m.head(h).detach()
+            # The model's one forward minus its input check (this batch was checked when
+            # the run started): one host sync less per diagnostic step.
+            return self.model.run(self.x, states=states).detach()
         finally:
             self.model.train(was)
-            self._remove_hooks()
             for a in attn:
                 a.record = False
+            if states is not None:
+                self._stream = {i: main_stream(h).detach() for i, h in enumerate(states)}
+                self._aux = {i: h[1].detach() for i, h in enumerate(states)
+                             if isinstance(h, (tuple, list)) and len(h) > 1}
             nan = torch.full((), float("nan"), device=self.x.device)
             self._attn = [torch.stack([a.stats.get(k, nan).float() for k in ("max_logit", "min_entropy",
                                                                              "mean_entropy")]) for a in attn]

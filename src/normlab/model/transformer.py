@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Collection
 
 import torch
 import torch.nn.functional as F
@@ -95,12 +96,36 @@ class TransformerLM(nn.Module):
         """Residual state after the last block -> logits (B, T, V)."""
         return self.stream.logits(self.lm_head(self.norm_f(self.stream.end(h))))
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        self.check_tokens(idx, "idx")
-        h = self.stream.begin(self.embed(idx))
-        for block in self.blocks:
-            h = block(h)
-        logits = self.head(h)
+    def run(self, idx: torch.Tensor, *, skip: Collection[int] = (), states: list | None = None) -> torch.Tensor:
+        """The residual path, written once: (B, T) token ids -> logits (B, T, V).
+
+        embed -> ``stream.begin`` -> every block -> ``head`` (stream end, final norm, output
+        projection, stream logit hook). Every caller that needs more than the logits goes
+        through here instead of calling the pieces: ``skip`` holds 0-based blocks to pass
+        over (their input goes on unchanged: layer deletion), and a list given as ``states``
+        receives the residual state entering block 1 and the state after each block (L + 1
+        entries; a tuple (x, d) for placements with two streams). No input check: callers
+        that have not checked their tokens use ``forward``.
+        """
+        h = self.stream.begin(self.embed(idx))  # (B, T, d), or ResiDual's (x, d)
+        if states is not None:
+            states.append(h)
+        for i, block in enumerate(self.blocks):
+            if i not in skip:
+                h = block(h)
+            if states is not None:
+                states.append(h)
+        return self.head(h)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, check: bool = True):
+        """``run`` after the input check; with ``targets`` also the mean cross-entropy.
+
+        ``check=False`` skips the token check, which reads values: for callers whose tokens
+        are known good (batched training under ``vmap``, which cannot read values).
+        """
+        if check:
+            self.check_tokens(idx, "idx")
+        logits = self.run(idx)
         if targets is None:
             return logits
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))

@@ -249,13 +249,9 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     z_on = any(c.optim.z_loss > 0 for c in cfgs)
 
     def loss_one(p: dict, b: dict, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> tuple:
-        # The model's pieces (embed, stream, blocks, head) rather than forward(): forward's
-        # token-range check reads values, which vmap cannot do. Tokens come from the corpus.
-        with torch.nn.utils.stateless._reparametrize_module(base, {**p, **b}, tie_weights=True):
-            h = base.stream.begin(base.embed(x))
-            for blk in base.blocks:
-                h = blk(h)
-            logits = base.head(h)                                   # (B, T, V)
+        # forward's token-range check reads values, which vmap cannot do; the tokens come
+        # from the corpus, so check=False. tie_weights keeps the tied head on wte's slice.
+        logits = torch.func.functional_call(base, {**p, **b}, (x,), {"check": False}, tie_weights=True)  # (B, T, V)
         ce = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1))
         if not z_on:
             return ce, ce
