@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "ModelConfig": "normlab.model.config",
     "TransformerLM": "normlab.model.transformer",
-    "RunConfig": "normlab.config",
+    "RunConfig": "normlab.runconfig",
     "DataConfig": "normlab.data.config",
     "OptimConfig": "normlab.train.config",
     "TrainConfig": "normlab.train.config",

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from normlab.config import RunConfig
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
 from normlab.registry import Registry
+from normlab.runconfig import RunConfig
 from normlab.train.config import OptimConfig, TrainConfig
 
 PresetFn = Callable[[], RunConfig]

@@ -33,6 +33,13 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T) -> T:
         return self.register(name)(obj)
 
+    def remove(self, name: str) -> T:
+        """Drop ``name`` (for code that registered something temporarily, e.g. a test)."""
+        try:
+            return self._items.pop(name)
+        except KeyError:
+            raise unknown_name(self.field, name, self.names()) from None
+
     def get(self, name: str, field: str | None = None) -> T:
         try:
             return self._items[name]

@@ -119,6 +119,12 @@ def dotted_keys(cls: type, prefix: str = "") -> list[str]:
     return keys
 
 
+def _moved(cls: type, name: str, key: str) -> ConfigError | None:
+    """The error for an option that moved (a section's ``moved`` table), naming its new spelling."""
+    new = getattr(cls, "moved", {}).get(name)
+    return ConfigError(key, NO_VALUE, f"no longer an option of its own; write {new}") if new else None
+
+
 def _unknown_key(key: str, valid: list[str]) -> ConfigError:
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(valid)}"
@@ -133,6 +139,9 @@ def from_dict(cls: type[C], data: dict[str, Any], prefix: str = "") -> C:
     names = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in names:
+            moved = _moved(cls, key, prefix + key)
+            if moved:
+                raise moved
             level = [prefix + n for n in names]  # sections (e.g. "model") as well as leaves
             raise _unknown_key(prefix + key, level + dotted_keys(cls, prefix))
     kwargs = {}
@@ -252,7 +261,8 @@ def field_type(cls: type, key: str) -> Any:
     tp: Any = cls
     for part in parts:
         if not dataclasses.is_dataclass(tp) or part not in {f.name for f in dataclasses.fields(tp)}:
-            raise _unknown_key(key, dotted_keys(cls))
+            moved = _moved(tp, part, key) if dataclasses.is_dataclass(tp) else None
+            raise moved or _unknown_key(key, dotted_keys(cls))
         tp = _hints(tp)[part]
     if dataclasses.is_dataclass(tp):
         raise ConfigError(key, NO_VALUE, f"is a section; name a field inside it, e.g. {dotted_keys(tp, key + '.')[0]}")

@@ -47,3 +47,26 @@ def test_history_keeps_the_old_verdict_when_a_rule_changes(tmp_path: Path) -> No
     assert changed["rule_changed"] == {"from_hash": "h1", "verdict_before": "supported", "at": "2026-01-02T00:00:00Z"}
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert len(lines) == 3 and json.loads(lines[0])["verdict"] == "supported"  # nothing rewritten
+
+
+def test_seed_scale_is_for_the_claims_that_state_it(tmp_path: Path) -> None:
+    """`--scale seed` decides seed 002's pet-project claims on the seed's own settings, and is
+    refused for claims without such a setting (their experiment text would be wrong)."""
+    import pytest
+
+    from normlab.claims import run_claims
+    from normlab.errors import UserError
+
+    reg = all_claims()
+    have = sorted(i for i, c in reg.items() if "seed" in c.experiments)
+    assert have == ["seed002-clipping", "seed002-pet-project"]
+    pet = reg.get("seed002-pet-project")
+    assert "lr 3e-4 constant, batch 32, 4900 steps" in pet.experiment_at("seed")
+    assert pet.experiment_at("cpu") == pet.experiment and pet.rule_hash("cpu") == pet.rule_hash()
+    assert pet.rule_hash("seed") != pet.rule_hash()  # another experiment is another decision
+    with pytest.raises(UserError, match=r"--scale=seed: only claims seed002-clipping, seed002-pet-project have"):
+        run_claims(quick=False, scale="seed", only=["seed002-pet-project", "lr-sensitivity"], out=tmp_path,
+                   train=False)
+    with pytest.raises(UserError, match=r"--scale=huge: choose one of smoke, cpu, gpu, seed"):
+        run_claims(quick=False, scale="huge", out=tmp_path, train=False)
+    assert not any(tmp_path.iterdir())  # refused before anything is written

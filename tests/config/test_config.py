@@ -134,6 +134,13 @@ def test_toml_file_errors(tmp_path):
         load_toml(bad)
 
 
+def Built(**kw):
+    """Names and placement options are checked where the model is built, not by ModelConfig."""
+    from normlab.model.build import resolve_model
+
+    return resolve_model(ModelConfig(**kw))
+
+
 # Every validation rule: (section class, kwargs, dotted field, fragment of the fix).
 INVALID = [
     (ModelConfig, {"n_layer": 0}, "model.n_layer", ">= 1"),
@@ -144,24 +151,25 @@ INVALID = [
     (ModelConfig, {"d_model": 128, "n_head": 5}, "model.n_head", "must divide model.d_model=128"),
     (ModelConfig, {"d_ff": 0}, "model.d_ff", ">= 1"),
     (ModelConfig, {"dropout": 1.0}, "model.dropout", "[0, 1)"),
-    (ModelConfig, {"mix_fraction": 1.5}, "model.mix_fraction", "[0, 1]"),
+    (Built, {"placement": {"name": "mix", "fraction": 1.5}}, "model.placement.fraction", "[0, 1]"),
     (ModelConfig, {"norm_eps": 0.0}, "model.norm_eps", "> 0"),
-    (ModelConfig, {"admin_omega": "guess"}, "model.admin_omega", "profile"),
-    (ModelConfig, {"ffn": "relu2"}, "model.ffn", "gelu or swiglu"),
+    (Built, {"placement": {"name": "admin", "omega": "guess"}}, "model.placement.omega", "profile"),
+    (Built, {"ffn": "relu2"}, "model.ffn", "gelu or swiglu"),
     (ModelConfig, {"pos": "alibi"}, "model.pos", "learned or rope"),
     (ModelConfig, {"pos": "rope", "d_model": 12, "n_head": 4}, "model.pos", "even head dim"),
-    (ModelConfig, {"norm": "batchnorm"}, "model.norm", "valid: layernorm"),
-    (ModelConfig, {"qk_norm": "l3"}, "model.qk_norm", "valid: layernorm"),
+    (Built, {"norm": "batchnorm"}, "model.norm", "valid: layernorm"),
+    (Built, {"qk_norm": "l3"}, "model.qk_norm", "valid: layernorm"),
     (ModelConfig, {"qkv_norm": True}, "model.qkv_norm", "set model.qk_norm"),
-    (ModelConfig, {"init": "kaiming"}, "model.init", "valid: gpt2"),
-    (ModelConfig, {"placement": "pree"}, "model.placement", "did you mean 'pre'"),
-    (ModelConfig, {"placement": ["pre"], "n_layer": 2}, "model.placement", "needs model.n_layer=2 entries"),
-    (ModelConfig, {"placement": [{"attn": "pre"}], "n_layer": 1}, "model.placement[0]", "keys attn and ffn"),
-    (ModelConfig, {"placement": ["mix"], "n_layer": 1}, "model.placement[0]", "layout for the whole model"),
-    (ModelConfig, {"placement": [3], "n_layer": 1}, "model.placement[0]", "placement name or a table"),
-    (ModelConfig, {"rezero": True, "placement": "pre"}, "model.rezero", "set model.placement=none"),
+    (Built, {"init": "kaiming"}, "model.init", "valid: gpt2"),
+    (Built, {"placement": "pree"}, "model.placement", "did you mean 'pre'"),
+    (Built, {"placement": ["pre"], "n_layer": 2}, "model.placement", "needs model.n_layer=2 entries"),
+    (Built, {"placement": [{"attn": "pre"}], "n_layer": 1}, "model.placement[0]", "keys attn and ffn"),
+    (Built, {"placement": ["mix"], "n_layer": 1}, "model.placement[0]", "layout for the whole model"),
+    (Built, {"placement": [3], "n_layer": 1}, "model.placement[0]", "placement name or a table"),
+    (Built, {"placement": {"name": "none", "rezero": 1}}, "model.placement.rezero", "true/false"),
+    (Built, {"placement": {"name": "pre", "rezero": True}}, "model.placement.rezero", "has no options"),
     (ModelConfig, {"n_kv_head": 3}, "model.n_kv_head", "must divide model.n_head=4"),
-    (ModelConfig, {"n_kv_head": 2, "placement": "deepnorm"}, "model.n_kv_head", "set model.n_kv_head=none"),
+    (Built, {"n_kv_head": 2, "placement": "deepnorm"}, "model.n_kv_head", "set model.n_kv_head=none"),
     (ModelConfig, {"qk_norm_span": "all"}, "model.qk_norm_span", "use head or full"),
     (ModelConfig, {"qk_norm_span": "full"}, "model.qk_norm_span", "set model.qk_norm too"),
     (ModelConfig, {"rope_base": 0.0}, "model.rope_base", "> 0"),
@@ -225,3 +233,28 @@ def test_every_field_is_documented():
 def test_dataclass_defaults_are_valid():
     cfg = RunConfig()
     assert dataclasses.asdict(cfg)["model"]["placement"] == "pre"
+
+
+@pytest.mark.parametrize("key,value,new", [("mix_fraction", "0.5", '{name = "mix", fraction = 0.25}'),
+                                           ("admin_omega", "closed_form", '{name = "admin", omega = "profile"}'),
+                                           ("rezero", "true", '{name = "none", rezero = true}')])
+def test_moved_options_fail_naming_the_new_spelling(tmp_path, key, value, new):
+    """Placement options live with their placement; the old model.* keys say where they went."""
+    with pytest.raises(ConfigError) as e:
+        resolve(overrides=[f"model.{key}={value}"])
+    assert str(e.value) == f"model.{key}: no longer an option of its own; write model.placement = {new}"
+    toml = tmp_path / "old.toml"
+    toml.write_text(f"[model]\n{key} = {value if value in ('true', '0.5') else repr(value)}\n".replace("'", '"'))
+    with pytest.raises(ConfigError, match=rf"^model\.{key}: no longer an option of its own; write model\.placement"):
+        resolve(config=toml)
+
+
+def test_stored_configs_with_moved_options_still_load():
+    """A run directory written before the move reads back with the options in their new place."""
+    old = json.loads(RunConfig().to_json())
+    old["model"].update(placement="admin", admin_omega="closed_form", mix_fraction=0.25, rezero=False)
+    cfg = RunConfig.from_json(json.dumps(old))
+    assert cfg.model.placement == {"name": "admin", "omega": "closed_form"}
+    old["model"].update(placement=["none", {"attn": "mix", "ffn": "pre"}], admin_omega="profile", rezero=True)
+    cfg = RunConfig.from_json(json.dumps(old))
+    assert cfg.model.placement == [{"name": "none", "rezero": True}, {"attn": "mix", "ffn": "pre"}]

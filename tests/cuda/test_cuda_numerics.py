@@ -21,8 +21,7 @@ import pytest
 import torch
 
 from normlab import ModelConfig, TransformerLM
-from normlab.model import placements  # noqa: F401  (registers every placement)
-from normlab.model.placement import PLACEMENTS
+from normlab.model.catalogue import PLACEMENTS
 
 pytestmark = pytest.mark.cuda
 

@@ -7,12 +7,10 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.model.capture import capture
-from normlab.model.placement import PLACEMENTS
+from normlab.model.catalogue import PLACEMENTS
 
 
 def _model(placement: str, n_layer: int = 3) -> TransformerLM:
-    import normlab.model.placements  # noqa: F401  (registers every placement)
-
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=11, context=6, n_layer=n_layer, d_model=8, n_head=2, placement=placement,
                       init="xavier")
@@ -20,8 +18,6 @@ def _model(placement: str, n_layer: int = 3) -> TransformerLM:
 
 
 def _placements() -> list[str]:
-    import normlab.model.placements  # noqa: F401
-
     return PLACEMENTS.names()
 
 

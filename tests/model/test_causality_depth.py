@@ -9,10 +9,8 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.errors import ConfigError
-from normlab.model import placements  # noqa: F401  (registers every placement)
-from normlab.model.layout import LAYOUTS
-from normlab.model.norms import NORMS, QK_NORMS
-from normlab.model.placement import PLACEMENTS
+from normlab.model.build import resolve_model
+from normlab.model.catalogue import LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
 ALL = [*PLACEMENTS.names(), *LAYOUTS.names()]
 SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
@@ -22,7 +20,7 @@ SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
 def test_causal(placement: str) -> None:
     kw: dict = dict(placement=placement)
     if placement == "rezero":
-        kw = dict(placement="none", rezero=True)
+        kw = dict(placement={"name": "none", "rezero": True})
     if placement == "table":
         kw = dict(placement=[{"attn": "sandwich", "ffn": "post"}, {"attn": "admin", "ffn": "lns"}])
     torch.manual_seed(0)
@@ -81,10 +79,10 @@ def test_finite_forward_backward(placement: str, init: str, depth: int, norm: st
         depth = min(depth, 12)
     if norm == "none" and placement == "admin":  # refused with a reason: omega needs the norm
         with pytest.raises(ConfigError, match=r"model\.norm='none': placement admin rescales the shortcut"):
-            ModelConfig(n_layer=depth, placement=placement, norm=norm, **SMALL)
+            resolve_model(ModelConfig(n_layer=depth, placement=placement, norm=norm, **SMALL))
         return
-    cfg = ModelConfig(n_layer=depth, placement=placement, init=init, norm=norm, qk_norm=qk_norm,
-                      rezero=rezero, **SMALL)
+    cfg = ModelConfig(n_layer=depth, placement={"name": "none", "rezero": True} if rezero else placement,
+                      init=init, norm=norm, qk_norm=qk_norm, **SMALL)
     fwd, bwd = _finite_run(cfg)
     assert fwd and bwd
 

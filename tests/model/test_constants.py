@@ -62,7 +62,7 @@ def test_deepnorm_beta_scales_v_o_ffn_not_q_k() -> None:
 def test_admin_closed_form(L: int, omega: float) -> None:
     assert admin_closed_form_omega(2 * L) == pytest.approx(omega, abs=1e-6)
     if L <= 6:
-        model = TransformerLM(ModelConfig(n_layer=L, placement="admin", admin_omega="closed_form", **SMALL))
+        model = TransformerLM(ModelConfig(n_layer=L, placement={"name": "admin", "omega": "closed_form"}, **SMALL))
         assert all(float(b.attn.omega) == pytest.approx(omega, abs=1e-6) for b in model.blocks)
 
 
@@ -98,7 +98,7 @@ def test_admin_profile_recurrence(init: str) -> None:
 
 
 def test_admin_profile_keeps_global_rng_and_is_deterministic() -> None:
-    cfgs = [ModelConfig(n_layer=2, placement="admin", admin_omega=o, **SMALL) for o in ("profile", "closed_form")]
+    cfgs = [ModelConfig(n_layer=2, placement={"name": "admin", "omega": o}, **SMALL) for o in ("profile", "closed_form")]
     draws, weights = [], []
     for cfg in cfgs:
         torch.manual_seed(5)

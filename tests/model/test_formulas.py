@@ -141,14 +141,14 @@ def test_single_stream_block_matches_formula(name: str) -> None:
 
 
 def test_rezero_gate_formula() -> None:
-    model = build("none", rezero=True)
+    model = build({"name": "none", "rezero": True})
     idx = torch.randint(0, 11, (2, 6))
     x = model.embed(idx)
     for sub in sublayers(model):
         assert sub.gate.shape == ()
         x = x + sub.gate * F_(sub, x)
     assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
-    fresh = TransformerLM(ModelConfig(n_layer=2, d_model=8, n_head=2, placement="none", rezero=True))
+    fresh = TransformerLM(ModelConfig(n_layer=2, d_model=8, n_head=2, placement={"name": "none", "rezero": True}))
     assert all(float(s.gate.detach()) == 0.0 for s in sublayers(fresh))  # ReZero starts as the identity
 
 
@@ -232,8 +232,7 @@ def test_recorded_attention_stats_by_hand() -> None:
 
 def test_every_registered_placement_has_a_formula_test() -> None:
     """Adding a placement means adding its hand-written formula here (docs/architecture.md)."""
-    from normlab.model import placements  # noqa: F401  (registration happens on import)
-    from normlab.model.placement import PLACEMENTS
+    from normlab.model.catalogue import PLACEMENTS
 
     two_stream_or_sphere = {"resi_dual", "ngpt"}  # their own tests above
     assert set(PLACEMENTS.names()) == set(SINGLE) | two_stream_or_sphere

@@ -10,7 +10,8 @@ import torch
 from normlab import ModelConfig, TransformerLM
 from normlab.cli import main
 from normlab.errors import UserError
-from normlab.model.io import load_model, save_model
+from normlab.model.interop import from_hf_gpt2
+from normlab.model.io import save_model
 
 SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
 
@@ -34,7 +35,7 @@ def test_save_load_round_trip(tmp_path, kw: dict) -> None:
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["model.safetensors", "model_config.json"]
     assert json.loads((tmp_path / "ck" / "model_config.json").read_text())["placement"] == kw["placement"]
     torch.manual_seed(99)  # a different init that load must overwrite
-    loaded = load_model(tmp_path / "ck")
+    loaded = TransformerLM.load(tmp_path / "ck")
     assert loaded.cfg == model.cfg
     idx = torch.randint(0, 13, (2, 8))
     assert torch.equal(loaded(idx), model(idx))
@@ -48,17 +49,17 @@ def test_save_load_round_trip(tmp_path, kw: dict) -> None:
 
 def test_load_errors(tmp_path) -> None:
     with pytest.raises(UserError, match="model_config.json: no such file"):
-        load_model(tmp_path)
+        TransformerLM.load(tmp_path)
     save_model(TransformerLM(ModelConfig(n_layer=1, **SMALL)), tmp_path)
     cfg = json.loads((tmp_path / "model_config.json").read_text())
     cfg["n_layer"] = 2
     (tmp_path / "model_config.json").write_text(json.dumps(cfg))
     with pytest.raises(UserError, match="cannot load weights"):
-        load_model(tmp_path)
+        TransformerLM.load(tmp_path)
     cfg["placement"] = "bogus"
     (tmp_path / "model_config.json").write_text(json.dumps(cfg))
     with pytest.raises(UserError, match=r"model\.placement='bogus'"):
-        load_model(tmp_path)
+        TransformerLM.load(tmp_path)
 
 
 def test_ngpt_after_step_keeps_weights_on_the_sphere() -> None:
@@ -100,18 +101,18 @@ def test_hf_gpt2_parity() -> None:
             for name, p in hf.named_parameters():
                 if ".ln_" in name or "ln_f" in name or name.endswith(".bias"):
                     p.add_(0.2 * torch.randn_like(p))
-        ours = TransformerLM.from_hf_gpt2(hf).eval()
+        ours = from_hf_gpt2(hf).eval()
         assert ours.cfg.placement == "pre" and ours.cfg.n_head == n_head
         idx = torch.randint(0, 57, (3, 16))
         with torch.no_grad():
             ref = hf(idx).logits
             assert torch.allclose(ours(idx), ref, atol=1e-5, rtol=0)
-            from_sd = TransformerLM.from_hf_gpt2(hf.state_dict(), config=hf_cfg).eval()
+            from_sd = from_hf_gpt2(hf.state_dict(), config=hf_cfg).eval()
             assert torch.allclose(from_sd(idx), ref, atol=1e-5, rtol=0)
     with pytest.raises(UserError, match="needs config="):
-        TransformerLM.from_hf_gpt2(hf.state_dict())
+        from_hf_gpt2(hf.state_dict())
     with pytest.raises(UserError, match="activation_function='relu'"):
-        TransformerLM.from_hf_gpt2(transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        from_hf_gpt2(transformers.GPT2LMHeadModel(transformers.GPT2Config(
             vocab_size=57, n_positions=16, n_embd=16, n_layer=1, n_head=2, activation_function="relu")))
 
 

@@ -7,8 +7,8 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.errors import ConfigError, UserError
-from normlab.model.layout import resolve_layout
-from normlab.model.placement import PLACEMENTS
+from normlab.model.build import resolve_layout, resolve_model
+from normlab.model.catalogue import PLACEMENTS
 
 SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
 
@@ -26,7 +26,7 @@ def same_weights_logits(a: ModelConfig, b: ModelConfig) -> tuple[torch.Tensor, t
                                               (6, 0.25, 1), (14, 0.25, 3), (100, 0.29, 29)])
 def test_mix_equals_its_list(L: int, frac: float, n_post: int) -> None:
     explicit = ["post"] * n_post + ["pre"] * (L - n_post)
-    mix = ModelConfig(n_layer=L, placement="mix", mix_fraction=frac, **SMALL)
+    mix = ModelConfig(n_layer=L, placement={"name": "mix", "fraction": frac}, **SMALL)
     assert resolve_layout(mix) == [(p, p) for p in explicit]
     lst = ModelConfig(n_layer=L, placement=explicit, **SMALL)
     la, lb = same_weights_logits(mix, lst)
@@ -53,17 +53,18 @@ def test_per_sublayer_table_and_hybridnorm() -> None:
 
 def test_refused_combinations_name_the_field() -> None:
     with pytest.raises(ConfigError, match=r"model\.placement.*resi_dual.*cannot be mixed"):
-        ModelConfig(n_layer=2, placement=["resi_dual", "pre"], **SMALL)
+        resolve_model(ModelConfig(n_layer=2, placement=["resi_dual", "pre"], **SMALL))
     with pytest.raises(ConfigError, match=r"ngpt.*cannot be mixed"):
-        ModelConfig(n_layer=2, placement=[{"attn": "ngpt", "ffn": "post"}, "ngpt"], **SMALL)
+        resolve_model(ModelConfig(n_layer=2, placement=[{"attn": "ngpt", "ffn": "post"}, "ngpt"], **SMALL))
     with pytest.raises(ConfigError, match=r"model\.placement.*needs model\.n_layer=3 entries, got 2"):
-        ModelConfig(n_layer=3, placement=["pre", "post"], **SMALL)
+        resolve_model(ModelConfig(n_layer=3, placement=["pre", "post"], **SMALL))
     with pytest.raises(ConfigError, match=r"model\.placement\[1\].*exactly the keys attn and ffn"):
-        ModelConfig(n_layer=2, placement=["pre", {"attn": "pre"}], **SMALL)
+        resolve_model(ModelConfig(n_layer=2, placement=["pre", {"attn": "pre"}], **SMALL))
     with pytest.raises(ConfigError, match=r"model\.placement\[0\]='mix'.*layout for the whole model"):
-        ModelConfig(n_layer=2, placement=["mix", "pre"], **SMALL)
-    with pytest.raises(ConfigError, match=r"model\.rezero.*only gates placement 'none'"):
-        ModelConfig(n_layer=2, placement="pre", rezero=True, **SMALL)
+        resolve_model(ModelConfig(n_layer=2, placement=["mix", "pre"], **SMALL))
+    # ReZero is an option of placement 'none' only: any other placement has no such option
+    with pytest.raises(ConfigError, match=r"model\.placement\.rezero: placement 'pre' has no options"):
+        resolve_model(ModelConfig(n_layer=2, placement={"name": "pre", "rezero": True}, **SMALL))
 
 
 @pytest.mark.parametrize("field,value,pattern", [
@@ -71,21 +72,21 @@ def test_refused_combinations_name_the_field() -> None:
     ("norm", "batchnorm", r"model\.norm='batchnorm': unknown name.*valid: layernorm, rmsnorm, scalenorm, dyt, none"),
     ("qk_norm", "l1", r"model\.qk_norm='l1': unknown name.*valid: layernorm, rmsnorm, l2"),
     ("init", "kaiming", r"model\.init='kaiming': unknown name.*valid: gpt2, xavier"),
-    ("mix_fraction", 1.5, r"model\.mix_fraction=1\.5: must be in \[0, 1\]"),
-    ("mix_fraction", -0.1, r"model\.mix_fraction=-0\.1: must be in \[0, 1\]"),
+    ("placement", {"name": "mix", "fraction": 1.5}, r"model\.placement\.fraction=1\.5: must be in \[0, 1\]"),
+    ("placement", {"name": "mix", "fraction": -0.1}, r"model\.placement\.fraction=-0\.1: must be in \[0, 1\]"),
     ("n_head", 5, r"model\.n_head=5: must divide model\.d_model=16; choose one of 1, 2, 4, 8, 16"),
-    ("admin_omega", "magic", r"model\.admin_omega='magic'"),
+    ("placement", {"name": "admin", "omega": "magic"}, r"model\.placement\.omega='magic'"),
 ])
 def test_bad_config_names_field_and_fix(field: str, value, pattern: str) -> None:
     kw = dict(n_layer=2, **SMALL)
     kw[field] = value
     with pytest.raises(ConfigError, match=pattern):
-        ModelConfig(**kw)
+        resolve_model(ModelConfig(**kw))  # ranges fail in ModelConfig, names where the model is built
 
 
 def test_unknown_placement_in_list_names_index() -> None:
     with pytest.raises(ConfigError, match=r"model\.placement\[1\]='postt'.*did you mean 'post'"):
-        ModelConfig(n_layer=2, placement=["pre", "postt"], **SMALL)
+        resolve_model(ModelConfig(n_layer=2, placement=["pre", "postt"], **SMALL))
     assert "ngpt" in PLACEMENTS.names() and "resi_dual" in PLACEMENTS.names() and "admin" in PLACEMENTS.names()
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from normlab.cli import main
 from normlab.errors import UserError
-from normlab.model.io import load_model, save_model
+from normlab.model.io import save_model
+from normlab.model.transformer import TransformerLM
 from normlab.train import run_training
 
 from .conftest import comparable, tiny_cfg
@@ -49,7 +50,7 @@ def test_damaged_model_safetensors_is_a_one_line_error(saved, how, words):
         data = bytearray()
     f.write_bytes(bytes(data))
     with pytest.raises(UserError, match=words) as e:
-        load_model(saved)
+        TransformerLM.load(saved)
     assert "\n" not in str(e.value)
 
 
@@ -60,7 +61,7 @@ def test_damaged_model_safetensors_is_a_one_line_error(saved, how, words):
 def test_damaged_model_config_is_a_one_line_error_naming_the_field(saved, text, words):
     (saved / "model_config.json").write_text(text)
     with pytest.raises(UserError, match=words) as e:
-        load_model(saved)
+        TransformerLM.load(saved)
     assert "\n" not in str(e.value)
 
 
@@ -69,9 +70,9 @@ def test_foreign_safetensors_without_a_hash_still_load(saved):
     """Interop: files from other tools carry no sha256 and are loaded (structure-checked only)."""
     import safetensors.torch as st
 
-    m = load_model(saved)
+    m = TransformerLM.load(saved)
     st.save_model(m, str(saved / "model.safetensors"))  # no normlab metadata
-    assert load_model(saved).state_dict().keys() == m.state_dict().keys()
+    assert TransformerLM.load(saved).state_dict().keys() == m.state_dict().keys()
 
 
 @pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it

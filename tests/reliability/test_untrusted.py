@@ -72,14 +72,14 @@ def test_pickle_swapped_in_for_a_checkpoint_file_is_refused_without_running(tmp_
 @pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_pickle_as_model_safetensors_in_model_io_is_refused(tmp_path):
     from normlab.errors import UserError
-    from normlab.model.io import load_model, save_model
+    from normlab.model.io import save_model
     from normlab.model.transformer import TransformerLM
 
     marker = tmp_path / "PWNED"
     save_model(TransformerLM(tiny_cfg("model.vocab_size=65").model), tmp_path / "m")
     torch.save(Payload(marker), tmp_path / "m" / "model.safetensors")
     with pytest.raises(UserError, match="model.safetensors"):
-        load_model(tmp_path / "m")
+        TransformerLM.load(tmp_path / "m")
     assert not marker.exists()
 
 

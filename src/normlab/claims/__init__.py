@@ -2,7 +2,7 @@
 parts, rules fixed in advance, effects with 95% intervals over seeds, and verdicts.
 
 ``run_claims(quick=True, out=DIR)`` measures (one probe grid at initialisation plus the
-extra checks of ``measure_more.py``), decides each claim (``catalogue.Claim.decide``) and
+extra checks of ``measure_more.py``), decides each claim (``claim.Claim.decide``) and
 writes ``DIR/claims.json``, ``DIR/index.html``, ``DIR/figures/`` and appends to
 ``DIR/history.jsonl``. ``quick=False`` also runs (or, with ``train=False``, reads) the study
 stores of the training claims under ``DIR/stores/``. How a verdict is reached:
@@ -31,11 +31,18 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     say = progress or (lambda msg: None)
     if seeds < 3:
         raise UserError(f"--seeds={seeds}: need at least 3 seeds (fewer is inconclusive by rule)")
-    if scale not in SCALES:
-        raise UserError(f"--scale={scale}: choose one of {', '.join(SCALES)}")
     reg = all_claims()
+    extra = sorted({s for _, c in reg.items() for s in c.experiments})  # scales only some claims have
+    if scale not in (*SCALES, *extra):
+        raise UserError(f"--scale={scale}: choose one of {', '.join((*SCALES, *extra))}")
     chosen = [reg.get(i, "--only") for i in only] if only else [c for _, c in reg.items()]
     chosen = [c for c in chosen if c.quick or not quick]
+    if scale not in SCALES:
+        have = sorted(i for i, c in reg.items() if scale in c.experiments)
+        lacking = [c.id for c in chosen if scale not in c.experiments]
+        if quick or lacking:
+            raise UserError(f"--scale={scale}: only claims {', '.join(have)} have this scale; "
+                            f"run `normlab claims --scale {scale} --only {','.join(have)}`")
     if not chosen:
         raise UserError("--only: every named claim needs training; drop --quick to run them")
     out = Path(out)

@@ -137,9 +137,9 @@ def rms_formula(seed: int, d: int = 128) -> dict[str, float]:
 def gpt2_parity(seed: int) -> dict[str, float] | None:
     """A random tiny transformers GPT-2 (no download) loaded into normlab's pre and post
     placements: log10 max |logit difference| to GPT-2's own forward. None without transformers."""
-    try:
-        import transformers  # noqa: F401  (availability check: the claim is inconclusive without it)
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:  # the claim is inconclusive without it
         return None
     import dataclasses
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.measure import QuickData, last_w2, log_spread, per_seed
 from normlab.claims.rules import Direction, Within
 from normlab.stats import one_sample, paired, slope_per_seed, spearman_per_seed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.measure import QuickData, factor_per_layer, per_seed
 from normlab.claims.quick import PROBE, SETTINGS
 from normlab.claims.rules import Direction, Within

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.rules import Direction, Within
 from normlab.claims.studies import StudyContext, clip_fraction, final_capped, first_eval, gain, values, where
 from normlab.stats import one_sample, rate, welch
@@ -112,9 +112,13 @@ def seed002_post_shallow(ctx: StudyContext) -> dict[str, Measured]:
 PVP = ("study 'pre-vs-post': post/pre x warm-up {0, 50}, 6 blocks d=128, lr 1e-3 cosine, 500 steps, batch 16, "
        "4 seeds (the lab's cpu-size stand-in for the seed's 10 epochs at lr 3e-4, batch 32)")
 PSET = "no gradient clipping, as in the seed's code (the pre-clip norm is logged)"
+# `--scale seed`: the seed's own hyper-parameters (study preset pre-vs-post at scale seed).
+PVP_SEED = {"seed": "study 'pre-vs-post' at scale seed: post/pre x warm-up {0, 490}, 6 blocks d=128, 4 heads, "
+                    "context 64, AdamW lr 3e-4 constant, batch 32, 4900 steps (10 epochs of the training "
+                    "text), 4 seeds: the seed's own settings"}
 
 
-@claim(id="seed002-pet-project", quick=False, studies=["pre-vs-post"], experiment=PVP, settings=PSET,
+@claim(id="seed002-pet-project", quick=False, studies=["pre-vs-post"], experiment=PVP, settings=PSET, experiments=PVP_SEED,
        source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), the pet project",
        statement="Expected result: the pre-norm model will show a faster decrease of the loss and a lower final "
                  "perplexity. Post-norm may diverge without warm-up (train post-norm without warm-up: it will "
@@ -136,7 +140,7 @@ def seed002_pet_project(ctx: StudyContext) -> dict[str, Measured]:
             "post-fails": Measured(rate(fails, len(g)), ids, {"gains": g})}
 
 
-@claim(id="seed002-clipping", quick=False, studies=["pre-vs-post"], experiment=PVP, settings=PSET,
+@claim(id="seed002-clipping", quick=False, studies=["pre-vs-post"], experiment=PVP, settings=PSET, experiments=PVP_SEED,
        source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        statement="Gradient clipping: pre-norm needs clipping less often, because its gradients do not explode.",
        parts=[Part("rare", "Pre-LN rarely needs clipping",

@@ -8,7 +8,7 @@ data: the unigram entropy of Tiny Shakespeare is ~3.3 nats, 0.9 below ln 65).
 
 from __future__ import annotations
 
-from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, gain, values, where
 from normlab.stats import one_sample, welch

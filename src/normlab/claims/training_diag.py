@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from normlab.claims.catalogue import Measured, Part, claim
+from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, final_capped, last_diag, series_mean, values, where
 from normlab.stats import one_sample, paired, welch

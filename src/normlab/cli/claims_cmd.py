@@ -17,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", metavar="ID", action="append", default=[],
                    help="decide just this claim (repeatable; ids in the table)")
     p.add_argument("--seeds", type=int, default=5, help="seeds of the quick measurements (default 5, at least 3)")
-    p.add_argument("--scale", default="cpu", choices=["smoke", "cpu", "gpu"],
-                   help="size of the training studies (default cpu; smoke = seconds, inconclusive by design)")
+    p.add_argument("--scale", default="cpu", choices=["smoke", "cpu", "gpu", "seed"],
+                   help="size of the training studies (default cpu; smoke = seconds, inconclusive by design; "
+                        "seed = seed 002's own settings, for the claims that have them)")
     p.add_argument("--workers", type=int, default=None, help="parallel training processes (default: one per core)")
     p.add_argument("--no-train", action="store_true",
                    help="decide from the stores under OUT/stores as they are; train nothing")

@@ -19,9 +19,7 @@ class _PlacementArg(argparse.Action):
 
     @property
     def help(self) -> str:  # type: ignore[override]
-        from normlab.model import placements  # noqa: F401  (registers the placement classes)
-        from normlab.model.layout import LAYOUTS
-        from normlab.model.placement import PLACEMENTS
+        from normlab.model.catalogue import LAYOUTS, PLACEMENTS
 
         names = ", ".join(PLACEMENTS.names() + LAYOUTS.names())
         return f"shortcut for --set model.placement=NAME; one of {names} (see `normlab placements`)"

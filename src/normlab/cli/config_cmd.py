@@ -41,6 +41,15 @@ def _config(args: argparse.Namespace) -> int:
         print(f"{'-' * 24} {'-' * 28} {'-' * 16} {'-' * 7}")
         for key, tp, default, help in explain(RunConfig):
             print(f"{key:<24} {tp:<28} {default!r:<16} {help}")
+        from normlab.model.catalogue import LAYOUTS, PLACEMENTS
+
+        print('\nplacement options, written beside the name: model.placement = {name = "admin", omega = "profile"}')
+        for name, owner in [*PLACEMENTS.items(), *LAYOUTS.items()]:
+            for key, tp, default, help in explain(owner.Options):
+                print(f"{name + '.' + key:<24} {tp:<28} {default!r:<16} {help}")
         return 0
+    from normlab.model.build import resolve_model
+
+    resolve_model(cfg.model)  # names and placement options are checked where a model is built
     print(cfg.to_json())
     return 0

@@ -29,20 +29,25 @@ def _table(rows: list[tuple[str, str, str]], header: tuple[str, str, str] = ("na
 
 
 def _placements(args: argparse.Namespace) -> int:
-    from normlab.model import placements  # noqa: F401  (registers the placement classes)
-    from normlab.model.layout import LAYOUTS
-    from normlab.model.placement import PLACEMENTS
+    from normlab.model.catalogue import LAYOUTS, PLACEMENTS
+    from normlab.schema import explain
 
     rows = [(name, cls.formula, cls.source) for name, cls in PLACEMENTS.items()]
     rows += [(name, f"layout: {fn.formula}", fn.source) for name, fn in LAYOUTS.items()]
     _table(rows)
+    options = [(name, key, typ, default, help) for name, owner in [*PLACEMENTS.items(), *LAYOUTS.items()]
+               for key, typ, default, help in explain(owner.Options)]
+    if options:
+        print("\nOptions, written beside the name: model.placement = {name = \"admin\", omega = \"closed_form\"}")
+        for name, key, typ, default, help in options:
+            print(f"  {name}.{key} ({typ}, default {default!r}): {help}")
     print("\nAlso: a per-layer list (model.placement='[\"post\",\"pre\"]') or per layer a table "
           "{attn=..., ffn=...}; see docs/placements.md.")
     return 0
 
 
 def _norms(args: argparse.Namespace) -> int:
-    from normlab.model.norms import NORMS, QK_NORMS
+    from normlab.model.catalogue import NORMS, QK_NORMS
 
     _table([(n, f.formula, f.source) for n, f in NORMS.items()])
     print("\nmodel.qk_norm (per head, on q and k before the dot product; model.qkv_norm adds v):")
@@ -51,7 +56,7 @@ def _norms(args: argparse.Namespace) -> int:
 
 
 def _inits(args: argparse.Namespace) -> int:
-    from normlab.model.init import INITS
+    from normlab.model.catalogue import INITS
 
     _table([(n, s.formula, s.source) for n, s in INITS.items()])
     print("\nPlacements add their own adjustments (DeepNorm beta, ReZero 0, Admin omega, nGPT sphere); "

@@ -53,8 +53,10 @@ class ProbeConfig(Section):
         self.check(self.context >= 2, "context", "must be >= 2 (token cosine needs two positions)")
         self.check(self.n_proj >= 0, "n_proj", "must be >= 0")
         self.check(self.data in ("tinyshakespeare", "random"), "data", "use tinyshakespeare or random")
+        from normlab.model.build import resolve_model
+
         for p in self.placements:  # fail now, naming the bad value, not after minutes of probing
-            self.model_config(p, 1)
+            resolve_model(self.model_config(p, 1))
 
     def model_config(self, placement: str, n_layer: int, vocab_size: int = 65) -> Any:
         from normlab.model.config import ModelConfig

@@ -1,7 +1,7 @@
 """``normlab import MODEL DIR``: a transformers checkpoint as a lab model directory.
 
 DIR gets ``model.safetensors`` + ``model_config.json`` (``normlab.model.io``'s format, so
-``load_model``, ``normlab inspect DIR`` and ``normlab train --init-from DIR`` read it) and
+``TransformerLM.load``, ``normlab inspect DIR`` and ``normlab train --init-from DIR`` read it) and
 the checkpoint's tokenizer (``tokenizer.json``, which training uses to tokenise the corpus).
 DIR is written under a temporary name and renamed, so a failure leaves nothing behind.
 """

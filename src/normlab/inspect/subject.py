@@ -103,7 +103,7 @@ def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject
 
 def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir: Path | None = None) -> Subject:
     from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.model.io import load_model
+    from normlab.model.transformer import TransformerLM
 
     state = folder / "state.json"
     tok_state = _read_json(state).get("tokenizer") if state.is_file() else None
@@ -114,7 +114,7 @@ def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir
     else:
         raise UserError(f"{folder}: no tokenizer (neither state.json from a training run nor tokenizer.json); "
                         "inspect the run directory, or save the tokenizer beside the weights")
-    model = load_model(folder, device).to(DTYPES[dtype]).eval()
+    model = TransformerLM.load(folder, device).to(DTYPES[dtype]).eval()
     cfg = model.cfg
     pl = cfg.placement if isinstance(cfg.placement, str) else "mixed"
     notes = ", ".join(x for x in (f"QK-norm {cfg.qk_norm}" if cfg.qk_norm else "",

@@ -1,15 +1,16 @@
-"""Causal multi-head self-attention and the feed-forward sub-layers (the branches F)."""
+"""Causal multi-head self-attention and the feed-forward sub-layers (the branches F; FFN
+names in ``catalogue.py``)."""
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from normlab.model.config import ModelConfig
-from normlab.model.norms import QK_NORMS
 
 
 class Rotary(nn.Module):
@@ -45,7 +46,8 @@ class CausalSelfAttention(nn.Module):
     |logit| and the minimum attention entropy (queries 1.., nats) of the last call in ``self.stats``.
     """
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, qk_norm: Callable[[int, float, bool], nn.Module] | None = None) -> None:
+        """``qk_norm``: the norm ``model.qk_norm`` names (the model builder resolves it), or None."""
         super().__init__()
         d, self.n_head, self.head_dim = cfg.d_model, cfg.n_head, cfg.head_dim
         self.n_kv_head = cfg.kv_heads
@@ -56,7 +58,7 @@ class CausalSelfAttention(nn.Module):
         self.proj.residual = True  # marks a residual output projection for init (GPT-2 scaling)
         self.dropout = cfg.dropout
         self.drop = nn.Dropout(cfg.dropout)
-        make = QK_NORMS.get(cfg.qk_norm) if cfg.qk_norm else None
+        make = qk_norm
         self.full_span = cfg.qk_norm_span == "full"
         dq, dk = (d, kv) if self.full_span else (self.head_dim, self.head_dim)
         self.q_norm = make(dq, cfg.norm_eps, cfg.bias) if make else nn.Identity()
@@ -64,7 +66,7 @@ class CausalSelfAttention(nn.Module):
         self.v_norm = make(dk, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
         # softmax temperature: a float, or a learned scalar (l2 QK-norm)
         self.scale: float | nn.Parameter = 1.0 / math.sqrt(self.head_dim)
-        if cfg.qk_norm == "l2":
+        if getattr(make, "learned_scale", False):  # unit-length q, k (L2Norm): 1/sqrt(d) would be far too small
             T = max(cfg.context, 2)
             self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
         self.rotary = Rotary(self.head_dim, cfg.context, cfg.rope_base) if cfg.pos == "rope" else None
@@ -163,5 +165,3 @@ class SwiGLU(nn.Module):
         gate, up = self.fc(x).chunk(2, dim=-1)
         return self.drop(self.proj(F.silu(gate) * up))
 
-
-FFNS = {"gelu": MLP, "swiglu": SwiGLU}

@@ -5,7 +5,7 @@
     cap.block_in[l]            # (B, T, d) main stream entering block l (0-based)
     cap.block_out[l]           # (B, T, d) main stream leaving block l
     cap.branch_out[(l, "ffn")] # (B, T, d) F(.) of that sub-layer, before the residual add
-    cap.norm_in["blocks.3.attn.norm"]  # (..., d) what the norm module received
+    cap.norm_in["blocks.3.attn.norm"]  # (..., d) what the norm module received (every registered norm)
 
 The tensors are the ones autograd uses (not detached), so ``torch.autograd.grad(loss,
 cap.block_in)`` gives dLoss/dx_l and ``cap.block_out[-1]`` can be differentiated with
@@ -26,11 +26,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from normlab.model import norms as _norms
-
-# Norm module types whose inputs are recorded (QK-norm modules inside attention included).
-NORM_TYPES: tuple[type[nn.Module], ...] = (_norms.LayerNorm, _norms.RMSNorm, _norms.ScaleNorm,
-                                           _norms.DyT, _norms.L2Norm, nn.LayerNorm)
+from normlab.model.catalogue import norm_types
 
 
 def main_stream(h: Any) -> torch.Tensor:
@@ -83,8 +79,9 @@ def capture(model: nn.Module, *, blocks: bool = True, branches: bool = True,
                     if branch is not None:
                         handles.append(branch.register_forward_hook(_store(cap.branch_out, (i, kind))))
         if norms:
+            kinds = norm_types()  # every registered norm and qk-norm, read now: later registrations count
             for name, mod in model.named_modules():
-                if isinstance(mod, NORM_TYPES):
+                if isinstance(mod, kinds):
                     handles.append(mod.register_forward_pre_hook(_store_in(cap.norm_in, name)))
         yield cap
     finally:

@@ -1,16 +1,25 @@
-"""Model configuration (section ``model``): every architectural switch of the lab."""
+"""Model configuration (section ``model``): every architectural switch of the lab, as plain data.
+
+``ModelConfig`` checks ranges and types only. Names (placement, norm, init, ffn) and the
+placements' options are checked once, where the model is built: ``model/build.py``
+resolves them through the catalogue (``normlab.model.build.resolve_model``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, ClassVar, Union
 
 from normlab.schema import Section, doc
 
-# A placement is one name for every layer, a per-layer list, and per layer optionally a
-# mapping by sub-layer: "pre", ["post", "pre"], [{"attn": "pre", "ffn": "post"}, "pre"].
-LayerPlacement = Union[str, dict[str, str]]
-Placement = Union[str, list[LayerPlacement]]
+# A placement is a name, or a table {name = ..., option = ...}, for every layer; a per-layer
+# list of those; and per layer optionally a table by sub-layer {attn = ..., ffn = ...}:
+# "pre", {name = "admin", omega = "closed_form"}, ["post", "pre"], [{attn = "pre", ffn = "post"}, "pre"].
+# The entries' shapes are checked by the resolver, which names the entry (model.placement[2]).
+Placement = Union[str, dict[str, Any], list[Any]]
+
+_MOVED = {"mix": ("mix_fraction", "fraction", 0.25), "admin": ("admin_omega", "omega", "profile"),
+          "none": ("rezero", "rezero", False)}  # placement: (old model key, its option, old default)
 
 
 @dataclass
@@ -25,8 +34,9 @@ class ModelConfig(Section):
     n_head: int = doc("attention heads; must divide d_model", 4)
     n_kv_head: int | None = doc("key/value heads, grouped-query attention (Ainslie et al. 2023); must divide "
                                 "n_head (none = n_head, plain multi-head attention)", None)
-    placement: Placement = doc("norm placement: a name (see `normlab placements`), a per-layer "
-                               "list, or per layer a table {attn=..., ffn=...}", "pre")
+    placement: Placement = doc("norm placement: a name (see `normlab placements`), or a table {name=..., "
+                               "option=...} for a placement with options; a per-layer list of those, or per "
+                               "layer a table {attn=..., ffn=...}", "pre")
     norm: str = doc("norm used by the placement: layernorm, rmsnorm, scalenorm, dyt, none", "layernorm")
     qk_norm: str | None = doc("normalise q and k per head: layernorm, rmsnorm, l2 (or none)", None)
     qkv_norm: bool = doc("also normalise v with qk_norm's norm (HybridNorm)", False)
@@ -42,9 +52,13 @@ class ModelConfig(Section):
     dropout: float = doc("dropout on attention weights, residual branches and embeddings", 0.0)
     tie_embeddings: bool = doc("share the token embedding with the output head", True)
     norm_eps: float = doc("epsilon inside norms", 1e-5)
-    mix_fraction: float = doc("Mix-LN: fraction of layers (from the bottom) that are Post-LN", 0.25)
-    admin_omega: str = doc("Admin omega: 'profile' (one batch at init) or 'closed_form'", "profile")
-    rezero: bool = doc("placement 'none': gate each branch by a zero-initialised scalar (ReZero)", False)
+
+    # Options that moved into their placement: an old key fails naming the new spelling.
+    moved: ClassVar[dict[str, str]] = {
+        "mix_fraction": 'model.placement = {name = "mix", fraction = 0.25}',
+        "admin_omega": 'model.placement = {name = "admin", omega = "profile"}',
+        "rezero": 'model.placement = {name = "none", rezero = true}',
+    }
 
     @property
     def ff_width(self) -> int:
@@ -72,41 +86,33 @@ class ModelConfig(Section):
         self.check(self.rope_base > 0, "rope_base", "must be > 0, e.g. 10000")
         self.check(self.d_ff is None or self.d_ff >= 1, "d_ff", "must be >= 1 or none (= 4*d_model)")
         self.check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
-        self.check(0.0 <= self.mix_fraction <= 1.0, "mix_fraction", "must be in [0, 1], e.g. 0.25")
         self.check(self.norm_eps > 0, "norm_eps", "must be > 0, e.g. 1e-5")
-        self.check(self.admin_omega in ("profile", "closed_form"), "admin_omega",
-                   "use 'profile' or 'closed_form'")
-        self.check(self.ffn in ("gelu", "swiglu"), "ffn", "use gelu or swiglu")
         self.check(self.pos in ("learned", "rope"), "pos", "use learned or rope")
         if self.pos == "rope":
             self.check(self.head_dim % 2 == 0, "pos", "rope needs an even head dim (d_model/n_head)")
-        from normlab.model.init import INITS
-        from normlab.model.layout import resolve_layout
-        from normlab.model.norms import NORMS, QK_NORMS
-
-        NORMS.get(self.norm)
-        if self.qk_norm is not None:
-            QK_NORMS.get(self.qk_norm, "model.qk_norm")
         self.check(not self.qkv_norm or self.qk_norm is not None, "qkv_norm",
                    "set model.qk_norm too (it picks the norm applied to q, k and v)")
         self.check(self.qk_norm_span == "head" or self.qk_norm is not None, "qk_norm_span",
                    "set model.qk_norm too (it picks the norm applied over all of q and k)")
-        INITS.get(self.init)
-        layout = resolve_layout(self)  # validates placement names and combinations
-        from normlab.model.placement import PLACEMENTS
 
-        if self.norm == "none":
-            strict = sorted({n for pair in layout for n in pair if PLACEMENTS.get(n).needs_norm})
-            if strict:
-                raise self.fail("norm", f"placement {', '.join(strict)} rescales the shortcut and needs a norm "
-                                        "after each sub-layer to undo it (without one the stream grows as "
-                                        "prod(omega)); choose layernorm, rmsnorm, scalenorm or dyt")
-        if self.kv_heads != self.n_head:
-            # Both rewrite W_Q/W_K/W_V by row blocks of width d_model (DeepNorm scales W_V,
-            # nGPT's s_qk has one row per query head): neither is defined for fewer kv heads.
-            grouped = sorted({n for pair in layout for n in pair if n in ("deepnorm", "ngpt")})
-            if grouped:
-                raise self.fail("n_kv_head", f"placement {', '.join(grouped)} assumes one key/value head per "
-                                             "query head; set model.n_kv_head=none")
-        if self.rezero and not any("none" in pair for pair in layout):
-            raise self.fail("rezero", "only gates placement 'none'; set model.placement=none or rezero=false")
+    @classmethod
+    def upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A ``model`` table written by an older normlab (a run's config.json, a saved model)
+        in today's spelling: each moved option folds into its placement's table when it
+        differs from its old default and is dropped when it does not. User input is never
+        upgraded: there an old key is an error naming the new spelling."""
+        data = dict(data)
+        old = {key: data.pop(key) for key, _, _ in _MOVED.values() if key in data}
+
+        def fold(entry: Any) -> Any:
+            if isinstance(entry, str) and entry in _MOVED:
+                key, option, default = _MOVED[entry]
+                if key in old and old[key] != default:
+                    return {"name": entry, option: old[key]}
+            elif isinstance(entry, dict) and "name" not in entry:  # {attn = ..., ffn = ...}
+                return {k: fold(v) for k, v in entry.items()}
+            return entry
+
+        spec = data.get("placement", "pre")
+        data["placement"] = [fold(e) for e in spec] if isinstance(spec, list) else fold(spec)
+        return data

@@ -1,18 +1,14 @@
-"""Weight initialisation schemes by name, and the one ``init_weights`` that applies them."""
+"""Weight initialisation schemes (names: ``model/catalogue.py``) and the one ``init_weights``."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from normlab.registry import Registry
-
-if TYPE_CHECKING:
-    from normlab.model.config import ModelConfig
-    from normlab.model.transformer import TransformerLM
+from normlab.model.config import ModelConfig
+from normlab.model.placement import Placement
 
 
 class InitScheme:
@@ -22,18 +18,15 @@ class InitScheme:
     source = ""
     description = ""
 
-    def embed_scale(self, cfg: "ModelConfig") -> float:
+    def embed_scale(self, cfg: ModelConfig) -> float:
         """Multiplier applied to token embeddings in the forward pass."""
         return 1.0
 
-    def embed_std(self, cfg: "ModelConfig") -> float:
+    def embed_std(self, cfg: ModelConfig) -> float:
         raise NotImplementedError
 
-    def linear_std(self, layer: nn.Linear, cfg: "ModelConfig") -> float:
+    def linear_std(self, layer: nn.Linear, cfg: ModelConfig) -> float:
         raise NotImplementedError
-
-
-INITS: Registry[InitScheme] = Registry("init", "model.init")
 
 
 class GPT2Init(InitScheme):
@@ -42,10 +35,10 @@ class GPT2Init(InitScheme):
     description = ("N(0, 0.02) everywhere; residual output projections (W_O, W_2) "
                    "N(0, 0.02/sqrt(2L)) (GPT-2, nanoGPT)")
 
-    def embed_std(self, cfg: "ModelConfig") -> float:
+    def embed_std(self, cfg: ModelConfig) -> float:
         return 0.02
 
-    def linear_std(self, layer: nn.Linear, cfg: "ModelConfig") -> float:
+    def linear_std(self, layer: nn.Linear, cfg: ModelConfig) -> float:
         # GPT-2 scales the projections that write into the residual stream by 1/sqrt(N),
         # N = 2L residual additions, so the stream's variance does not grow with depth.
         return 0.02 / math.sqrt(2 * cfg.n_layer) if getattr(layer, "residual", False) else 0.02
@@ -58,23 +51,19 @@ class XavierInit(InitScheme):
                    "token embeddings N(0, 1/d) multiplied by sqrt(d) in the forward pass "
                    "(Vaswani et al. 2017 §3.4), so the stream starts with unit variance")
 
-    def embed_scale(self, cfg: "ModelConfig") -> float:
+    def embed_scale(self, cfg: ModelConfig) -> float:
         return math.sqrt(cfg.d_model)
 
-    def embed_std(self, cfg: "ModelConfig") -> float:
+    def embed_std(self, cfg: ModelConfig) -> float:
         return 1.0 / math.sqrt(cfg.d_model)
 
-    def linear_std(self, layer: nn.Linear, cfg: "ModelConfig") -> float:
+    def linear_std(self, layer: nn.Linear, cfg: ModelConfig) -> float:
         return 1.0 / math.sqrt(layer.in_features)
 
 
-INITS.add("gpt2", GPT2Init())
-INITS.add("xavier", XavierInit())
-
-
 @torch.no_grad()
-def init_weights(model: "TransformerLM") -> None:
-    """Initialise every tensor of ``model``; the scheme is ``model.cfg.init``.
+def init_weights(model: nn.Module, scheme: InitScheme) -> None:
+    """Initialise every tensor of ``model`` (a TransformerLM) with ``scheme`` (the one ``model.init`` names).
 
     | tensor                         | gpt2                  | xavier                          |
     |--------------------------------|-----------------------|---------------------------------|
@@ -95,14 +84,11 @@ def init_weights(model: "TransformerLM") -> None:
     | placement | adjustment                                                             |
     |-----------|------------------------------------------------------------------------|
     | deepnorm  | W_V, W_1 x beta; W_O, W_2 = beta x the non-residual std (beta replaces GPT-2's 1/sqrt(2L)); beta = (8L)^(-1/4) |
-    | none      | ReZero gate a = 0 (with ``model.rezero``)                              |
+    | none      | ReZero gate a = 0 (with its option ``rezero``)                         |
     | admin     | omega buffer: profiled on one batch after init, or the closed form     |
     | ngpt      | rows of W_Q,W_K,W_V,W_1, wte, wpe, lm_head and columns of W_O,W_2 normalised to 1; alpha = 0.05, s_qk = s_u = s_v = s_z = 1 (scaling trick) |
     """
-    from normlab.model.placement import Placement
-
     cfg = model.cfg
-    scheme = INITS.get(cfg.init)
     for module in model.modules():
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, 0.0, scheme.linear_std(module, cfg))

@@ -10,12 +10,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from normlab.errors import UserError
-
-if TYPE_CHECKING:
-    from normlab.model.transformer import TransformerLM
 
 WEIGHTS = "model.safetensors"
 CONFIG = "model_config.json"
@@ -48,7 +45,7 @@ def _data_sha256(path: Path) -> tuple[str, dict]:
     return h.hexdigest(), meta
 
 
-def save_model(model: "TransformerLM", dir: str | Path) -> Path:
+def save_model(model: Any, dir: str | Path) -> Path:
     """Write ``dir/model.safetensors`` and ``dir/model_config.json``; returns ``dir``.
 
     Each file is written to a temporary name and renamed, so a crash never leaves a torn file.
@@ -84,18 +81,17 @@ def load_config(dir: str | Path):  # -> ModelConfig
         raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e})") from None
-    return from_dict(ModelConfig, data, "model.")
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON table of model options")
+    return from_dict(ModelConfig, ModelConfig.upgrade(data), "model.")
 
 
-def load_model(dir: str | Path, device: str = "cpu") -> "TransformerLM":
-    """Rebuild the model from ``dir/model_config.json`` and load ``dir/model.safetensors`` (strict)."""
+def load_weights(model: Any, dir: str | Path, device: str = "cpu") -> None:
+    """Load ``dir/model.safetensors`` into ``model`` (strict, data hash checked). Building the
+    model from ``dir/model_config.json`` is ``TransformerLM.load(dir)``."""
     from safetensors import SafetensorError
     from safetensors.torch import load_model as st_load
 
-    from normlab.model.transformer import TransformerLM
-
-    cfg = load_config(dir)
-    model = TransformerLM(cfg)
     path = Path(dir) / WEIGHTS
     if not path.exists():
         raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?")
@@ -106,4 +102,3 @@ def load_model(dir: str | Path, device: str = "cpu") -> "TransformerLM":
         missing, unexpected = st_load(model, str(path), strict=True, device=device)
     except (SafetensorError, RuntimeError) as e:
         raise UserError(f"{path}: cannot load weights into the model of {CONFIG} ({e})") from None
-    return model.to(device)

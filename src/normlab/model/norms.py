@@ -1,4 +1,4 @@
-"""Norms by name. Each is a module over the last dimension of size d.
+"""The norms, each a module over the last dimension of size d (names: ``model/catalogue.py``).
 
 | name      | formula                                              | parameters, init          | source |
 |-----------|------------------------------------------------------|---------------------------|--------|
@@ -16,17 +16,10 @@ scale in place of 1/sqrt(d_head), see attention.py).
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from normlab.registry import Registry
-
-NormFactory = Callable[[int, float, bool], nn.Module]  # (d, eps, bias) -> module
-NORMS: Registry[NormFactory] = Registry("norm", "model.norm")
-QK_NORMS: Registry[NormFactory] = Registry("qk norm", "model.qk_norm")
 
 
 class LayerNorm(nn.Module):
@@ -100,6 +93,7 @@ class L2Norm(nn.Module):
 
     formula = "x / ||x||; attention scale = learned g (init log2(T^2 - T))"
     source = "Henry et al. 2020 (QKNorm)"
+    learned_scale = True  # the attention replaces 1/sqrt(d_head) by a learned scalar g
 
     def __init__(self, d: int, eps: float = 1e-6, bias: bool = False) -> None:
         super().__init__()
@@ -109,20 +103,10 @@ class L2Norm(nn.Module):
         return F.normalize(x, dim=-1, eps=self.eps)
 
 
-def _identity(d: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
+def identity(d: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
+    """``model.norm = "none"``: no normalization."""
     return nn.Identity()
 
 
-_identity.formula = "x"  # type: ignore[attr-defined]
-_identity.source = "no normalization"  # type: ignore[attr-defined]
-
-
-NORMS.add("layernorm", LayerNorm)
-NORMS.add("rmsnorm", RMSNorm)
-NORMS.add("scalenorm", ScaleNorm)
-NORMS.add("dyt", DyT)
-NORMS.add("none", _identity)
-
-QK_NORMS.add("layernorm", LayerNorm)
-QK_NORMS.add("rmsnorm", RMSNorm)
-QK_NORMS.add("l2", L2Norm)
+identity.formula = "x"  # type: ignore[attr-defined]
+identity.source = "no normalization"  # type: ignore[attr-defined]

@@ -2,35 +2,53 @@
 
 A placement wraps one branch F (attention or FFN) together with the norms it needs and
 maps the residual state to the new state: ``h <- placement(h)``. ``Block`` calls two of
-them and never looks at their names. Concrete placements live in ``placements.py``.
+them and never looks at their names. Concrete placements live in ``placements.py`` and
+``streams.py``; their names are given in ``catalogue.py``.
+
+A placement with a parameter declares it in a nested ``Options`` dataclass (a
+``PlacementOptions``), which validates itself; configs spell the options beside the name,
+``placement = {name = "admin", omega = "closed_form"}``, and the instance reads them as
+``self.options``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import nn
 
 from normlab.model.config import ModelConfig
-from normlab.model.norms import NORMS
-from normlab.registry import Registry
+from normlab.model.norms import LayerNorm
+from normlab.schema import Section
+
+
+@dataclass
+class PlacementOptions(Section):
+    """The options of a placement: none. Placements with options subclass this (as their
+    nested ``Options``) with ``doc(...)`` fields and range checks in ``__post_init__``;
+    errors name the field as ``model.placement.<option>``."""
 
 
 @dataclass(frozen=True)
 class Site:
-    """Where a sub-layer sits: its config, 1-based block ``layer``, ``kind`` and global ``index``."""
+    """Where a sub-layer sits (its config, 1-based block ``layer``, ``kind``, global ``index``)
+    and what the model builder resolved for it: the norm ``model.norm`` names, the init
+    scheme ``model.init`` names and this placement's validated options."""
 
     cfg: ModelConfig
     layer: int   # 1..n_layer
-    kind: str    # "attn" or "ffn"
+    kind: str    # "attn", "ffn" (or "final" for the norm after the last block)
     index: int   # 1..2*n_layer, counting sub-layers bottom-up (k in ResiDual)
+    make_norm: Callable[[int, float, bool], nn.Module] = LayerNorm  # (d, eps, bias) -> module
+    init: Any = None                  # the InitScheme (model/init.py)
+    options: PlacementOptions | None = None
 
     def norm(self) -> nn.Module:
         """A fresh instance of the configured norm (``model.norm``) over d_model."""
         c = self.cfg
-        return NORMS.get(c.norm)(c.d_model, c.norm_eps, c.bias)
+        return self.make_norm(c.d_model, c.norm_eps, c.bias)
 
 
 class Stream(nn.Module):
@@ -67,11 +85,14 @@ class Stream(nn.Module):
 class Placement(nn.Module):
     """Base class: subclasses set ``formula``/``source`` and implement ``forward``.
 
-    Class attributes:
-      formula      one line, shown by ``normlab placements``
-      source       paper or model that introduced it
-      final_norm   default of ``model.final_norm`` when this is the last sub-layer
-      needs_norm   True if the placement cannot work with ``model.norm="none"`` (refused)
+    Class attributes (the formula and source are stated here once, not in the docstring):
+      formula        one line, shown by ``normlab placements``
+      source         paper or model that introduced it
+      Options        its options dataclass (``PlacementOptions``: none)
+      final_norm     default of ``model.final_norm`` when this is the last sub-layer
+      needs_norm     True if the placement cannot work with ``model.norm="none"`` (refused)
+      needs_full_kv  True if it rewrites W_Q/W_K/W_V per query head, so it cannot take
+                     grouped-query attention (``model.n_kv_head`` < ``n_head``; refused)
 
     Placements that override ``make_stream`` own the residual stream and cannot be mixed
     with placements that do not (``layout.resolve_layout`` refuses it). Placements whose
@@ -80,17 +101,26 @@ class Placement(nn.Module):
 
     formula: ClassVar[str] = ""
     source: ClassVar[str] = ""
+    Options: ClassVar[type[PlacementOptions]] = PlacementOptions
     final_norm: ClassVar[bool] = True
     needs_norm: ClassVar[bool] = False
+    needs_full_kv: ClassVar[bool] = False
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__()
         self.branch = branch
         self.site = site
+        self.options: Any = site.options if site.options is not None else type(self).Options()
 
     @classmethod
-    def make_stream(cls, cfg: ModelConfig) -> Stream:
+    def make_stream(cls, cfg: ModelConfig, make_norm: Callable[[int, float, bool], nn.Module]) -> Stream:
+        """The residual stream this placement needs (``make_norm``: the configured norm)."""
         return Stream()
+
+    @classmethod
+    def owns_stream(cls) -> bool:
+        """True if it brings its own residual stream (it then cannot be mixed with others)."""
+        return cls.make_stream.__func__ is not Placement.make_stream.__func__  # type: ignore[attr-defined]
 
     @classmethod
     def calibrate(cls, model: nn.Module, idx: torch.Tensor) -> None:
@@ -109,5 +139,3 @@ class Placement(nn.Module):
     def extra_repr(self) -> str:
         return self.formula
 
-
-PLACEMENTS: Registry[type[Placement]] = Registry("placement", "model.placement")

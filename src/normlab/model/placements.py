@@ -1,4 +1,5 @@
-"""Every normalization placement as one small class (formulas and sources: docs/placements.md).
+"""The placements that keep one residual stream, one small class each (names: ``catalogue.py``;
+formulas and sources in each class's ``formula``/``source``, and docs/placements.md).
 
 Notation: x is the residual stream entering the sub-layer, F the branch (attention or
 FFN, including its output dropout), LN the configured norm (``model.norm``).
@@ -7,16 +8,17 @@ FFN, including its output dropout), LN the configured norm (``model.norm``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from normlab.model.placement import PLACEMENTS, Placement, Site
+from normlab.model.placement import Placement, PlacementOptions, Site
+from normlab.schema import doc
 
 
-@PLACEMENTS.register("post")
 class Post(Placement):
-    """Post-LN: x <- LN(x + F(x)). Vaswani et al. 2017; BERT; GPT-1. No final norm needed."""
+    """Post-LN: the norm sits on the stream after each residual add; no final norm needed."""
 
     formula = "x <- LN(x + F(x))"
     source = "Vaswani et al. 2017 (original Transformer), BERT, GPT-1"
@@ -30,12 +32,9 @@ class Post(Placement):
         return self.norm(x + self.branch(x))
 
 
-@PLACEMENTS.register("pre")
 class Pre(Placement):
-    """Pre-LN: x <- x + F(LN(x)), plus a final LN after the last block.
-
-    GPT-2 (Radford et al. 2019); Nguyen & Salazar 2019; analysed by Xiong et al. 2020.
-    """
+    """Pre-LN: the norm sits on the branch input, the stream is never normalised; a final
+    norm after the last block (analysed by Xiong et al. 2020)."""
 
     formula = "x <- x + F(LN(x))"
     source = "GPT-2 (2019); Nguyen & Salazar 2019; Xiong et al. 2020"
@@ -48,12 +47,9 @@ class Pre(Placement):
         return x + self.branch(self.norm(x))
 
 
-@PLACEMENTS.register("sandwich")
 class Sandwich(Placement):
-    """Sandwich-LN / Peri-LN: x <- x + LN_out(F(LN_in(x))), final LN as Pre-LN.
-
-    CogView (Ding et al. 2021); Gemma 2/3; Peri-LN (Kim et al. 2025) is the same block.
-    """
+    """Sandwich-LN / Peri-LN: Pre-LN plus a norm on the branch output; final norm as Pre-LN.
+    Peri-LN (Kim et al. 2025) is the same block."""
 
     formula = "x <- x + LN_out(F(LN_in(x)))"
     source = "CogView (Ding et al. 2021); Gemma 2; Peri-LN (Kim et al. 2025)"
@@ -66,12 +62,9 @@ class Sandwich(Placement):
         return x + self.norm_out(self.branch(self.norm_in(x)))
 
 
-@PLACEMENTS.register("pre_post")
 class PrePost(Placement):
-    """x <- LN_out(x + F(LN_in(x))): seed 002's "Sandwich-Norm", x-transformers' pre_and_post_norm.
-
-    Distinct from CogView's Sandwich-LN: here the outer norm sits on the stream itself.
-    """
+    """A norm on the branch input and another on the stream after the add. Distinct from
+    CogView's Sandwich-LN: here the outer norm sits on the stream itself."""
 
     formula = "x <- LN_out(x + F(LN_in(x)))"
     source = "x-transformers pre_and_post_norm; seed 002 (mislabelled 'Sandwich-Norm')"
@@ -85,9 +78,8 @@ class PrePost(Placement):
         return self.norm_out(x + self.branch(self.norm_in(x)))
 
 
-@PLACEMENTS.register("post_branch")
 class PostBranch(Placement):
-    """OLMo-2's reordered norm: x <- x + LN(F(x)); no norm on the branch input. Final LN on."""
+    """OLMo-2's reordered norm: the norm on the branch output, none on its input; final norm on."""
 
     formula = "x <- x + LN(F(x))"
     source = "OLMo 2 (OLMo Team 2024), 'reordered norm'"
@@ -100,12 +92,10 @@ class PostBranch(Placement):
         return x + self.norm(self.branch(x))
 
 
-@PLACEMENTS.register("deepnorm")
 class DeepNorm(Placement):
-    """DeepNorm: x <- LN(alpha * x + F(x)); W_V, W_O, W_1, W_2 init scaled by beta.
-
-    DeepNet (Wang et al. 2022), decoder-only with M = n_layer blocks:
-    alpha = (2M)^(1/4), beta = (8M)^(-1/4). W_Q and W_K keep the base init.
+    """DeepNorm: Post-LN with the shortcut up-weighted by alpha and W_V, W_O, W_1, W_2 drawn
+    with gain beta; decoder-only constants with M = n_layer blocks. W_Q and W_K keep the
+    base init.
     DeepNet draws these weights with gain beta on a depth-independent init (Xavier); beta is
     its depth scaling, so it replaces the init scheme's own (GPT-2's 1/sqrt(2L) on W_O and
     W_2) instead of compounding it: W_O, W_2 get beta times the scheme's non-residual std.
@@ -114,6 +104,7 @@ class DeepNorm(Placement):
     formula = "x <- LN(alpha*x + F(x)), alpha=(2L)^(1/4), beta=(8L)^(-1/4)"
     source = "DeepNet (Wang et al. 2022)"
     final_norm = False
+    needs_full_kv = True  # scales W_V by row blocks of width d_model: one kv head per query head
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
@@ -126,10 +117,7 @@ class DeepNorm(Placement):
 
     @torch.no_grad()
     def init_(self) -> None:
-        from normlab.model.init import INITS
-
-        cfg = self.site.cfg
-        scheme = INITS.get(cfg.init)
+        cfg, scheme = self.site.cfg, self.site.init
         for name, m in self.branch.named_modules():
             if name == "qkv":
                 m.weight[2 * cfg.d_model:].mul_(self.beta)  # W_V only; W_Q, W_K untouched
@@ -139,12 +127,9 @@ class DeepNorm(Placement):
                 m.weight.mul_(self.beta * undo)
 
 
-@PLACEMENTS.register("lns")
 class LayerNormScaling(Placement):
-    """LayerNorm Scaling: x <- x + F(LN(x) / sqrt(l)), l the 1-based layer index. Final LN on.
-
-    "The Curse of Depth in LLMs" (Sun et al. 2025).
-    """
+    """LayerNorm Scaling ("The Curse of Depth in LLMs"): Pre-LN with the branch input scaled
+    down by the square root of the 1-based layer index l; final norm on."""
 
     formula = "x <- x + F(LN(x) / sqrt(l))"
     source = "LayerNorm Scaling, Sun et al. 2025 ('Curse of Depth')"
@@ -158,10 +143,15 @@ class LayerNormScaling(Placement):
         return x + self.branch(self.norm(x) * self.scale)
 
 
-@PLACEMENTS.register("none")
 class NoNorm(Placement):
-    """No norm: x <- x + F(x); with ``model.rezero`` x <- x + a * F(x), a = 0 at init (ReZero,
-    Bachlechner et al. 2020). Without a gate the stream grows with depth and may overflow."""
+    """No norm on the residual path. With option ``rezero`` each branch is gated by a learnable
+    scalar a that starts at 0 (ReZero), so every block starts as the identity. Without a
+    gate the stream grows with depth and may overflow."""
+
+    @dataclass
+    class Options(PlacementOptions):
+        rezero: bool = doc("gate each branch by a zero-initialised learnable scalar (ReZero, "
+                           "Bachlechner et al. 2020)", False)
 
     formula = "x <- x + F(x)  (rezero: x + a*F(x), a=0)"
     source = "baseline; ReZero (Bachlechner et al. 2020)"
@@ -169,19 +159,16 @@ class NoNorm(Placement):
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
-        self.gate = nn.Parameter(torch.zeros(())) if site.cfg.rezero else None
+        self.gate = nn.Parameter(torch.zeros(())) if self.options.rezero else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.branch(x)
         return x + (self.gate * f if self.gate is not None else f)
 
 
-@PLACEMENTS.register("layerscale")
 class LayerScale(Placement):
-    """LayerScale: x <- x + diag(lambda) F(LN(x)), lambda learnable per channel. Final LN on.
-
-    CaiT (Touvron et al. 2021): lambda starts at 0.1 up to 18 layers, 1e-5 up to 24, 1e-6 beyond.
-    """
+    """LayerScale: Pre-LN with the branch output scaled per channel by a learnable lambda;
+    final norm on. lambda starts at 0.1 up to 18 layers, 1e-5 up to 24, 1e-6 beyond (CaiT)."""
 
     formula = "x <- x + lambda * F(LN(x)), lambda per channel, small at init"
     source = "LayerScale, CaiT (Touvron et al. 2021)"
@@ -204,12 +191,11 @@ def admin_closed_form_omega(n_res: int) -> float:
     return math.sqrt((n_res + 1) / math.log(n_res + 1) - 1)
 
 
-@PLACEMENTS.register("admin")
 class Admin(Placement):
-    """Admin: x <- LN(omega * x + F(x)); Liu et al. 2020, "Understanding the Difficulty of
-    Training Transformers" (Post-LN with a rescaled shortcut).
+    """Admin ("Understanding the Difficulty of Training Transformers"): Post-LN with the
+    shortcut rescaled by omega.
 
-    ``model.admin_omega``:
+    Option ``omega``:
       profile      omega_i^2 = 1 + sum over earlier sub-layers j of Var[F_j], from one forward
                    pass at init on random tokens (``TransformerLM.calibrate(idx)`` re-profiles
                    on data). The authors' fairseq recurrence (Transformer-Clinic: global ratio
@@ -227,6 +213,14 @@ class Admin(Placement):
     omega is a persistent buffer, so checkpoints carry the profiled value.
     """
 
+    @dataclass
+    class Options(PlacementOptions):
+        omega: str = doc("how omega is set: 'profile' (one forward pass at init) or 'closed_form' "
+                         "(admin-torch's O(log N) formula)", "profile")
+
+        def __post_init__(self) -> None:
+            self.check(self.omega in ("profile", "closed_form"), "omega", "use 'profile' or 'closed_form'")
+
     formula = "x <- LN(omega*x + F(x)), omega^2 = 1 + sum_{j<i} Var[F_j] (profiled) or closed form"
     source = "Admin (Liu et al. 2020); admin-torch closed form"
     final_norm = False
@@ -237,7 +231,7 @@ class Admin(Placement):
         super().__init__(branch, site)
         self.norm = site.norm()
         cfg = site.cfg
-        omega = admin_closed_form_omega(2 * cfg.n_layer) if cfg.admin_omega == "closed_form" else 1.0
+        omega = admin_closed_form_omega(2 * cfg.n_layer) if self.options.omega == "closed_form" else 1.0
         self.register_buffer("omega", torch.tensor(omega))
         self._profile: dict[str, float] | None = None  # shared running state during calibrate
 
@@ -255,8 +249,8 @@ class Admin(Placement):
 
     @classmethod
     def calibrate(cls, model: nn.Module, idx: torch.Tensor) -> None:
-        mods = [m for m in model.modules() if isinstance(m, cls)]
-        if not mods or mods[0].site.cfg.admin_omega != "profile":
+        mods = [m for m in model.modules() if isinstance(m, cls) and m.options.omega == "profile"]
+        if not mods:
             return
         state = {"omega": 1.0, "first": True}  # omega of the first Admin sub-layer (Transformer-Clinic)
         for m in mods:
@@ -270,5 +264,3 @@ class Admin(Placement):
     def extra_repr(self) -> str:
         return f"omega={float(self.omega):.4f}"
 
-
-from normlab.model import streams  # noqa: E402,F401  (registers resi_dual and ngpt)

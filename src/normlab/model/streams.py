@@ -7,14 +7,14 @@ weight row on the unit sphere. Neither can be mixed with other placements in one
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from normlab.model.config import ModelConfig
-from normlab.model.norms import NORMS
-from normlab.model.placement import PLACEMENTS, Placement, Site, Stream
+from normlab.model.placement import Placement, Site, Stream
 
 # --------------------------------------------------------------------------- ResiDual
 
@@ -22,9 +22,9 @@ from normlab.model.placement import PLACEMENTS, Placement, Site, Stream
 class ResiDualStream(Stream):
     """(x, d) with d_0 = x_0; the output is x_L + LN(d_L) (the end norm lives here)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, make_norm: Callable[[int, float, bool], nn.Module]) -> None:
         super().__init__()
-        self.norm = NORMS.get(cfg.norm)(cfg.d_model, cfg.norm_eps, cfg.bias)
+        self.norm = make_norm(cfg.d_model, cfg.norm_eps, cfg.bias)
 
     def begin(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x, x
@@ -34,11 +34,9 @@ class ResiDualStream(Stream):
         return x + self.norm(d)
 
 
-@PLACEMENTS.register("resi_dual")
 class ResiDual(Placement):
-    """ResiDual (Xie et al. 2023): x_{k+1} = LN(x_k + F(x_k)), d_{k+1} = d_k + F(x_k), d_0 = x_0.
-
-    k counts sub-layers. The Post-LN stream x keeps Post-LN's well-conditioned gradients;
+    """ResiDual: a Post-LN stream x and the un-normalised sum d of every branch output; k in
+    the formula counts sub-layers. The Post-LN stream x keeps Post-LN's well-conditioned gradients;
     the un-normalised sum d of every branch output gives each sub-layer a direct path to the
     output, as in Pre-LN. Output x_L + LN(d_L). ``final_norm`` defaults to off: both
     terms are already normalised (x_L by the last sub-layer's LN, d_L by the stream's end
@@ -60,8 +58,8 @@ class ResiDual(Placement):
         return self.norm(x + f), d + f
 
     @classmethod
-    def make_stream(cls, cfg: ModelConfig) -> Stream:
-        return ResiDualStream(cfg)
+    def make_stream(cls, cfg: ModelConfig, make_norm: Callable[[int, float, bool], nn.Module]) -> Stream:
+        return ResiDualStream(cfg, make_norm)
 
 
 # --------------------------------------------------------------------------- nGPT
@@ -122,10 +120,8 @@ class NGPTStream(Stream):
                 m.weight.copy_(F.normalize(m.weight, dim=1))
 
 
-@PLACEMENTS.register("ngpt")
 class NGPT(Placement):
-    """nGPT, the normalized Transformer (Loshchilov et al. 2024):
-    h <- Norm(h + alpha * (Norm(F(h)) - h)), Norm(x) = x / ||x||.
+    """nGPT, the normalized Transformer: Norm(x) = x / ||x|| in the formula.
 
     - alpha: learnable per-dimension "eigen learning rate", init 0.05, stored with the
       scaling trick (``ScaledParam``, scale 1/sqrt(d_model)).
@@ -144,6 +140,7 @@ class NGPT(Placement):
     formula = "h <- Norm(h + alpha*(Norm(F(h)) - h)), weights and h on the unit sphere"
     source = "nGPT (Loshchilov et al. 2024)"
     final_norm = False
+    needs_full_kv = True  # s_qk has one row per query head
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
@@ -167,7 +164,7 @@ class NGPT(Placement):
         return F.normalize(h + self.alpha() * (f - h), dim=-1)
 
     @classmethod
-    def make_stream(cls, cfg: ModelConfig) -> Stream:
+    def make_stream(cls, cfg: ModelConfig, make_norm: Callable[[int, float, bool], nn.Module]) -> Stream:
         return NGPTStream(cfg)
 
     def init_(self) -> None:

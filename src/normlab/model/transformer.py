@@ -10,11 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from normlab.errors import UserError
-from normlab.model.attention import FFNS, CausalSelfAttention
+from normlab.model.attention import CausalSelfAttention
+from normlab.model.build import Plan, resolve_model
 from normlab.model.config import ModelConfig
-from normlab.model.init import INITS, init_weights
-from normlab.model.layout import resolve_layout
-from normlab.model.placement import PLACEMENTS, Placement, Site
+from normlab.model.init import init_weights
+from normlab.model.placement import Placement
+from normlab.model.sampling import generate
 
 CALIBRATION_SEED = 20200817  # private generator for the init-time profiling batch
 
@@ -22,11 +23,11 @@ CALIBRATION_SEED = 20200817  # private generator for the init-time profiling bat
 class Block(nn.Module):
     """One layer: an attention sub-layer then an FFN sub-layer, each wrapped by its placement."""
 
-    def __init__(self, cfg: ModelConfig, layer: int, pair: tuple[str, str]) -> None:
+    def __init__(self, plan: Plan, layer: int) -> None:
         super().__init__()
-        attn_cls, ffn_cls = (PLACEMENTS.get(name) for name in pair)
-        self.attn = attn_cls(CausalSelfAttention(cfg), Site(cfg, layer, "attn", 2 * layer - 1))
-        self.ffn = ffn_cls(FFNS[cfg.ffn](cfg), Site(cfg, layer, "ffn", 2 * layer))
+        attn, ffn = plan.layout[layer - 1]  # 1-based layer
+        self.attn = attn.cls(CausalSelfAttention(plan.cfg, plan.qk_norm), plan.site(layer, "attn"))
+        self.ffn = ffn.cls(plan.ffn(plan.cfg), plan.site(layer, "ffn"))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         h = self.attn(h)
@@ -34,26 +35,28 @@ class Block(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    """``model(idx)`` -> logits (B, T, V); ``model(idx, targets)`` -> (logits, mean CE loss)."""
+    """``model(idx)`` -> logits (B, T, V); ``model(idx, targets)`` -> (logits, mean CE loss).
+
+    Building resolves and checks every name of ``cfg`` once (``model/build.py``).
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.layout = resolve_layout(cfg)
+        plan = resolve_model(cfg)
+        self.layout = plan.names()  # per block (attention, FFN) placement names
         d = cfg.d_model
         self.wte = nn.Embedding(cfg.vocab_size, d)
         self.wpe = nn.Embedding(cfg.context, d) if cfg.pos == "learned" else None
-        self.embed_scale = INITS.get(cfg.init).embed_scale(cfg)
+        self.embed_scale = plan.init.embed_scale(cfg)
         self.drop = nn.Dropout(cfg.dropout)
-        self.stream = PLACEMENTS.get(self.layout[0][0]).make_stream(cfg)
-        self.blocks = nn.ModuleList(Block(cfg, i + 1, pair) for i, pair in enumerate(self.layout))
-        last = Site(cfg, cfg.n_layer, "final", 2 * cfg.n_layer + 1)
-        use_final = cfg.final_norm if cfg.final_norm is not None else PLACEMENTS.get(self.layout[-1][1]).final_norm
-        self.norm_f = last.norm() if use_final else nn.Identity()
+        self.stream = plan.stream()
+        self.blocks = nn.ModuleList(Block(plan, i + 1) for i in range(cfg.n_layer))
+        self.norm_f = plan.site(cfg.n_layer, "final").norm() if plan.final_norm else nn.Identity()
         self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
-        init_weights(self)  # also runs each placement's init_ and the stream's init_
+        init_weights(self, plan.init)  # also runs each placement's init_ and the stream's init_
         # Only placements that override after_step (nGPT) are called each step.
         self._after_step = [m for m in self.modules() if isinstance(m, Placement)
                             and type(m).after_step is not Placement.after_step]
@@ -169,8 +172,6 @@ class TransformerLM(nn.Module):
         eval mode (no dropout) and restores the training flag; the prompt is cropped to the
         last ``cfg.context`` tokens at each step.
         """
-        from normlab.train.sample import generate
-
         if max_new_tokens < 0:
             raise UserError(f"max_new_tokens={max_new_tokens}: must be >= 0")
         self.check_tokens(idx[:, -self.cfg.context:] if isinstance(idx, torch.Tensor) and idx.dim() == 2 else idx,
@@ -190,17 +191,13 @@ class TransformerLM(nn.Module):
 
     @classmethod
     def load(cls, dir: str | Path, device: str = "cpu") -> "TransformerLM":
-        """The model saved by :meth:`save` in ``dir`` (weights checked, never unpickled)."""
-        from normlab.model.io import load_model
+        """The model saved by :meth:`save` in ``dir``: built from ``dir/model_config.json``, then
+        ``dir/model.safetensors`` loaded strictly (hash checked, never unpickled)."""
+        from normlab.model.io import load_config, load_weights
 
-        return load_model(dir, device)
-
-    @classmethod
-    def from_hf_gpt2(cls, hf_model_or_state_dict: object, config: object = None) -> "TransformerLM":
-        """A ``pre`` model with the weights of a transformers GPT-2 (see ``normlab.model.interop``)."""
-        from normlab.model.interop import from_hf_gpt2
-
-        return from_hf_gpt2(hf_model_or_state_dict, config)
+        model = cls(load_config(dir))
+        load_weights(model, dir, device)
+        return model.to(device)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -50,8 +50,7 @@ def _pick(scale: str, table: dict[str, Any], preset: str) -> Any:
 
 def _placements(wanted: list[str]) -> list[str]:
     """``wanted`` minus placements this build does not register (listed in the preset's doc)."""
-    from normlab.model import placements  # noqa: F401  (registers the placement classes)
-    from normlab.model.placement import PLACEMENTS
+    from normlab.model.catalogue import PLACEMENTS
 
     return [p for p in wanted if p in PLACEMENTS]
 
@@ -149,8 +148,7 @@ def depth(scale: str = "cpu") -> StudySpec:
     """Every registered placement at depths 6, 12, 24, 48 with no warm-up (constant lr 1e-3):
     which train, which diverge (DeepNet, Admin, Mix-LN, LNS claims). cpu: d=64, context 64,
     batch 16, 200 steps, 1 seed."""
-    from normlab.model import placements  # noqa: F401  (registers the placement classes)
-    from normlab.model.placement import PLACEMENTS
+    from normlab.model.catalogue import PLACEMENTS
 
     steps = _pick(scale, {"smoke": 10, "cpu": 200, "gpu": 3000}, "depth")
     depths = [2, 4] if scale == "smoke" else [6, 12, 24, 48]

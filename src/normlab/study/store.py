@@ -156,7 +156,7 @@ class Store:
             conn.executemany(
                 "INSERT OR IGNORE INTO trials (id, idx, params, config, run_dir) VALUES (?, ?, ?, ?, ?)",
                 [(t.id, t.index, json.dumps(t.params, sort_keys=True), t.config_json, f"{runs_dir}/{t.id}")
-                 for t in trials])
+                 for t in _new_trials(conn, root, trials)])
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -327,3 +327,28 @@ def _event(c: sqlite3.Connection, trial: str, attempt: int, event: str, worker: 
            at: float, detail: str | None) -> None:
     c.execute("INSERT INTO events (trial, attempt, event, worker, at, detail) VALUES (?, ?, ?, ?, ?, ?)",
               (trial, attempt, event, worker, at, detail))
+
+
+def _new_trials(conn: sqlite3.Connection, root: Path, trials: list[Any]) -> list[Any]:
+    """``trials`` minus those the store holds already. A trial id hashes the whole config as
+    this version writes it, so a store made by an older normlab (whose configs spelled some
+    options differently) holds the same trial under another id: it is matched by its
+    parameters and kept when its stored config reads back equal, and refused otherwise
+    (running both would count one seed twice)."""
+    from normlab.runconfig import RunConfig
+
+    held = {params: (tid, config) for tid, params, config in conn.execute("SELECT id, params, config FROM trials")}
+    ids = {tid for tid, _ in held.values()}
+    out = []
+    for t in trials:
+        key = json.dumps(t.params, sort_keys=True)
+        if t.id in ids:
+            continue
+        if key in held:
+            tid, config = held[key]
+            if RunConfig.from_json(config) != RunConfig.from_json(t.config_json):
+                raise UserError(f"{root}: trial {tid} ({key}) was made with a different config than this "
+                                "study now gives it; pick a new --store, or rerun without a spec to resume it")
+            continue
+        out.append(t)
+    return out

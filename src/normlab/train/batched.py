@@ -43,8 +43,8 @@ from normlab.schema import to_dict
 
 def incompatibility(cfgs: list[RunConfig]) -> str | None:
     """Why ``cfgs`` cannot be trained as one batch, or None when they can."""
-    from normlab.model.layout import resolve_layout
-    from normlab.model.placement import PLACEMENTS, Placement, Stream
+    from normlab.model.build import resolve_model
+    from normlab.model.placement import Placement, Stream
 
     if not cfgs:
         return "no trials given"
@@ -62,12 +62,10 @@ def incompatibility(cfgs: list[RunConfig]) -> str | None:
         return f"model.dropout={first.model.dropout}: dropout masks inside vmap cannot match solo runs; use 0"
     if first.train.diag_every > 0:
         return "train.diag_every > 0: in-training diagnostics need solo runs; set it to 0"
-    names = sorted({n for pair in resolve_layout(first.model) for n in pair})
-    for n in names:
-        cls = PLACEMENTS.get(n)
-        if cls.after_step is not Placement.after_step or \
-                type(cls.make_stream(first.model)).after_step is not Stream.after_step:
-            return f"model.placement={n!r} changes weights after each step (e.g. nGPT); run it solo"
+    plan = resolve_model(first.model)
+    for sub in {s.name: s for pair in plan.layout for s in pair}.values():
+        if sub.cls.after_step is not Placement.after_step or type(plan.stream()).after_step is not Stream.after_step:
+            return f"model.placement={sub.name!r} changes weights after each step (e.g. nGPT); run it solo"
     return None
 
 

@@ -72,7 +72,7 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
-    if hasattr(model, "cfg"):  # also a model dir for normlab.model.io.load_model (report, analyze)
+    if hasattr(model, "cfg"):  # also a model dir for TransformerLM.load (report, analyze)
         from normlab.schema import to_dict
 
         atomic_write_json(tmp / "model_config.json", to_dict(model.cfg))

@@ -1,6 +1,6 @@
 """``normlab train --init-from DIR``: start a run from a model directory's weights.
 
-DIR is anything ``normlab.model.io.load_model`` reads (``model.safetensors`` +
+DIR is anything ``TransformerLM.load`` reads (``model.safetensors`` +
 ``model_config.json``): a ``normlab import`` output (a Hugging Face checkpoint), a
 ``save_model`` directory, or a run's ``checkpoints/best``. The run's model section is DIR's
 config, with the model keys the user set (``--config``, ``--placement``, ``--set``) on top,

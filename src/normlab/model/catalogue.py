@@ -1,0 +1,54 @@
+"""Every built-in component of the model, registered once, one line each.
+
+This is the only module that fills the registries of ``model/registries.py``; nothing
+registers itself when imported. Code that needs a filled registry imports it from here.
+Adding a placement is its class (in ``placements.py`` or anywhere), its formula test and
+one line below.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from normlab.model import attention, init, layout, norms, placements, streams
+from normlab.model.registries import FFNS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+
+__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "norm_types"]
+
+PLACEMENTS.add("post", placements.Post)
+PLACEMENTS.add("pre", placements.Pre)
+PLACEMENTS.add("sandwich", placements.Sandwich)
+PLACEMENTS.add("pre_post", placements.PrePost)
+PLACEMENTS.add("post_branch", placements.PostBranch)
+PLACEMENTS.add("deepnorm", placements.DeepNorm)
+PLACEMENTS.add("lns", placements.LayerNormScaling)
+PLACEMENTS.add("none", placements.NoNorm)
+PLACEMENTS.add("layerscale", placements.LayerScale)
+PLACEMENTS.add("admin", placements.Admin)
+PLACEMENTS.add("resi_dual", streams.ResiDual)
+PLACEMENTS.add("ngpt", streams.NGPT)
+
+LAYOUTS.add("mix", layout.Mix)
+
+NORMS.add("layernorm", norms.LayerNorm)
+NORMS.add("rmsnorm", norms.RMSNorm)
+NORMS.add("scalenorm", norms.ScaleNorm)
+NORMS.add("dyt", norms.DyT)
+NORMS.add("none", norms.identity)
+
+QK_NORMS.add("layernorm", norms.LayerNorm)
+QK_NORMS.add("rmsnorm", norms.RMSNorm)
+QK_NORMS.add("l2", norms.L2Norm)
+
+INITS.add("gpt2", init.GPT2Init())
+INITS.add("xavier", init.XavierInit())
+
+FFNS.add("gelu", attention.MLP)
+FFNS.add("swiglu", attention.SwiGLU)
+
+
+def norm_types() -> tuple[type[nn.Module], ...]:
+    """Module classes of every registered norm and qk-norm (read at call time, so norms
+    registered later count): what ``model.capture`` records the inputs of."""
+    found = [f for _, f in [*NORMS.items(), *QK_NORMS.items()] if isinstance(f, type) and issubclass(f, nn.Module)]
+    return tuple(dict.fromkeys([*found, nn.LayerNorm]))
