@@ -42,7 +42,7 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
         lacking = [c.id for c in chosen if scale not in c.experiments]
         if quick or lacking:
             raise UserError(f"--scale={scale}: only claims {', '.join(have)} have this scale; "
-                            f"run `normlab claims --scale {scale} --only {','.join(have)}`")
+                            f"run `normlab claims --scale {scale} {' '.join('--only ' + i for i in have)}`")
     if not chosen:
         raise UserError("--only: every named claim needs training; drop --quick to run them")
     out = Path(out)

@@ -124,7 +124,7 @@ PVP_SEED = {"seed": "study 'pre-vs-post' at scale seed: post/pre x warm-up {0, 4
                  "perplexity. Post-norm may diverge without warm-up (train post-norm without warm-up: it will "
                  "most likely not converge).",
        parts=[Part("faster", "without warm-up, Pre-LN's loss falls faster",
-                   "val loss at the first eval after step 0 (step 100), pre minus post, no warm-up", Direction(-1),
+                   "val loss at the first eval after step 0 (step 100 at cpu scale, 245 at seed scale), pre minus post, no warm-up", Direction(-1),
                    "faster = lower loss early"),
               Part("lower", "without warm-up, Pre-LN ends lower", GAIN + "pre minus post, no warm-up", Direction(-1),
                    "lower final perplexity = lower loss"),
