@@ -1,0 +1,86 @@
+"""The step cadence shared by the solo and the batched loop, and the shared clipping."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from normlab.train.cadence import Cadence
+from normlab.train.config import TrainConfig
+from normlab.train.step import clip_grads_
+
+
+def _plans(c: Cadence) -> dict[str, list[int]]:
+    steps = range(1, c.steps + 1)
+    return {"eval": [s for s in steps if c.is_eval(s)], "log": [s for s in steps if c.is_log(s)],
+            "ckpt": [s for s in steps if c.is_ckpt(s)], "diag": [s for s in steps if c.is_diag(s)]}
+
+
+def test_steps_named_by_the_intervals() -> None:
+    p = _plans(Cadence(steps=12, eval_every=6, log_every=4, checkpoint_every=5, diag_every=3))
+    assert p == {"eval": [6, 12], "log": [4, 6, 8, 12], "ckpt": [5, 10, 12], "diag": [3, 6, 9, 12]}
+
+
+@pytest.mark.parametrize("steps, eval_every, log_every, ckpt_every", [
+    (7, 3, 2, 4), (10, 0, 3, 0), (1, 5, 5, 5), (13, 13, 1, 13), (20, 7, 9, 0)])
+def test_last_step_evaluates_logs_and_checkpoints(steps: int, eval_every: int, log_every: int,
+                                                  ckpt_every: int) -> None:
+    c = Cadence(steps, eval_every, log_every, ckpt_every)
+    plan = c.what(steps)
+    assert plan.eval and plan.log and plan.ckpt and plan.sync
+
+
+def test_every_eval_step_is_a_log_step() -> None:
+    # log_every does not divide eval_every: the eval steps still write their metrics line
+    c = Cadence(steps=30, eval_every=7, log_every=4, checkpoint_every=0)
+    evals = [s for s in range(1, 31) if c.is_eval(s)]
+    assert evals == [7, 14, 21, 28, 30]
+    assert all(c.is_log(s) for s in evals)
+    assert not c.is_log(27)
+
+
+def test_zero_intervals_mean_only_the_last_step() -> None:
+    c = Cadence(steps=9, eval_every=0, log_every=2, checkpoint_every=0)
+    p = _plans(c)
+    assert p["eval"] == [9] and p["ckpt"] == [9] and p["diag"] == []
+    assert p["log"] == [2, 4, 6, 8, 9]
+
+
+def test_sync_steps_are_the_steps_of_any_kind() -> None:
+    c = Cadence(steps=12, eval_every=0, log_every=5, checkpoint_every=0, diag_every=4)
+    assert [s for s in range(1, 13) if c.what(s).sync] == [4, 5, 8, 10, 12]
+    assert not c.what(3).sync and c.what(4).diag and not c.what(4).log
+
+
+def test_built_from_the_train_config() -> None:
+    t = TrainConfig(steps=50, eval_every=20, log_every=10, checkpoint_every=25, diag_every=15)
+    assert Cadence.of(t) == Cadence(50, 20, 10, 25, 15)
+    assert _plans(Cadence.of(t))["ckpt"] == [25, 50]
+
+
+def test_direct_construction_is_checked() -> None:
+    with pytest.raises(ValueError, match="log_every"):
+        Cadence(steps=10, eval_every=0, log_every=0, checkpoint_every=0)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        Cadence(steps=10, eval_every=0, log_every=1, checkpoint_every=-1)
+
+
+@pytest.mark.parametrize("max_norm", [float("inf"), 1e-3, 0.5, 1e6])
+def test_shared_clipping_is_bitwise_clip_grad_norm(max_norm: float) -> None:
+    """Both loops clip with clip_grads_; the solo loop's numbers must stay clip_grad_norm_'s."""
+    torch.manual_seed(0)
+    shapes = [(7, 5), (5,), (3, 4, 2), (1,)]
+    a = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    for p, q in zip(a, b):
+        p.grad = torch.randn(p.shape) * 3
+        q.grad = p.grad.clone()
+    want = torch.nn.utils.clip_grad_norm_(a, max_norm)
+    got = clip_grads_([q.grad for q in b], max_norm)
+    assert torch.equal(got, want)
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(a, b))
+    after = float(torch.linalg.vector_norm(torch.cat([q.grad.flatten() for q in b])))
+    if max_norm < float(want):  # the gradients really were scaled down to the threshold
+        assert after == pytest.approx(max_norm, rel=1e-4)
+    else:
+        assert after == pytest.approx(float(want), rel=1e-6)
