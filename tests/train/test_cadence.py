@@ -84,3 +84,22 @@ def test_shared_clipping_is_bitwise_clip_grad_norm(max_norm: float) -> None:
         assert after == pytest.approx(max_norm, rel=1e-4)
     else:
         assert after == pytest.approx(float(want), rel=1e-6)
+
+
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
+def test_diagnostics_see_the_gradients_before_clipping(tmp_path) -> None:
+    """after_backward runs before clipping: the per-group norms of diagnostics.jsonl add up
+    (root of the sum of squares) to the unclipped global norm of metrics.jsonl."""
+    from normlab.fsutil import read_jsonl
+    from normlab.train import run_training
+
+    from .conftest import tiny_cfg
+
+    cfg = tiny_cfg("train.steps=4", "train.log_every=1", "train.diag_every=1", "optim.grad_clip=0.01")
+    run_training(cfg, tmp_path / "run", quiet=True)
+    metrics = {r["step"]: r["grad_norm"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")}
+    diag = {r["step"]: r["grad_norm"] for r in read_jsonl(tmp_path / "run" / "diagnostics.jsonl")}
+    assert sorted(diag) == sorted(metrics) == [1, 2, 3, 4]
+    for step, groups in diag.items():
+        assert metrics[step] > 0.1  # far above the threshold: clipping really scaled these steps
+        assert sum(g * g for g in groups) ** 0.5 == pytest.approx(metrics[step], rel=1e-4), step

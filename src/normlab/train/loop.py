@@ -24,7 +24,7 @@ from normlab.data.batches import train_batch
 from normlab.train import checkpoint
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
-from normlab.train.step import clip_grads_, clip_limit, lr_now
+from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
 
 
@@ -239,12 +239,9 @@ class Trainer:
             if rng is not None:
                 checkpoint.set_rng_state(rng)
             return None
-        grad_norm = clip_grads_([p.grad for p in self.params if p.grad is not None], self.clip)
-        if diag_on:
+        if diag_on:  # the gradients as backward left them, before clipping (its contract)
             self.diag.after_backward(s1)
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        self.model.after_step()
+        grad_norm = optimizer_step(self.model, self.opt, self.params, self.clip)
         w.add(s1, loss, grad_norm, self.cfg.train.diverge_loss)
         return _Step(lr, loss, grad_norm, log_z, diag_on)
 
