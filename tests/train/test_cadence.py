@@ -103,3 +103,34 @@ def test_diagnostics_see_the_gradients_before_clipping(tmp_path) -> None:
     for step, groups in diag.items():
         assert metrics[step] > 0.1  # far above the threshold: clipping really scaled these steps
         assert sum(g * g for g in groups) ** 0.5 == pytest.approx(metrics[step], rel=1e-4), step
+
+
+def test_divergence_rule() -> None:
+    from normlab.train.step import diverged
+
+    loss = torch.tensor([1.0, float("nan"), 30.0, 2.0, 3.0])
+    norm = torch.tensor([1.0, 1.0, 1.0, float("inf"), 5.0])
+    assert diverged(loss, norm, 20.0).tolist() == [False, True, True, True, False]
+
+
+@pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
+def test_batched_trial_with_a_non_finite_gradient_diverges_at_that_step(tmp_path, monkeypatch) -> None:
+    """As in the solo loop, a non-finite gradient norm with a finite loss ends the trial at
+    that step (before the fix the batched loop only looked at the loss)."""
+    from normlab.train import batched, stack
+
+    from .conftest import tiny_cfg
+
+    real = stack.Stack.step
+
+    def poisoned(self, lrs, step):
+        norms = real(self, lrs, step)
+        if step == 5 and len(lrs) == 2:
+            norms[1] = float("inf")
+        return norms
+
+    monkeypatch.setattr(stack.Stack, "step", poisoned)
+    cfgs = [tiny_cfg("train.steps=8", "train.log_every=1", f"seed={s}") for s in (1, 2)]
+    out = batched.run_batched(cfgs, [tmp_path / "a", tmp_path / "b"], quiet=True)
+    assert out[0]["status"] == "completed" and out[0]["steps"] == 8
+    assert out[1]["status"] == "diverged" and out[1]["diverged_at_step"] == 5 and out[1]["steps"] == 5

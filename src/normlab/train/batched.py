@@ -233,7 +233,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     from normlab.data.batches import val_batches
     from normlab.train.cadence import Cadence
     from normlab.train.stack import Stack
-    from normlab.train.step import lr_now
+    from normlab.train.step import diverged, lr_now
 
     corpus, trials, device = _prepare(cfgs, [Path(d) for d in run_dirs])
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
@@ -251,7 +251,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
         gnorm = stack.step(lrs, s1)
         w.loss += step_loss
         limit = torch.tensor([tr.cfg.train.diverge_loss for tr in trials], device=device)
-        bad = ~torch.isfinite(step_loss) | (step_loss > limit)
+        bad = diverged(step_loss, gnorm, limit)  # the solo loop's rule, per trial
         if bool(bad.any()):  # one host sync per step, as cheap as the solo loop's device-side check
             for tr, b in zip(trials, bad.tolist()):
                 tr.first_bad = s1 if b and tr.first_bad < 0 else tr.first_bad

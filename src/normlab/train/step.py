@@ -47,6 +47,12 @@ def clip_grads_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     return total
 
 
+def diverged(loss: torch.Tensor, grad_norm: torch.Tensor, limit: float | torch.Tensor) -> torch.Tensor:
+    """Whether a step diverged (elementwise, on the device): a non-finite or too large loss,
+    or a non-finite gradient with a finite loss (the update has just poisoned the weights)."""
+    return ~torch.isfinite(loss) | ~torch.isfinite(grad_norm) | (loss > limit)
+
+
 def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, params: list[nn.Parameter],
                    clip: float) -> torch.Tensor:
     """One solo update: clip, AdamW, drop the gradients, the placements' weight hooks

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from normlab.train.step import diverged
+
 if TYPE_CHECKING:
     from normlab.train.env import Dist
 
@@ -29,9 +31,7 @@ class Window:
 
     def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, limit: float) -> None:
         self.loss += loss
-        # A non-finite gradient with a finite loss is divergence at this step too (the
-        # update has just poisoned the weights); checked on the device, no host sync.
-        bad = ~torch.isfinite(loss) | ~torch.isfinite(grad_norm) | (loss > limit)
+        bad = diverged(loss, grad_norm, limit)  # on the device, no host sync
         self.first_bad = torch.where(bad & (self.first_bad < 0), torch.full_like(self.first_bad, step),
                                      self.first_bad)
 
