@@ -134,3 +134,26 @@ def test_batched_trial_with_a_non_finite_gradient_diverges_at_that_step(tmp_path
     out = batched.run_batched(cfgs, [tmp_path / "a", tmp_path / "b"], quiet=True)
     assert out[0]["status"] == "completed" and out[0]["steps"] == 8
     assert out[1]["status"] == "diverged" and out[1]["diverged_at_step"] == 5 and out[1]["steps"] == 5
+
+
+@pytest.mark.slow
+def test_ddp_ranks_sync_at_diagnostics_steps(tmp_path, tiny) -> None:
+    """Step 3 is a diagnostics step but not a log step: every rank must reach the same
+    collectives there (rank 0 alone used to, and gloo failed with a collective mismatch)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch.distributed")
+    run = tmp_path / "ddp"
+    steps = ("train.steps=6", "train.log_every=4", "train.eval_every=0", "train.checkpoint_every=0",
+             "train.batch_size=8", "train.diag_every=3")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "normlab", "train", "--quiet", "--out", str(run), *tiny.args(*steps)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    assert [r["step"] for r in tiny.comparable(run)] == [4, 6]
+    assert [json.loads(line)["step"] for line in (run / "diagnostics.jsonl").read_text().splitlines()] == [3, 6]
