@@ -1,8 +1,9 @@
 """The optimisation loop: one ``Trainer.run`` from a start state to completed, diverged or interrupted.
 
-Host syncs (``.item()``) happen only on log/eval/checkpoint steps: the per-step loss is
-accumulated on the device and divergence is tracked there too (the first bad step is
-remembered in a tensor), so a GPU never waits for the host between ordinary steps.
+``Trainer._run`` only delegates: ``_train_step`` (forward/backward, clip, update), then on
+the sync steps that ``normlab.train.cadence`` names, the window of accumulators is read
+back (``normlab.train.window``: host syncs happen only there), logged, validated and
+checkpointed.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from torch import nn
 from normlab.config import RunConfig
 from normlab.data.batches import train_batch
 from normlab.train import checkpoint
+from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
-from normlab.train.schedules import lr_at
+from normlab.train.step import clip_limit, lr_now, optimizer_step
+from normlab.train.window import Window
 
 
 @dataclass
@@ -37,6 +40,17 @@ class LoopState:
     loss_sum: float = 0.0         # sum of step losses since the last metrics line
     loss_n: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Step:
+    """One completed step, as the bookkeeping after it needs it (device tensors)."""
+
+    lr: float
+    loss: torch.Tensor             # mean cross-entropy over the micro-batches
+    grad_norm: torch.Tensor        # global, before clipping
+    log_z: torch.Tensor | None     # mean log Z of the last micro-batch (z-loss on)
+    diag: bool                     # in-training diagnostics ran their hooks on this step
 
 
 class _AbandonStep(BaseException):
@@ -66,7 +80,10 @@ class Trainer:
                          else contextlib.nullcontext())
         self.interrupted = False
         self._abortable = False  # inside forward/backward: a signal may abandon the step
-        self.first_nonfinite: dict[str, Any] | None = None  # set by _localise on divergence
+        self.first_nonfinite: dict[str, Any] | None = None  # set by replay.localise on divergence
+        self.cadence = Cadence.of(cfg.train)
+        self.params = [p for p in model.parameters() if p.requires_grad]  # clipping's order
+        self.clip = clip_limit(cfg.optim)
         self.diag = None
         if cfg.train.diag_every > 0 and dist.main:
             from normlab.diagnostics.training import TrainingDiagnostics
@@ -105,15 +122,6 @@ class Trainer:
         self.model.train()
         return float(total) / len(self.val)
 
-    def _reduce(self, t: torch.Tensor, op: str = "mean") -> torch.Tensor:
-        if not self.dist.enabled:
-            return t
-        import torch.distributed as td
-
-        t = t.clone()
-        td.all_reduce(t, op=td.ReduceOp.MIN if op == "min" else td.ReduceOp.SUM)
-        return t / self.dist.world if op == "mean" else t
-
     def _save(self, name: str, st: LoopState, with_optimizer: bool = True) -> None:
         if self.dist.main:
             meta = {"loop": vars(st), "tokenizer": self.corpus.tokenizer.state()}
@@ -147,7 +155,7 @@ class Trainer:
             if self.diag is not None:
                 self.diag.close()
 
-    def _forward_backward(self, s: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward_backward(self, s: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """All micro-batches of step ``s`` (0-based): gradients accumulated, returns (mean CE, log Z)."""
         t = self.cfg.train
         step_loss = torch.zeros((), device=self.device)
@@ -162,154 +170,136 @@ class Trainer:
             step_loss += ce.detach().float() / t.grad_accum
         return step_loss, log_z
 
-    def _localise(self, bad_step: int) -> dict[str, Any] | None:
-        """Where the first non-finite value of step ``bad_step`` appeared (diverged path only).
-
-        Normal steps pay nothing for this: the weights of step ``bad_step - 1`` are rebuilt
-        by replaying from the latest checkpoint (always older than the bad step, since a
-        checkpoint is written only after a divergence check) or from the seeded init, and
-        only the bad step is run with capture hooks. Batches and dropout are keyed by step
-        and restored RNG, so the replay sees what the run saw.
-        """
-        from normlab.diagnostics.training import first_nonfinite
-        from normlab.model.transformer import TransformerLM
-
-        ckpt = checkpoint.find(self.run_dir / "checkpoints" / "latest")
-        start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
-        if ckpt is not None and start < bad_step:
-            checkpoint.load(ckpt, self.model, self.opt)
-        else:  # the seeded init of run_training, then a fresh optimizer
-            start = 0
-            torch.manual_seed(self.cfg.seed)
-            self.model.load_state_dict(TransformerLM(self.cfg.model).state_dict())
-            self.opt.state.clear()
-        o, t = self.cfg.optim, self.cfg.train
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.model.train()
-        for s in range(start, bad_step):
-            lr = lr_at(o.schedule, s, o.lr, o.warmup_steps, t.steps, o.min_lr)
-            for g in self.opt.param_groups:
-                g["lr"] = lr
-            if s < bad_step - 1:
-                self._forward_backward(s)
-                torch.nn.utils.clip_grad_norm_(params, o.grad_clip if o.grad_clip > 0 else math.inf)
-                self.opt.step()
-                self.opt.zero_grad(set_to_none=True)
-                self.model.after_step()
-        return first_nonfinite(self.model, lambda: self._forward_backward(bad_step - 1), step=bad_step)
-
     def _run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
+        """The loop body only delegates: train a step, then, on the steps the cadence
+        names, read the accumulators back, log, validate and checkpoint."""
         from normlab.train.progress import Progress
 
-        cfg, t, o = self.cfg, self.cfg.train, self.cfg.optim
-        tokens_per_step = t.batch_size * cfg.model.context
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        clip = o.grad_clip if o.grad_clip > 0 else math.inf
-        dev = self.device
-        loss_acc = torch.tensor(st.loss_sum, dtype=torch.float32, device=dev)
-        first_bad = torch.tensor(-1, dtype=torch.int64, device=dev)
+        t = self.cfg.train
+        w = Window(torch.tensor(st.loss_sum, dtype=torch.float32, device=self.device),
+                   torch.tensor(-1, dtype=torch.int64, device=self.device))
         bar = Progress(t.steps, st.step, self.run_dir, t.log_every, enabled=not self.quiet and self.dist.main)
-        t_wall, steps_since, train_since = time.perf_counter(), 0, 0.0
+        w.t_wall = time.perf_counter()
         status, diverged_at = "completed", None
         self.model.train()
         for s in range(st.step, t.steps):
             s1 = s + 1
+            plan = self.cadence.what(s1)
             t0 = time.perf_counter()
-            lr = lr_at(o.schedule, s, o.lr, o.warmup_steps, t.steps, o.min_lr)
-            for g in self.opt.param_groups:
-                g["lr"] = lr
-            diag_on = self.diag is not None and self.diag.active(s1)
-            if diag_on:
-                self.diag.before_forward(s1)
-            # Dropout draws from the global generators: keep their state so that an abandoned
-            # step leaves the checkpoint exactly as a completed step s would have.
-            rng = checkpoint.rng_state() if cfg.model.dropout > 0 else None
-            try:
-                self._abortable = not self.dist.enabled  # DDP ranks must not abandon a collective alone
-                step_loss, log_z = self._forward_backward(s)
-                self._abortable = False
-            except _AbandonStep:  # the weights are those of step s: checkpoint them and stop
-                self.opt.zero_grad(set_to_none=True)
-                if rng is not None:
-                    checkpoint.set_rng_state(rng)
-                st.wall_time += time.perf_counter() - t_wall
-                st.train_time += train_since
-                t_wall, train_since = time.perf_counter(), 0.0
-                st.loss_sum = float(loss_acc)
-                self._save("latest", st)
+            out = self._train_step(s, plan.diag and self.diag is not None, w)
+            if out is None:  # abandoned by a signal: the weights are those of step s
+                self._stop_abandoned(st, w)
                 status = "interrupted"
                 break
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-            if diag_on:
-                self.diag.after_backward(s1)
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-            self.model.after_step()
-            loss_acc += step_loss
-            # A non-finite gradient with a finite loss is divergence at this step too (the
-            # update has just poisoned the weights); checked on the device, no host sync.
-            bad = ~torch.isfinite(step_loss) | ~torch.isfinite(grad_norm) | (step_loss > t.diverge_loss)
-            first_bad = torch.where(bad & (first_bad < 0), torch.full_like(first_bad, s1), first_bad)
             st.step, st.loss_n = s1, st.loss_n + 1
-            steps_since += 1
-            train_since += time.perf_counter() - t0
+            w.steps += 1
+            w.train_s += time.perf_counter() - t0
             bar.step()
-            is_eval = (t.eval_every > 0 and s1 % t.eval_every == 0) or s1 == t.steps
-            is_log = s1 % t.log_every == 0 or is_eval
-            is_ckpt = (t.checkpoint_every > 0 and s1 % t.checkpoint_every == 0) or s1 == t.steps
-            if not (is_log or is_ckpt or self.interrupted or diag_on):
+            if not (plan.sync or self.interrupted):
                 continue
-            # A sync point: read the device-side accumulators.
-            if self.dist.enabled:
-                loss_acc = self._reduce(loss_acc)
-                fb = self._reduce(torch.where(first_bad < 0, torch.full_like(first_bad, 2**62), first_bad), "min")
-                first_bad = torch.where(fb >= 2**62, torch.full_like(fb, -1), fb)
-            if int(first_bad) >= 0:
-                status, diverged_at = "diverged", int(first_bad)
-                self._log(s1, tokens_per_step, {"train/loss": _finite(float(loss_acc) / st.loss_n), "lr": lr,
-                                                "grad_norm": _finite(float(grad_norm)), "diverged": True})
-                if self.diag is not None and not self.dist.enabled:
-                    self.first_nonfinite = self._localise(diverged_at)
+            w.sync(self.dist)
+            if int(w.first_bad) >= 0:
+                status, diverged_at = "diverged", int(w.first_bad)
+                self._report_divergence(st, w, out, diverged_at)
                 break
-            if diag_on:
-                self.diag.after_step(s1, {"train/loss": float(step_loss), "lr": lr, "grad_norm": float(grad_norm)})
-            if is_log:
-                metrics: dict[str, Any] = {
-                    "train/loss": float(loss_acc) / st.loss_n, "lr": lr, "grad_norm": _finite(float(grad_norm)),
-                    "time/step_s": train_since / steps_since,
-                    "tokens_per_s": tokens_per_step * steps_since / max(train_since, 1e-9)}
-                if log_z is not None:
-                    metrics["train/log_z"] = float(log_z)
-                if is_eval:
-                    te = time.perf_counter()
-                    val = self.evaluate()
-                    metrics["val/loss"], metrics["time/eval_s"] = val, time.perf_counter() - te
-                    st.last_val = val
-                    if st.best_val is None or val < st.best_val:
-                        st.best_val = val
-                        self._save("best", st, with_optimizer=False)
-                st.train_time += train_since
-                steps_since, train_since = 0, 0.0
-                self._log(s1, tokens_per_step, metrics)
-                bar.logged(s1, metrics)
-                loss_acc.zero_()
-                st.loss_n = 0
-            st.loss_sum = float(loss_acc)
+            if out.diag:
+                self.diag.after_step(s1, {"train/loss": float(out.loss), "lr": out.lr,
+                                          "grad_norm": float(out.grad_norm)})
+            if plan.log:
+                self._log_window(st, w, out, plan.eval, bar)
+            st.loss_sum = float(w.loss)
             now = time.perf_counter()
-            st.wall_time, t_wall = st.wall_time + now - t_wall, now
-            if is_ckpt or self.interrupted:
+            st.wall_time, w.t_wall = st.wall_time + now - w.t_wall, now
+            if plan.ckpt or self.interrupted:
                 self._save("latest", st)
             if self.interrupted:
                 status = "interrupted"
                 break
         bar.close()
-        st.wall_time += time.perf_counter() - t_wall
-        st.train_time += train_since
+        st.wall_time += time.perf_counter() - w.t_wall
+        st.train_time += w.train_s
         return status, st, diverged_at
 
-    def _log(self, step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
+    def _train_step(self, s: int, diag_on: bool, w: Window) -> _Step | None:
+        """Step ``s`` (0-based): lr, forward/backward, clip, update; None when a signal
+        abandoned it during forward/backward (gradients dropped, dropout RNG restored)."""
+        s1 = s + 1
+        lr = self.set_lr(s)
+        if diag_on:
+            self.diag.before_forward(s1)
+        # Dropout draws from the global generators: keep their state so that an abandoned
+        # step leaves the checkpoint exactly as a completed step s would have.
+        rng = checkpoint.rng_state() if self.cfg.model.dropout > 0 else None
+        try:
+            self._abortable = not self.dist.enabled  # DDP ranks must not abandon a collective alone
+            loss, log_z = self.forward_backward(s)
+            self._abortable = False
+        except _AbandonStep:
+            self.opt.zero_grad(set_to_none=True)
+            if rng is not None:
+                checkpoint.set_rng_state(rng)
+            return None
+        if diag_on:  # the gradients as backward left them, before clipping (its contract)
+            self.diag.after_backward(s1)
+        grad_norm = optimizer_step(self.model, self.opt, self.params, self.clip)
+        w.add(s1, loss, grad_norm, self.cfg.train.diverge_loss)
+        return _Step(lr, loss, grad_norm, log_z, diag_on)
+
+    def set_lr(self, s: int) -> float:
+        lr = lr_now(self.cfg.optim, s, self.cfg.train.steps)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        return lr
+
+    def _stop_abandoned(self, st: LoopState, w: Window) -> None:
+        """Checkpoint the last completed step after an abandoned one."""
+        st.wall_time += time.perf_counter() - w.t_wall
+        st.train_time += w.train_s
+        w.t_wall, w.train_s = time.perf_counter(), 0.0
+        st.loss_sum = float(w.loss)
+        self._save("latest", st)
+
+    def _report_divergence(self, st: LoopState, w: Window, out: _Step, at: int) -> None:
+        """The last metrics line (``diverged``), and with diagnostics on, where it began."""
+        self._log(st.step, {"train/loss": _finite(float(w.loss) / st.loss_n), "lr": out.lr,
+                            "grad_norm": _finite(float(out.grad_norm)), "diverged": True})
+        if self.diag is not None and not self.dist.enabled:
+            from normlab.train.replay import localise
+
+            self.first_nonfinite = localise(self, at)
+
+    def _log_window(self, st: LoopState, w: Window, out: _Step, is_eval: bool, bar: Any) -> None:
+        """One metrics line for the steps since the last one (with validation on eval steps)."""
+        tokens_per_step = self.cfg.train.batch_size * self.cfg.model.context
+        metrics: dict[str, Any] = {
+            "train/loss": float(w.loss) / st.loss_n, "lr": out.lr, "grad_norm": _finite(float(out.grad_norm)),
+            "time/step_s": w.train_s / w.steps,
+            "tokens_per_s": tokens_per_step * w.steps / max(w.train_s, 1e-9)}
+        if out.log_z is not None:
+            metrics["train/log_z"] = float(out.log_z)
+        if is_eval:
+            metrics.update(self._validate(st))
+        st.train_time += w.train_s
+        w.steps, w.train_s = 0, 0.0
+        self._log(st.step, metrics)
+        bar.logged(st.step, metrics)
+        w.loss.zero_()
+        st.loss_n = 0
+
+    def _validate(self, st: LoopState) -> dict[str, float]:
+        """Validation loss; a new best is checkpointed as ``best`` (weights only)."""
+        te = time.perf_counter()
+        val = self.evaluate()
+        out = {"val/loss": val, "time/eval_s": time.perf_counter() - te}
+        st.last_val = val
+        if st.best_val is None or val < st.best_val:
+            st.best_val = val
+            self._save("best", st, with_optimizer=False)
+        return out
+
+    def _log(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.dist.main:
             return
-        row = {"tokens": step * tokens_per_step, **metrics}
+        row = {"tokens": step * self.cfg.train.batch_size * self.cfg.model.context, **metrics}
         for lg in self.loggers:
             lg.log(row, step)

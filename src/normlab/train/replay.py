@@ -1,0 +1,44 @@
+"""Where a diverged run's first non-finite value appeared: replay up to the bad step, then
+run that one step under capture hooks (only on the diverged path, with diagnostics on).
+
+Normal steps pay nothing for this: the weights of step ``bad_step - 1`` are rebuilt by
+replaying from the latest checkpoint (always older than the bad step, since a checkpoint
+is written only after a divergence check) or from the seeded init, and only the bad step
+is run with capture hooks. Batches and dropout are keyed by step and restored RNG, so the
+replay sees what the run saw.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from normlab.train import checkpoint
+from normlab.train.step import optimizer_step
+
+if TYPE_CHECKING:
+    from normlab.train.loop import Trainer
+
+
+def localise(tr: Trainer, bad_step: int) -> dict[str, Any] | None:
+    """``first_nonfinite`` of step ``bad_step`` (1-based) of ``tr``'s run; moves its weights."""
+    from normlab.diagnostics.training import first_nonfinite
+    from normlab.model.transformer import TransformerLM
+
+    ckpt = checkpoint.find(tr.run_dir / "checkpoints" / "latest")
+    start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
+    if ckpt is not None and start < bad_step:
+        checkpoint.load(ckpt, tr.model, tr.opt)
+    else:  # the seeded init of run_training, then a fresh optimizer
+        start = 0
+        torch.manual_seed(tr.cfg.seed)
+        tr.model.load_state_dict(TransformerLM(tr.cfg.model).state_dict())
+        tr.opt.state.clear()
+    tr.model.train()
+    for s in range(start, bad_step - 1):
+        tr.set_lr(s)
+        tr.forward_backward(s)
+        optimizer_step(tr.model, tr.opt, tr.params, tr.clip)
+    tr.set_lr(bad_step - 1)
+    return first_nonfinite(tr.model, lambda: tr.forward_backward(bad_step - 1), step=bad_step)
