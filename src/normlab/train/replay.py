@@ -10,19 +10,17 @@ replay sees what the run saw.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from normlab.train import checkpoint
 from normlab.train.step import optimizer_step
 
-if TYPE_CHECKING:
-    from normlab.train.loop import Trainer
 
-
-def localise(tr: Trainer, bad_step: int) -> dict[str, Any] | None:
-    """``first_nonfinite`` of step ``bad_step`` (1-based) of ``tr``'s run; moves its weights."""
+def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
+    """``first_nonfinite`` of step ``bad_step`` (1-based) of ``tr``'s run (a ``train.loop.Trainer``,
+    not imported here: the loop imports this module); moves its weights."""
     from normlab.diagnostics.training import first_nonfinite
     from normlab.model.transformer import TransformerLM
 
