@@ -33,6 +33,10 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T) -> T:
         return self.register(name)(obj)
 
+    def remove(self, name: str) -> T:
+        """Take ``name`` out again (tests that register a throwaway entry clean up with it)."""
+        return self._items.pop(name)
+
     def get(self, name: str, field: str | None = None) -> T:
         try:
             return self._items[name]

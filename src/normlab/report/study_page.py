@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from normlab.report import figures as F
+from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page, esc
 from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
-from normlab.report.pages import curve_figures, fates
 from normlab.study.store import TrialRecord as Trial
 
 MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
