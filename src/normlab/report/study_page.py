@@ -50,7 +50,7 @@ def _natural(label: str) -> list[tuple[int, float, str]]:
 
 
 def trial_fates(study: StudyData, runs: dict[str, list[RunData]]) -> dict[str, str]:
-    """Fate of every trial id: from its run's curves (``pages.fates``), else its status."""
+    """Fate of every trial id: from its run's curves (``curves.fates``), else its status."""
     by_path = fates(runs)
     out = {}
     for t in study.trials:
