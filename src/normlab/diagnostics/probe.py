@@ -113,69 +113,97 @@ def sample_batch(tokens: torch.Tensor | None, vocab: int, n: int, T: int,
 
 def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int = 2,
                 gen: torch.Generator | None = None) -> list[tuple[int, str, str, str, float]]:
-    """All statistics of one model on one batch: rows (layer, sublayer, param, metric, value)."""
-    from normlab.diagnostics import stats
-    from normlab.model.capture import capture
+    """Every registered probe statistic of one model on one batch: rows (layer, sublayer,
+    param, metric, value); the statistics come from ``normlab.diagnostics.catalogue``."""
+    from normlab.diagnostics.catalogue import STATISTICS
+    from normlab.diagnostics.statistic import chosen
 
+    wanted = [s for _, s in STATISTICS.items() if "probe" in s.tools]
+    c = _capture(model, idx, targets, n_proj, gen, set().union(*(s.needs for s in wanted)))
+    todo = chosen(wanted, "probe", c.provided)
+    backward = {"param_grads", "stream_grads", "jacobian"}
+    # The statistics of the backward pass are written one after another; the others
+    # position by position (all of x_0, then all of x_1, ...), so one place's numbers sit
+    # together. That is the order probe.csv has always had.
+    groups: dict[tuple[int, str, str], list[tuple[str, Any]]] = {}
     keys: list[tuple[int, str, str, str]] = []
     vals: list[torch.Tensor] = []  # 0-d tensors, read back in one transfer at the end
+    for s in todo:
+        for where, v in _labelled(s, s.compute(c), c.n_layer):
+            if s.needs & backward:
+                keys.append((*where, s.key))
+                vals.append(v.detach().float().reshape(()))
+            else:
+                groups.setdefault(where, []).append((s.key, v))
+    for where, pairs in groups.items():
+        for key, v in pairs:
+            keys.append((*where, key))
+            vals.append(v.detach().float().reshape(()))
+    values = torch.stack(vals).tolist() if vals else []
+    return [(*k, v) for k, v in zip(keys, values)]
 
-    def add(layer: int, sub: str, param: str, metric: str, v: torch.Tensor) -> None:
-        keys.append((layer, sub, param, metric))
-        vals.append(v.detach().float().reshape(()))
 
-    with capture(model) as cap:
-        _, loss = model(idx, targets)
-    L = len(model.blocks)
+def _labelled(s: Any, out: Any, n_layer: int) -> list[tuple[tuple[int, str, str], torch.Tensor]]:
+    """(row label, 0-d value) pairs of one statistic's output (nothing when it returned None)."""
+    if out is None:
+        return []
+    if s.over == "labelled":
+        return list(out)
+    values = list(out.reshape(-1).unbind()) if isinstance(out, torch.Tensor) else list(out)
+    where = s.rows(n_layer)
+    if len(values) != len(where):
+        raise ValueError(f"statistic {s.name!r} over {s.over}: {len(values)} values for {len(where)} rows")
+    return list(zip(where, values))
+
+
+def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, gen: torch.Generator | None,
+             needs: set[str]) -> Any:
+    """One forward (norm-input hooks when a statistic needs them) and one backward for every
+    gradient (weights and residual stream together); what came out, as a ``Captured``."""
+    import torch.nn.functional as F
+
+    from normlab.diagnostics.statistic import Captured, Stream
+    from normlab.model.capture import capture, main_stream
+
+    states: list[Any] = []
+    with capture(model, blocks=False, branches=False, norms="norm_inputs" in needs) as cap:
+        logits = model.run(idx, states=states)  # the model's one forward; tokens come from sample_batch
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))  # as model(idx, targets)
+    main = [main_stream(h) for h in states]  # x_0..x_L as autograd sees them
+    c = Captured(n_layer=len(model.blocks), stream=Stream([x.detach() for x in main]), logits=logits.detach(),
+                 loss=loss, norm_inputs=dict(cap.norm_in), n_proj=n_proj, generator=gen)
+    c.provided = {"stream", "logits", "loss", "norm_inputs"}
+    if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
+        c.aux = Stream([h[1].detach() for h in states])
+        c.provided.add("aux")
+    if needs & {"param_grads", "stream_grads"}:
+        params, pkeys = _weights(model)
+        jac = n_proj > 0 and "jacobian" in needs
+        grads = torch.autograd.grad(loss, params + main[:-1], retain_graph=jac, allow_unused=True)
+        c.param_grads = list(zip(pkeys, grads[: len(params)]))
+        c.stream_grads = grads[len(params):]
+        c.provided |= {"param_grads", "stream_grads"}
+    if n_proj > 0:
+        c.graph = main
+        c.provided.add("jacobian")
+    return c
+
+
+def _weights(model: Any) -> tuple[list[torch.Tensor], list[tuple[int, str, str]]]:
+    """Every parameter of every block with its (layer, sublayer, name); the four matrices
+    last per block, named W_O, W_1, W_2 and ``qkv`` (split into W_Q, W_K, W_V by the statistic)."""
     params, pkeys = [], []
     for li, block in enumerate(model.blocks, start=1):
         for sub in ("attn", "ffn"):
             for pname, p in getattr(block, sub).named_parameters():
                 if pname.startswith("branch.") and pname.endswith("weight") and p.dim() == 2:
-                    continue  # the matrices are split below into W_Q, W_K, ...
+                    continue  # the matrices come below
                 params.append(p)
                 pkeys.append((li, sub, pname.removeprefix("branch.")))
         params += [block.attn.branch.qkv.weight, block.attn.branch.proj.weight,
                    block.ffn.branch.fc.weight, block.ffn.branch.proj.weight]
         pkeys += [(li, "attn", "qkv"), (li, "attn", "W_O"), (li, "ffn", "W_1"), (li, "ffn", "W_2")]
-    grads = torch.autograd.grad(loss, params + list(cap.block_in), retain_graph=n_proj > 0, allow_unused=True)
-    pgrads, sgrads = grads[: len(params)], grads[len(params):]
-    dev = loss.device  # everything stays on the model's device until the one read-back
-    per_layer = torch.zeros(L + 1, device=dev)
-    sq = torch.stack([g.pow(2).sum() if g is not None else torch.zeros((), device=dev) for g in pgrads])
-    for (li, sub, pname), g, s in zip(pkeys, pgrads, sq):
-        per_layer[li] += s
-        if pname == "qkv" and g is not None:
-            for i, part in enumerate(("W_Q", "W_K", "W_V")):
-                add(li, sub, part, "grad_norm", torch.linalg.matrix_norm(g.chunk(3, dim=0)[i]))
-        else:
-            add(li, sub, pname, "grad_norm", s.sqrt())
-    for li in range(1, L + 1):
-        add(li, "block", "all", "grad_norm", per_layer[li].sqrt())
-    xs = cap.stream  # x_0 .. x_L
-    for li, g in enumerate(sgrads):
-        add(li, "stream", "x", "grad_norm", g.norm())
-    if n_proj > 0:
-        jac = stats.jacobian_rms(cap.block_out[-1], cap.block_in, n_proj, gen)
-        for li in range(L):
-            add(li, "stream", "x", "jac_rms_to_last", jac[li])
-    for li, x in enumerate(xs):
-        add(li, "stream", "x", "mean_sq", stats.mean_sq(x))
-        add(li, "stream", "x", "max_abs", stats.max_abs(x))
-        add(li, "stream", "x", "token_cos", stats.token_cosine(x))
-        if li < L:
-            add(li, "stream", "x", "cos_next", stats.cosine(x, xs[li + 1]))
-    for name, x in cap.norm_in.items():
-        parts = name.split(".")
-        if parts[0] == "blocks":
-            layer, sub, param = int(parts[1]) + 1, parts[2], ".".join(parts[3:])
-        else:
-            layer, sub, param = L, "final", name
-        add(layer, sub, param + ".input", "mean_sq", stats.mean_sq(x))
-        add(layer, sub, param + ".input", "max_abs", stats.max_abs(x))
-    add(0, "model", "loss", "loss", loss)
-    values = torch.stack(vals).tolist()
-    return [(*k, v) for k, v in zip(keys, values)]
+    return params, pkeys
 
 
 def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = None) -> list[dict[str, Any]]:

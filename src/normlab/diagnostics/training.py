@@ -4,7 +4,9 @@ The training loop (normlab.train) builds ``TrainingDiagnostics`` when
 ``train.diag_every > 0`` and, on steps where ``active(step)`` is true, calls
 ``before_forward`` -> (forward/backward of every micro-batch) -> ``after_backward``
 -> (clip, optimizer.step, model.after_step) -> ``after_step``. Each active step appends to
-RUN/diagnostics.jsonl (lists are indexed as stated; L = number of blocks):
+RUN/diagnostics.jsonl one key per training statistic of the registry
+(``normlab.diagnostics.catalogue.STATISTICS``, in its order; a statistic added there is
+written here too). The built-in keys (lists are indexed as stated; L = number of blocks):
 
 | key               | length | meaning |
 |-------------------|--------|---------|
@@ -41,8 +43,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from normlab.diagnostics.catalogue import STATISTICS
+from normlab.diagnostics.statistic import Captured, Stream, chosen
 from normlab.fsutil import append_jsonl
 from normlab.model.capture import main_stream
+
+ATTENTION_KEYS = ("max_logit", "min_entropy", "mean_entropy")  # what the lab's attention records
 
 
 class TrainingDiagnostics:
@@ -72,10 +78,11 @@ class TrainingDiagnostics:
             group.append(g)
         self.group = torch.tensor(group, dtype=torch.long)
         self.n_groups = self.L + 2
-        self._stream: dict[int, torch.Tensor] = {}  # x_0..x_L of the fixed batch
-        self._aux: dict[int, torch.Tensor] = {}     # a second stream (ResiDual's d), if any
-        self._grad: torch.Tensor | None = None
-        self._attn: list[torch.Tensor] = []
+        everything = {n for _, s in STATISTICS.items() for n in s.needs}
+        # the registry's training statistics, in its order (the order of a line's keys);
+        # chosen() also refuses two that would write the same key
+        self.stats = chosen([s for _, s in STATISTICS.items()], "training", everything)
+        self._early: dict[str, torch.Tensor] = {}  # statistics of the gradients, from after_backward
         self._snapshot: list[torch.Tensor] | None = None
         self.ref = self._reference()
 
@@ -88,46 +95,41 @@ class TrainingDiagnostics:
         ``after_step``, so the training forward keeps its fast attention path and no hooks."""
 
     def after_backward(self, step: int) -> None:
-        """Gradients are complete: per-group norms (before clipping), weights snapshot."""
+        """Gradients are complete: statistics of the gradients (before clipping), weights snapshot."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        self._grad = self._group_norms(grads)
-        self._snapshot = [p.detach().clone() for p in self.params]
+        c = Captured(n_layer=self.L, provided={"grads"}, grads=grads, group_norms=self._group_norms)
+        self._early = {s.name: s.compute(c) for s in self.stats if s.needs <= c.provided}
+        if any("update" in s.needs for s in self.stats):
+            self._snapshot = [p.detach().clone() for p in self.params]
 
     @torch.no_grad()
     def after_step(self, step: int, metrics: dict | None = None) -> dict[str, Any]:
-        """Weights are updated: update ratios, fixed-batch forward, one host sync, one JSON line."""
-        parts: dict[str, torch.Tensor] = {}
-        if self._grad is not None:
-            parts["grad_norm"] = self._grad
+        """Weights are updated: fixed-batch forward, every other statistic, one host sync, one JSON line."""
+        logits, c = self._forward(record=True)
+        c.reference, c.group_norms = self.ref, self._group_norms
+        c.provided.add("reference")
         if self._snapshot is not None:
-            diffs = torch._foreach_sub([p.detach() for p in self.params], self._snapshot)
-            upd = self._group_norms(diffs)
-            parts["update_ratio"] = upd / self._group_norms([p.detach() for p in self.params]).clamp_min(1e-30)
-        logits = self._logits(record=True)  # fills self._stream and self._attn
-        if len(self._stream) == self.L + 1:
-            parts.update(self._stream_stats([self._stream[i] for i in range(self.L + 1)]))
-        if len(self._aux) == self.L + 1:
-            aux = self._stream_stats([self._aux[i] for i in range(self.L + 1)])
-            parts.update({f"{k}_aux": aux[k] for k in ("cos", "angle", "rms")})
-        if self._attn:
-            a = torch.stack(self._attn)  # (L, 3)
-            parts["attn_max_logit"], parts["attn_min_entropy"], parts["attn_mean_entropy"] = a.unbind(1)
-        parts["log_z"] = torch.logsumexp(logits.float(), dim=-1).mean().reshape(1)
-        parts["output_change"] = ((logits - self.ref).norm() / self.ref.norm().clamp_min(1e-30)).reshape(1)
-        names = list(parts)
+            c.params, c.snapshot = [p.detach() for p in self.params], self._snapshot
+            c.provided.add("update")
+        parts = dict(self._early)
+        for s in self.stats:
+            if s.name not in parts and s.needs <= c.provided and "grads" not in s.needs:
+                parts[s.name] = s.compute(c)
+        done = [(s, parts[s.name]) for s in self.stats if parts.get(s.name) is not None]
         dev = self.x.device
-        flat = torch.cat([parts[n].detach().float().reshape(-1).to(dev) for n in names]).tolist()  # the one sync
+        values = [v if isinstance(v, torch.Tensor) else torch.stack(list(v)) for _, v in done]
+        flat = torch.cat([v.detach().float().reshape(-1).to(dev) for v in values]).tolist()  # the one sync
         rec: dict[str, Any] = {"step": step}
         i = 0
-        for n in names:
-            k = parts[n].numel()
-            vals = [v if math.isfinite(v) else None for v in flat[i: i + k]]
-            rec[n] = vals[0] if n in ("log_z", "output_change") else vals
+        for (s, _), v in zip(done, values):
+            k = v.numel()
+            vals = [x if math.isfinite(x) else None for x in flat[i: i + k]]
+            rec[s.key] = vals[0] if s.over == "scalar" else vals
             i += k
         if metrics and "train/loss" in metrics:
             rec["train/loss"] = metrics["train/loss"]
         append_jsonl(self.path, rec)
-        self._grad, self._snapshot, self._stream, self._aux, self._attn = None, None, {}, {}, []
+        self._early, self._snapshot = {}, None
         return rec
 
     def close(self) -> None:
@@ -144,19 +146,9 @@ class TrainingDiagnostics:
         sq = torch.zeros(self.n_groups, device=norms.device).index_add_(0, self.group.to(norms.device), norms**2)
         return sq.sqrt()
 
-    @staticmethod
-    def _stream_stats(states: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-        """RMS and max |x| of x_0..x_L, cosine and angular distance of consecutive states:
-        a handful of batched ops over the stacked states, not a few per block (they run at
-        every diagnostic step, and per-op overhead dominates for small models)."""
-        xs = torch.stack(states).float()                                      # (L+1, B, T, d)
-        c = torch.nn.functional.cosine_similarity(xs[:-1], xs[1:], dim=-1, eps=1e-12)  # (L, B, T)
-        return {"rms": xs.pow(2).mean(dim=(1, 2, 3)).sqrt(), "max_abs": xs.abs().amax(dim=(1, 2, 3)),
-                "cos": c.mean(dim=(1, 2)), "angle": (torch.arccos(c.clamp(-1, 1)) / math.pi).mean(dim=(1, 2))}
-
     @torch.inference_mode()  # lighter than no_grad per op (no version counters): runs every diag step
-    def _logits(self, record: bool = False) -> torch.Tensor:
-        """Logits on the fixed batch; with ``record`` also stream and attention statistics."""
+    def _forward(self, record: bool = False) -> tuple[torch.Tensor, Captured]:
+        """Logits on the fixed batch; with ``record`` also the streams and attention records."""
         was = self.model.training
         self.model.eval()  # dropout off: F(x; W) must depend on W only
         attn = self._attention() if record else []
@@ -166,18 +158,24 @@ class TrainingDiagnostics:
         try:
             # The model's one forward minus its input check (this batch was checked when
             # the run started): one host sync less per diagnostic step.
-            return self.model.run(self.x, states=states).detach()
+            logits = self.model.run(self.x, states=states).detach()
         finally:
             self.model.train(was)
             for a in attn:
                 a.record = False
-            if states is not None:
-                self._stream = {i: main_stream(h).detach() for i, h in enumerate(states)}
-                self._aux = {i: h[1].detach() for i, h in enumerate(states)
-                             if isinstance(h, (tuple, list)) and len(h) > 1}
+        c = Captured(n_layer=self.L, provided={"logits"}, logits=logits)
+        if states is not None and len(states) == self.L + 1:
+            c.stream = Stream([main_stream(h).detach() for h in states])
+            c.provided.add("stream")
+            if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
+                c.aux = Stream([h[1].detach() for h in states])  # a second stream (ResiDual's d)
+                c.provided.add("aux")
+        if attn:
             nan = torch.full((), float("nan"), device=self.x.device)
-            self._attn = [torch.stack([a.stats.get(k, nan).float() for k in ("max_logit", "min_entropy",
-                                                                             "mean_entropy")]) for a in attn]
+            keys = dict.fromkeys((*ATTENTION_KEYS, *(k for a in attn for k in a.stats)))
+            c.attention = {k: torch.stack([a.stats.get(k, nan).float() for a in attn]) for k in keys}
+            c.provided.add("attention")
+        return logits, c
 
     def _reference(self) -> torch.Tensor:
         # safetensors, not pickle: nothing in a run directory can run code when loaded.
@@ -197,7 +195,7 @@ class TrainingDiagnostics:
                                 "output-change statistic restarts from the current weights") from None
             if ref.shape[:2] == self.x.shape:
                 return ref
-        ref = self._logits()
+        ref, _ = self._forward()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, save({"logits": ref.detach().cpu().contiguous()}))
         return ref

@@ -13,10 +13,10 @@ from typing import Any, Sequence
 from normlab.errors import UserError
 from normlab.report import figures as F
 from normlab.report import probe_page, study_page
+from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page
 from normlab.report.load import RunData, detect, load_probe, load_run, load_study
 from normlab.report.numbers import duration, num, signed
-from normlab.report.pages import curve_figures, fates
 from normlab.report.run_page import describe
 
 

@@ -4,7 +4,6 @@ statistics, the layers of the final model, the numbers and the exact configurati
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -12,19 +11,11 @@ from typing import Any
 import numpy as np
 
 from normlab.report import figures as F
+from normlab.report.curves import curve_figures, loss_series
+from normlab.report.diag import diag_figures
 from normlab.report.html import Page
 from normlab.report.load import RunData
 from normlab.report.numbers import duration, num
-from normlab.report.pages import curve_figures, diag_matrices, loss_series
-
-# colour-bar label and row axis of each diagnostics statistic
-DIAG_LABELS = {
-    "grad_norm": ("||grad||_F per group", "parameter group"), "update_ratio": ("||ΔW|| / ||W||", "parameter group"),
-    "rms": ("RMS of x_l", "stream x_l"), "max_abs": ("max |x_l|", "stream x_l"),
-    "cos": ("cos(block input, output)", "block"), "angle": ("arccos(cos)/π", "block"),
-    "attn_max_logit": ("max |q·k|/√d_head", "block"), "attn_min_entropy": ("min entropy (nats)", "block"),
-    "attn_mean_entropy": ("mean entropy (nats)", "block"),
-}
 
 
 def describe(config: dict[str, Any]) -> str:
@@ -77,15 +68,8 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
     status = "diverged" if (run.summary or {}).get("status") in ("diverged", "failed") else "ok"
     page.heading("Training curves", "curves")
     curve_figures(page, {run.label: [run]}, {run.path: status}, single=True)
-    mats = diag_matrices(run.diagnostics)
-    if mats:
-        page.heading("Per-layer statistics during training", "heatmaps")
-        for stat, (steps, layers, m) in mats.items():
-            safe = re.sub(r"[^A-Za-z0-9_]+", "_", stat)
-            label, rows = DIAG_LABELS.get(stat, (stat, "layer"))
-            page.figure(F.heatmap(m, steps, layers, label, f"{stat} per layer against step", ylabel=rows),
-                        f"heat_{safe}", f"{stat} per layer (rows) against training step (columns), "
-                        "from diagnostics.jsonl.")
+    n_layer = run.config.get("model", {}).get("n_layer")
+    diag_figures(page, run.diagnostics, n_layer if isinstance(n_layer, int) else None)
     layer_section(page, run.path)
     page.heading("Numbers", "numbers")
     s = run.summary or {}

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from normlab.report import figures as F
+from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page, esc
 from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
-from normlab.report.pages import curve_figures, fates
 from normlab.study.store import TrialRecord as Trial
 
 MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
@@ -50,7 +50,7 @@ def _natural(label: str) -> list[tuple[int, float, str]]:
 
 
 def trial_fates(study: StudyData, runs: dict[str, list[RunData]]) -> dict[str, str]:
-    """Fate of every trial id: from its run's curves (``pages.fates``), else its status."""
+    """Fate of every trial id: from its run's curves (``curves.fates``), else its status."""
     by_path = fates(runs)
     out = {}
     for t in study.trials:

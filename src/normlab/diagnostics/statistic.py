@@ -1,0 +1,177 @@
+"""A statistic as one small object: its name, what it is over, what it needs, how to compute it.
+
+The probe (``normlab probe``), the in-training diagnostics (``diagnostics.jsonl``) and the
+report all read the same registry (``normlab.diagnostics.catalogue.STATISTICS``), so a new
+statistic is one :class:`Statistic` added there and shows up in all three with its labels.
+This module is a leaf: it imports nothing of normlab and no torch at import time, so the
+report can read names, labels and help without building a model.
+
+``over`` says what one value stands for (L = number of blocks):
+
+| over       | values | labels (report)          | probe row (layer, sublayer, param) |
+|------------|--------|--------------------------|------------------------------------|
+| states     | L + 1  | x0 .. xL                 | (l, stream, x), l = 0..L           |
+| inputs     | L      | x0 .. x(L-1) (block l+1's input; pairs (x_l, x_l+1)) | (l, stream, x), l = 0..L-1 |
+| blocks     | L      | 1 .. L                   | (l, block, all), l = 1..L          |
+| groups     | L + 2  | emb, 1 .. L, head        | (g, group, emb/block/head)         |
+| scalar     | 1      | -                        | (0, model, key)                    |
+| labelled   | any    | given by compute         | given by compute (probe only)      |
+
+``needs`` names what the tool must capture; a tool computes a statistic only when it
+captures all of it (and ``tools`` names it), so a statistic that needs the second stream
+is skipped for a one-stream model and one that needs attention records is skipped by the
+probe, whose attention takes the fast path:
+
+| need        | attribute of :class:`Captured`   | probe | training |
+|-------------|----------------------------------|-------|----------|
+| stream      | ``stream``: main stream x_0..x_L | yes   | yes (fixed batch, after the update) |
+| aux         | ``aux``: a second stream (ResiDual's d) | when the placement has one | same |
+| logits      | ``logits`` (B, T, V)             | yes   | yes      |
+| loss        | ``loss`` (mean cross-entropy)    | yes   | no       |
+| attention   | ``attention[key]``: (L,) per recorded key (max_logit, min_entropy, mean_entropy) | no | yes |
+| reference   | ``reference``: logits of W_0 on the fixed batch | no | yes |
+| grads       | ``grads``, ``group_norms``: per-parameter gradients before clipping | no | yes |
+| update      | ``params``, ``snapshot``, ``group_norms``: weights after and before the step | no | yes |
+| param_grads | ``param_grads``: ((layer, sublayer, param), grad) of every block parameter | yes | no |
+| stream_grads| ``stream_grads``: dLoss/dx_l for l = 0..L-1 | yes | no |
+| jacobian    | ``graph``: live x_0..x_L, ``n_proj``, ``generator`` | when n_proj > 0 | no |
+| norm_inputs | ``norm_inputs``: what each norm module received | yes | no |
+
+Training computes statistics that need ``grads`` right after the backward (before
+clipping changes the gradients) and every other one after the optimizer step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:  # torch is imported by the tools that capture, not by readers of names
+    import torch
+
+# over -> the report's name for its rows
+OVER: dict[str, str] = {"states": "stream x_l", "inputs": "stream x_l", "blocks": "block",
+                        "groups": "parameter group", "scalar": "", "labelled": "layer"}
+_EXTRA = {"states": 1, "inputs": 0, "blocks": 0, "groups": 2}  # values beyond L
+TOOLS = frozenset({"probe", "training"})
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One statistic; see the module docstring for ``over`` and ``needs``.
+
+    ``compute(captured)`` returns, for ``labelled``, a list of ((layer, sublayer, param),
+    value) pairs; otherwise a 1-D tensor or a sequence of 0-d tensors, one per label
+    (scalar: one), or None when it does not apply. Values stay on the device: each tool
+    reads every statistic back in one transfer. ``key`` is the name written to probe.csv
+    and diagnostics.jsonl (default ``name``); two statistics may share a key when they are
+    over different things (the probe's gradient norms of weights, blocks and states).
+    """
+
+    name: str
+    over: str
+    needs: frozenset[str]
+    help: str
+    compute: Callable[[Captured], Any]
+    label: str = ""                  # axis / colour-bar label in the report (default: key)
+    tools: frozenset[str] = TOOLS    # which tools compute it
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        # A mistake here would only surface as a missing row after minutes of training.
+        if self.over not in OVER:
+            raise ValueError(f"statistic {self.name!r}: over={self.over!r}; use one of {', '.join(OVER)}")
+        if not self.tools or not set(self.tools) <= TOOLS:
+            raise ValueError(f"statistic {self.name!r}: tools={sorted(self.tools)}; use a subset of {sorted(TOOLS)}")
+        object.__setattr__(self, "needs", frozenset(self.needs))
+        object.__setattr__(self, "tools", frozenset(self.tools))
+        object.__setattr__(self, "key", self.key or self.name)
+        object.__setattr__(self, "label", self.label or self.key)
+
+    def size(self, n_layer: int) -> int | None:
+        """How many values it has for a model of ``n_layer`` blocks (None: given by compute)."""
+        if self.over == "labelled":
+            return None
+        return 1 if self.over == "scalar" else n_layer + _EXTRA[self.over]
+
+    def labels(self, n_layer: int) -> list[Any]:
+        """Row labels of its values in the report, e.g. ['emb', 1, 2, 'head'] for groups."""
+        if self.over == "states" or self.over == "inputs":
+            return [f"x{i}" for i in range(n_layer + _EXTRA[self.over])]
+        if self.over == "groups":
+            return ["emb", *range(1, n_layer + 1), "head"]
+        return list(range(1, n_layer + 1)) if self.over == "blocks" else [self.key]
+
+    def rows(self, n_layer: int) -> list[tuple[int, str, str]]:
+        """(layer, sublayer, param) of each value in probe.csv (see the table above)."""
+        n = self.size(n_layer) or 0
+        if self.over in ("states", "inputs"):
+            return [(i, "stream", "x") for i in range(n)]
+        if self.over == "blocks":
+            return [(i, "block", "all") for i in range(1, n + 1)]
+        if self.over == "groups":
+            return [(g, "group", "emb" if g == 0 else ("head" if g == n - 1 else "block")) for g in range(n)]
+        return [(0, "model", self.key)]
+
+
+def chosen(stats: Sequence[Statistic], tool: str, captured: set[str]) -> list[Statistic]:
+    """The statistics ``tool`` computes, given what it captures; refuses two with one key and
+    one ``over`` (their values would overwrite each other)."""
+    out = [s for s in stats if tool in s.tools and s.needs <= captured]
+    seen: dict[tuple[str, str], str] = {}
+    for s in out:
+        # training writes one entry per key; the probe one row per (key, row label)
+        where = "" if tool == "training" else ("stream" if s.over in ("states", "inputs") else s.over)
+        other = seen.setdefault((s.key, where), s.name)
+        if other != s.name:
+            raise ValueError(f"statistics {other!r} and {s.name!r} both write {s.key!r} in the {tool} output; "
+                             "give one of them another key")
+    return out
+
+
+class Stream:
+    """States x_0..x_L of one stream, detached; ``stacked`` and ``pair_cos`` are computed
+    once and shared by every statistic (batched ops: per-op overhead dominates small models)."""
+
+    def __init__(self, states: Sequence[torch.Tensor]) -> None:
+        self.states = list(states)
+
+    @cached_property
+    def stacked(self) -> torch.Tensor:
+        """(L + 1, B, T, d) float32."""
+        import torch
+
+        return torch.stack(self.states).float()
+
+    @cached_property
+    def pair_cos(self) -> torch.Tensor:
+        """(L, B, T): cos(x_{l-1}, x_l) per token for each block l."""
+        import torch
+
+        xs = self.stacked
+        return torch.nn.functional.cosine_similarity(xs[:-1], xs[1:], dim=-1, eps=1e-12)
+
+
+@dataclass
+class Captured:
+    """What one tool captured on one batch; attributes per need (module docstring)."""
+
+    n_layer: int
+    provided: set[str] = field(default_factory=set)  # the needs this capture meets
+    stream: Stream | None = None
+    aux: Stream | None = None
+    logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+    attention: dict[str, torch.Tensor] = field(default_factory=dict)
+    reference: torch.Tensor | None = None
+    grads: list[torch.Tensor] | None = None
+    params: list[torch.Tensor] | None = None
+    snapshot: list[torch.Tensor] | None = None
+    group_norms: Callable[[list[torch.Tensor]], torch.Tensor] | None = None
+    param_grads: list[tuple[tuple[int, str, str], torch.Tensor | None]] = field(default_factory=list)
+    stream_grads: Sequence[torch.Tensor | None] = ()
+    graph: list[torch.Tensor] = field(default_factory=list)
+    norm_inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    n_proj: int = 0
+    generator: torch.Generator | None = None

@@ -1,0 +1,96 @@
+"""A statistic is one registered object: the probe, the in-training diagnostics and the run
+report all pick it up from the registry, with its labels."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from normlab import ModelConfig, TransformerLM
+from normlab.diagnostics.catalogue import STATISTICS
+from normlab.diagnostics.probe import probe_model
+from normlab.diagnostics.statistic import Statistic, chosen
+from normlab.fsutil import read_jsonl
+
+
+def _mean(c):  # mean entry of each stream state x_0..x_L
+    return c.stream.stacked.mean(dim=(1, 2, 3))
+
+
+@pytest.fixture
+def throwaway():
+    """Two statistics added through the public API, removed again afterwards."""
+    added = [Statistic("test_mean", "states", {"stream"}, "mean entry of the stream state", _mean, "mean of x_l"),
+             Statistic("test_logit_max", "scalar", {"logits"}, "largest logit", lambda c: c.logits.amax(),
+                       "max logit")]
+    for s in added:
+        STATISTICS.add(s.name, s)
+    try:
+        yield added
+    finally:
+        for s in added:
+            STATISTICS.remove(s.name)
+    assert "test_mean" not in STATISTICS
+
+
+def _model(n_layer: int = 2) -> tuple[TransformerLM, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=13, context=8, n_layer=n_layer, d_model=8, n_head=2,
+                                      placement="pre", init="xavier"))
+    g = torch.Generator().manual_seed(3)
+    return model, torch.randint(0, 13, (2, 8), generator=g), torch.randint(0, 13, (2, 8), generator=g)
+
+
+def test_registered_statistic_is_in_probe_rows(throwaway) -> None:
+    model, idx, tgt = _model()
+    rows = {(li, s, p, m): v for li, s, p, m, v in probe_model(model, idx, tgt, n_proj=0)}
+    mine = {k: v for k, v in rows.items() if k[3] == "test_mean"}
+    assert sorted(mine) == [(li, "stream", "x", "test_mean") for li in range(3)]  # x_0..x_L
+    states: list = []
+    with torch.no_grad():
+        model.run(idx, states=states)
+    for li, x in enumerate(states):
+        assert mine[(li, "stream", "x", "test_mean")] == pytest.approx(x.mean().item(), rel=1e-5, abs=1e-7)
+    assert rows[(0, "model", "test_logit_max", "test_logit_max")] == pytest.approx(model(idx).max().item(),
+                                                                                    rel=1e-6)
+
+
+def test_registered_statistic_in_diagnostics_and_run_report(throwaway, tmp_path, data_dir) -> None:
+    from normlab.config import resolve
+    from normlab.report import build_report
+    from normlab.report.diag import diag_matrices
+    from normlab.train import run_training
+
+    cfg = resolve(None, None, "pre", ["model.n_layer=2", "model.d_model=16", "model.n_head=2", "model.context=16",
+                                      "train.batch_size=2", "train.steps=2", "train.eval_every=1",
+                                      "train.eval_batches=1", "train.log_every=1", "train.threads=1",
+                                      "train.diag_every=1", f"data.data_dir={data_dir}"])
+    run = tmp_path / "run"
+    run_training(cfg, run, quiet=True)
+    lines = read_jsonl(run / "diagnostics.jsonl")
+    assert len(lines) == 2
+    for line in lines:
+        assert len(line["test_mean"]) == 3 and all(isinstance(v, float) for v in line["test_mean"])
+        assert isinstance(line["test_logit_max"], float)
+        assert len(line["rms"]) == 3 and len(line["grad_norm"]) == 4  # the built-ins are still there
+    steps, labels, m = diag_matrices(lines, n_layer=2)["test_mean"]
+    assert labels == ["x0", "x1", "x2"] and m.shape == (3, 2)
+    assert m[:, 1].tolist() == pytest.approx(lines[1]["test_mean"])
+    assert diag_matrices(lines, n_layer=2)["grad_norm"][1] == ["emb", 1, 2, "head"]
+    html = build_report(run).read_text()
+    figures = re.findall(r'<figure id="fig-([^"]+)"', html)
+    assert "heat_test_mean" in figures and "diag_test_logit_max" in figures
+    assert "Mean entry of the stream state. test_mean per stream x_l" in html  # help and row axis
+    assert "Largest logit, against training step" in html
+
+
+def test_two_statistics_writing_one_key_are_refused() -> None:
+    a = Statistic("a", "blocks", {"stream"}, "a", _mean, key="same")
+    b = Statistic("b", "blocks", {"stream"}, "b", _mean, key="same")
+    with pytest.raises(ValueError, match="both write 'same'"):
+        chosen([a, b], "training", {"stream"})
+    assert chosen([a, b], "training", set()) == []  # what a tool does not capture is skipped
+    with pytest.raises(ValueError, match="over='layers'"):
+        Statistic("c", "layers", {"stream"}, "c", _mean)
