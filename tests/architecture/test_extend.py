@@ -98,3 +98,34 @@ threads = 1
     model = TransformerLM.load(run / "checkpoints" / "latest")  # the run directory describes itself
     scales = [sub.options.__dict__.get("scale") for b in model.blocks for sub in (b.attn, b.ffn)]
     assert scales == [0.5, 0.5, None, 2.0]
+
+
+class HalfNorm(torch.nn.Module):
+    """LayerNorm times 0.5: a throwaway norm."""
+
+    formula = "0.5 * LN(x)"
+    source = "tests/architecture"
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(d, eps=eps, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * self.ln(x)
+
+
+def test_a_registered_norm_is_captured() -> None:
+    """Capture hooks come from the norm registry: a norm registered later is recorded too."""
+    from normlab.model.capture import capture
+    from normlab.model.catalogue import NORMS
+
+    NORMS.add("half", HalfNorm)
+    try:
+        model = TransformerLM(ModelConfig(vocab_size=11, context=6, n_layer=2, d_model=8, n_head=2, placement="pre",
+                                          norm="half"))
+        with capture(model) as cap:
+            model(torch.randint(0, 11, (1, 6)))
+        own = sorted(k for k in cap.norm_in if not k.endswith(".ln"))
+        assert own == ["blocks.0.attn.norm", "blocks.0.ffn.norm", "blocks.1.attn.norm", "blocks.1.ffn.norm", "norm_f"]
+    finally:
+        NORMS.remove("half")
