@@ -85,3 +85,22 @@ def test_published_evidence_is_complete_and_opens(tmp_path: Path) -> None:
     lay = browse(page / "index.html", tmp_path, "evidence")
     assert lay["n"] >= len(data["claims"]) and lay["bad"] == 0 and not lay["errors"], lay
     assert lay["wide"] == 0 and not lay["hscroll"], lay
+
+
+def test_published_seed_scale_evidence_is_complete(tmp_path: Path) -> None:
+    """docs/evidence/seed: seed 002's pet project decided at the seed's settings on the study's
+    16 trials, each decisive part on at least 3 seeds a side, the study's page beside it, and
+    the evidence page opens."""
+    root = Path(__file__).parents[2] / "docs" / "evidence" / "seed"
+    data = json.loads((root / "claims.json").read_text())
+    assert data["meta"]["scale"] == "seed" and data["meta"]["studies"]["pre-vs-post"]["trials"] == 16
+    assert sorted(r["id"] for r in data["claims"]) == ["seed002-clipping", "seed002-pet-project"]
+    for r in data["claims"]:
+        assert "lr 3e-4 constant, batch 32, 4900 steps" in r["experiment"], r["id"]
+        for p in r["parts"]:
+            if p["verdict"] in ("supported", "contradicted"):
+                e = p["effect"]
+                assert e["n_a"] >= 3 and (e["n_b"] is None or e["n_b"] >= 3), (r["id"], p["id"])
+    assert (root / "study" / "index.html").is_file()
+    lay = browse(root / "index.html", tmp_path, "evidence-seed")
+    assert lay["bad"] == 0 and not lay["errors"] and lay["wide"] == 0 and not lay["hscroll"], lay
