@@ -66,8 +66,9 @@ def incompatibility(cfgs: list[RunConfig]) -> str | None:
     if first.train.diag_every > 0:
         return "train.diag_every > 0: in-training diagnostics need solo runs; set it to 0"
     plan = resolve_model(first.model)
+    stream_hook = type(plan.stream()).after_step is not Stream.after_step  # one stream per model
     for sub in {s.name: s for pair in plan.layout for s in pair}.values():
-        if sub.cls.after_step is not Placement.after_step or type(plan.stream()).after_step is not Stream.after_step:
+        if sub.cls.after_step is not Placement.after_step or stream_hook:
             return f"model.placement={sub.name!r} changes weights after each step (e.g. nGPT); run it solo"
     return None
 
