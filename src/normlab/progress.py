@@ -58,7 +58,7 @@ class Progress:
         self.current = ""
         self.t0 = clock()
         self._last_line = self.t0
-        self._last_text = ""
+        self._said_done: tuple[int, int] | None = None  # the counts of the last 'done' line printed
         self._lock = threading.RLock()
         self._bar: Any = None
         self._stop = threading.Event()
@@ -155,7 +155,8 @@ class Progress:
 
     # -- output --------------------------------------------------------------------
     def _line(self, text: str) -> None:
-        self._last_line, self._last_text = self.clock(), text
+        self._last_line = self.clock()
+        self._said_done = self.counts() if self.kinds and self.finished() else None
         print(f"{self.label}: {text}", file=self.stream, flush=True)
 
     def _sync_bar(self) -> None:
@@ -199,7 +200,7 @@ class Progress:
                 self._sync_bar()
                 self._bar.close()
                 self._bar = None
-            if self.enabled and self.kinds and self.status() != self._last_text:
+            if self.enabled and self.counts()[1] and self._said_done != self.counts():
                 self._line(self.status())
             self._closed = True
 
