@@ -68,6 +68,22 @@ def test_eta_per_kind_and_untimed_kinds() -> None:
     assert p.eta() == "ETA 2m00s"
 
 
+def test_a_terminal_gets_a_bar_with_the_item_and_notes_above_it() -> None:
+    clock, buf = Clock(), io.StringIO()
+    p = Progress("study", stream=buf, tty=True, ticker=False, clock=clock)
+    p.add("trial", 4, done=1)
+    p.note("resuming: 1/4 trials done")
+    p.start("trial")
+    clock.t = 10.0
+    p.item("pre seed=2")
+    p.advance("trial")
+    assert "\r" in buf.getvalue() and "2/4" in buf.getvalue() and "pre seed=2" in buf.getvalue()
+    assert "study: resuming: 1/4 trials done\n" in buf.getvalue()
+    p.advance("trial", 2)
+    p.close()
+    assert buf.getvalue().rstrip().endswith("study: done 4/4 trials in 10 s")
+
+
 def test_disabled_display_prints_nothing() -> None:
     buf = io.StringIO()
     p = Progress("x", stream=buf, enabled=False, ticker=False)
