@@ -58,7 +58,7 @@ class QuickRun:
         self.display.add("model", models)
         reused = len(claims) - len(todo)
         what = (f"{len(fresh)} probe cells to measure ({len(cells) - len(fresh)} cached), {len(extras)} extra "
-                f"measurements: {models} models") if models else "nothing to measure"
+                f"measurement{'s' if len(extras) != 1 else ''}: {models} models") if models else "nothing to measure"
         self.display.note(f"quick claims: {reused}/{len(claims)} found in {self.cache.root or 'no cache'}; {what}")
 
     def _cached_cell(self, p: str, L: int) -> bool:

@@ -56,7 +56,7 @@ class StudyContext:
                 store.close()
         if self.display is not None:
             self.display.add("trial", total, done)
-            self.display.note(f"{len(names)} studies at scale {self.scale}: {done}/{total} trials already "
+            self.display.note(f"{len(names)} stud{'y' if len(names) == 1 else 'ies'} at scale {self.scale}: {done}/{total} trials already "
                               f"in {Path(self.out) / 'stores'}, {total - done} to train")
 
     def trials(self, name: str) -> list[Any]:
