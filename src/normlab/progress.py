@@ -167,7 +167,7 @@ class Progress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, initial=done, desc=self.label, file=self.stream, dynamic_ncols=True,
-                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{postfix}]")
+                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}")
         self._bar.total = total
         self._bar.n = done
         tail = [self.current] if self.current and not self.finished() else []
