@@ -14,10 +14,23 @@ from normlab.claims.catalogue import all_claims
 
 @pytest.mark.slow
 def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path) -> None:  # noqa: ARG001
+    import io
+
     from normlab.claims import run_claims
+    from normlab.progress import plain
+    from normlab.study.presets import study_preset
 
     ids = [c.id for _, c in all_claims().items() if not c.quick]
-    recs = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", workers=2)
+    buf = io.StringIO()
+    with plain("claims", buf) as display:  # one display over every study of the run
+        recs = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", workers=2, progress=display)
+    studies = list(dict.fromkeys(n for i in ids for n in all_claims().get(i).studies))
+    n = sum(len(study_preset(s, "smoke").trials()) for s in studies)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == f"claims: {len(studies)} studies at scale smoke: 0/{n} trials already in {tmp_path / 'stores'}, " \
+                       f"{n} to train", lines
+    assert lines[-1].startswith(f"claims: done {n}/{n} trials in "), lines
+    assert sum(x.startswith("claims: study ") for x in lines) == len(studies)  # each study says what it found
     assert [r["id"] for r in recs] == ids
     for r in recs:
         assert r["verdict"] == "inconclusive", r["id"]          # 2 seeds < 3: never decisive

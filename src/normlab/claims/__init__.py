@@ -1,34 +1,42 @@
 """``normlab claims``: every claim of the literature and the seed documents as an object with
 parts, rules fixed in advance, effects with 95% intervals over seeds, and verdicts.
 
-``run_claims(quick=True, out=DIR)`` measures (one probe grid at initialisation plus the
-extra checks of ``measure_more.py``), decides each claim (``claim.Claim.decide``) and
-writes ``DIR/claims.json``, ``DIR/index.html``, ``DIR/figures/`` and appends to
-``DIR/history.jsonl``. ``quick=False`` also runs (or, with ``train=False``, reads) the study
-stores of the training claims under ``DIR/stores/``. How a verdict is reached:
-docs/theory.md.
+``run_claims(quick=True, out=DIR)`` measures what the chosen quick claims declare they need
+(probe cells at initialisation and the extra checks of ``measure_more.py``; the whole grid
+when every quick claim is chosen, for the page's context figures), decides each claim
+(``claim.Claim.decide``) and writes ``DIR/claims.json``, ``DIR/index.html``, ``DIR/figures/``
+and appends to ``DIR/history.jsonl``. ``quick=False`` also runs (or, with ``train=False``,
+reads) the study stores of the training claims under ``DIR/stores/``. Every decided claim
+and probe cell is kept in ``DIR/cache/`` (``claims/cache.py``), so an interrupted run
+resumes where it stopped. How a verdict is reached: docs/theory.md.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] | None = None,
                seeds: int = 5, depths: list[int] | None = None, d_model: int = 128,
                scale: str = "cpu", workers: int | None = None, train: bool = True,
-               progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Decide the claims and write the outputs; returns the claim records (claims.json)."""
+               progress: Any = False, cache: bool = True) -> list[dict[str, Any]]:
+    """Decide the claims and write the outputs; returns the claim records (claims.json).
+
+    ``progress``: True for finished/total, the current item and an ETA on stderr (a bar on a
+    terminal, plain lines otherwise), or a :class:`normlab.progress.Progress` to feed (the
+    caller closes it). ``cache=False``: measure everything and neither read nor write
+    ``OUT/cache``."""
+    from normlab.claims.cache import Cache
     from normlab.claims.catalogue import all_claims
     from normlab.claims.output import write_outputs
     from normlab.claims.studies import StudyContext
     from normlab.errors import UserError
+    from normlab.progress import Progress
     from normlab.study.presets import SCALES
 
     t0 = time.time()
-    say = progress or (lambda msg: None)
     if seeds < 3:
         raise UserError(f"--seeds={seeds}: need at least 3 seeds (fewer is inconclusive by rule)")
     reg = all_claims()
@@ -46,39 +54,56 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     if not chosen:
         raise UserError("--only: every named claim needs training; drop --quick to run them")
     out = Path(out)
+    display = progress if isinstance(progress, Progress) else Progress("claims", enabled=bool(progress))
+    store = Cache(out / "cache" if cache else None)
     meta: dict[str, Any] = {"scale": None if quick else scale, "quick_only": quick}
-    q = None
-    if any(c.quick for c in chosen):
-        q = _quick_data(seeds, depths, d_model, say)
-        meta["probe"] = q.probe
-    ctx = StudyContext(out, scale=scale, workers=workers, train=train, progress=progress is not None)
-    if not quick:
-        needed = _studies(chosen)
-        for i, name in enumerate(needed, 1):
-            say(f"[{i}/{len(needed)}] study {name} ({'training what is missing' if train else 'reading the store'})")
-            ctx.trials(name)
-    records = []
-    for c in chosen:
-        say(f"deciding {c.id}")
-        records.append(c.decide(q if c.quick else ctx))
+    ctx = StudyContext(out, scale=scale, workers=workers, train=train, display=display)
+    try:
+        records, qr = _decide(chosen, reg, quick, seeds, depths, d_model, store, ctx, display)
+    finally:
+        if display is not progress:
+            display.close()
+    if qr is not None:
+        meta["probe"] = qr.q.probe
     meta["seconds"] = round(time.time() - t0, 1)
+    meta["cached_claims"] = sorted(h.split("/", 1)[1] for h in store.hits if h.startswith("claims/"))
     if ctx.spans:
         meta["studies"] = {n: {"first_start": s, "last_finish": f, "wall_s": round(f - s, 1), "trials": len(ctx.trials(n))}
                            for n, (s, f) in ctx.spans.items()}
         meta["training_wall_s"] = round(max(f for _, f in ctx.spans.values()) - min(s for s, _ in ctx.spans.values()), 1)
-    write_outputs(records, out, meta, q)
+    full_grid = qr is not None and {c.id for c in chosen if c.quick} == {i for i, c in reg.items() if c.quick}
+    write_outputs(records, out, meta, qr.q if full_grid else None)
     return records
 
 
-def _quick_data(seeds: int, depths: list[int] | None, d_model: int, say: Callable[[str], None]) -> Any:
-    from normlab.claims.measure import measure
-    from normlab.claims.measure_more import measure_extras
+def _decide(chosen: list[Any], reg: Any, quick: bool, seeds: int, depths: list[int] | None, d_model: int,
+            store: Any, ctx: Any, display: Any) -> tuple[list[dict[str, Any]], Any]:
+    """Plan everything on the display first (one total), then the quick claims, the studies,
+    the training claims; returns the records in the order of ``chosen`` and the QuickRun."""
+    from normlab.claims.measure import FIGURE_NEEDS
+    from normlab.claims.quickrun import QuickRun
 
-    say("probe grid at init: post, pre, deepnorm x depths x seeds")
-    q = measure(seeds=seeds, depths=depths, d_model=d_model)
-    say("extra measurements: identity coefficients, one-step change, exact checks")
-    q.extra.update(measure_extras(seeds, q.depths, q.ref_depth(), progress=say))
-    return q
+    fast = [c for c in chosen if c.quick]
+    slow = [c for c in chosen if not c.quick]
+    qr = QuickRun(seeds, depths, d_model, store, display) if fast else None
+    # the context figures of the page need the whole grid: only when every quick claim is decided
+    figures = [FIGURE_NEEDS] if {c.id for c in fast} == {i for i, c in reg.items() if c.quick} else []
+    if qr is not None:
+        qr.plan(fast, figures)
+    needed = _studies(slow)
+    if needed and ctx.train:
+        ctx.plan(needed)
+    got: dict[str, dict[str, Any]] = {}
+    for c in fast:
+        got[c.id] = qr.record(c)  # type: ignore[union-attr]
+    if figures:
+        qr.ensure(figures[0])  # type: ignore[union-attr]
+    for i, name in enumerate(needed, 1):
+        display.item(f"study {name} [{i}/{len(needed)}]")
+        ctx.trials(name)
+    for c in slow:
+        got[c.id] = ctx.record(c, store)
+    return [got[c.id] for c in chosen], qr
 
 
 def _studies(chosen: list[Any]) -> list[str]:

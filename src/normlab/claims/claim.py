@@ -60,6 +60,7 @@ class Claim:
     settings: str = ""            # the settings a reader must know (init, clipping, seeds)
     studies: tuple[str, ...] = ()  # study presets a training claim reads
     experiments: dict[str, str] = field(default_factory=dict)  # the experiment at other scales, e.g. "seed"
+    needs: Any = None             # a quick claim's measure.Needs: the only data `--only` measures for it
 
     def experiment_at(self, scale: str | None) -> str:
         """The experiment the claim is decided on at study scale ``scale`` (None: at init)."""

@@ -16,6 +16,27 @@ DEPTHS = [2, 4, 8, 16, 32]
 REF_DEPTH = 16  # the depth of Xiong et al.'s Fig. 3-style per-layer profiles in the claims
 
 
+@dataclass(frozen=True)
+class Needs:
+    """What a quick claim's ``measure`` reads: probe cells and extra measurements.
+
+    ``probe`` maps a placement to the depths it is read at: ``"all"`` (every probed depth),
+    ``"ref"`` (:meth:`QuickData.ref_depth`) or ``"max"`` (the largest); ``extra`` names keys of
+    :data:`normlab.claims.measure_more.EXTRAS` (``"one_step:admin"``, ``"rms"``, ...).
+    """
+
+    probe: dict[str, str] = field(default_factory=dict)
+    extra: tuple[str, ...] = ()
+
+    def cells(self, depths: list[int], ref: int) -> list[tuple[str, int]]:
+        pick = {"all": list(depths), "ref": [ref], "max": [max(depths)]}
+        return [(p, L) for p, sel in self.probe.items() for L in pick[sel]]
+
+
+# The context figures of the page (figures.py) read every placement at every depth.
+FIGURE_NEEDS = Needs({p: "all" for p in PLACEMENTS})
+
+
 @dataclass
 class QuickData:
     """Everything the quick claims decide on."""
@@ -57,13 +78,8 @@ class QuickData:
         return [f"{placement}/L{L}/seed{s}" for L in (Ls or self.depths) for s in range(self.seeds)]
 
 
-def measure(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -> QuickData:
-    """Probe post, pre and deepnorm at init (xavier, Xiong's setting; d_ff = d as the
-    reference measurement) over depths x seeds."""
-    import torch
-
-    from normlab.diagnostics.probe import ProbeConfig, run_probe
-
+def empty(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -> QuickData:
+    """QuickData with the probe's settings and no cell measured yet (see :func:`probe_cell`)."""
     depths = depths or DEPTHS
     data = "tinyshakespeare"
     try:
@@ -72,13 +88,31 @@ def measure(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128)
         load_tokens(data)
     except Exception:  # no corpus here: the statistics at init hardly depend on the text
         data = "random"
-    cfg = ProbeConfig(placements=PLACEMENTS, depths=depths, d_model=d_model, n_head=4, d_ff=d_model,
-                      init="xavier", seeds=seeds, batch_size=8, context=64, data=data, n_proj=1)
-    with torch.random.fork_rng():
-        rows = run_probe(cfg)
     probe = {"placements": PLACEMENTS, "depths": depths, "d_model": d_model, "d_ff": d_model, "n_head": 4,
              "init": "xavier", "seeds": seeds, "batch": "8 x 64 tokens", "data": data, "n_proj": 1}
-    return QuickData(rows, seeds, probe)
+    return QuickData([], seeds, probe)
+
+
+def probe_cell(q: QuickData, placement: str, L: int, progress: Any = None) -> list[dict[str, Any]]:
+    """The probe rows of one cell (placement, depth L) over q's seeds (xavier, Xiong's
+    setting; d_ff = d as the reference measurement); ``progress()`` after each model."""
+    import torch
+
+    from normlab.diagnostics.probe import ProbeConfig, run_probe
+
+    p = q.probe
+    cfg = ProbeConfig(placements=[placement], depths=[L], d_model=p["d_model"], n_head=p["n_head"], d_ff=p["d_ff"],
+                      init=p["init"], seeds=q.seeds, batch_size=8, context=64, data=p["data"], n_proj=p["n_proj"])
+    with torch.random.fork_rng():
+        return run_probe(cfg, progress=(lambda *_: progress()) if progress else None)
+
+
+def measure(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -> QuickData:
+    """The whole probe grid: post, pre and deepnorm at init over depths x seeds."""
+    q = empty(seeds, depths, d_model)
+    for p, L in FIGURE_NEEDS.cells(q.depths, q.ref_depth()):
+        q.rows += probe_cell(q, p, L)
+    return q
 
 
 def last_w2(q: QuickData, p: str) -> np.ndarray:

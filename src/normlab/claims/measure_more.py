@@ -196,20 +196,53 @@ def seed_block_causality(seed: int, d: int = 64, heads: int = 4, T: int = 16) ->
     return math.log10(max(change, 1e-30))
 
 
-def measure_extras(seeds: int, depths: list[int], ref_depth: int, progress: Any = None) -> dict[str, Any]:
-    """Every extra measurement of the quick claims, per seed (see the functions above)."""
+EXTRAS = ("identity:pre", "identity:post", "one_step:post", "one_step:pre", "one_step:admin", "one_step:deepnorm",
+          "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
+
+
+def extra_size(key: str, seeds: int, depths: list[int]) -> int:
+    """How many models (or draws) measuring ``key`` takes: the progress display's unit."""
+    name = key.partition(":")[0]
+    return {"identity": seeds, "one_step": seeds * len(depths), "rms": seeds}.get(name, 3)
+
+
+def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,
+                  tick: Any = None) -> None:
+    """Measure ``key`` (one of :data:`EXTRAS`) into ``out`` in the layout the claims read;
+    ``tick()`` after each model. Every measurement seeds itself, so the order does not matter."""
     import torch
 
-    out: dict[str, Any] = {"identity": {"L": ref_depth}, "one_step": {"depths": list(depths)}}
+    def each(fn: Any, args: list[tuple[Any, ...]]) -> list[Any]:
+        got = []
+        for a in args:
+            got.append(fn(*a))
+            if tick:
+                tick()
+        return got
+
+    name, _, p = key.partition(":")
     with torch.random.fork_rng():
-        for p in ("pre", "post"):
-            out["identity"][p] = [identity_coefficients(p, ref_depth, s) for s in range(seeds)]
-        for p in ("post", "pre", "admin", "deepnorm"):
-            out["one_step"][p] = {L: [one_step_change(p, L, s) for s in range(seeds)] for L in depths}
-            if progress:
-                progress(f"one-step change: {p}")
-        out["rms"] = [rms_formula(s) for s in range(seeds)]
-        g = [gpt2_parity(s) for s in range(3)]
-        out["gpt2"] = None if g[0] is None else g
-        out["causal"] = [seed_block_causality(s) for s in range(3)]
+        if name == "identity":
+            out.setdefault("identity", {"L": ref_depth})[p] = each(identity_coefficients,
+                                                                   [(p, ref_depth, s) for s in range(seeds)])
+        elif name == "one_step":
+            got = each(one_step_change, [(p, L, s) for L in depths for s in range(seeds)])
+            out.setdefault("one_step", {"depths": list(depths)})[p] = {
+                L: got[i * seeds:(i + 1) * seeds] for i, L in enumerate(depths)}
+        elif name == "rms":
+            out["rms"] = each(rms_formula, [(s,) for s in range(seeds)])
+        elif name == "gpt2":
+            g = each(gpt2_parity, [(s,) for s in range(3)])
+            out["gpt2"] = None if g[0] is None else g
+        elif name == "causal":
+            out["causal"] = each(seed_block_causality, [(s,) for s in range(3)])
+        else:
+            raise ValueError(f"unknown extra measurement {key!r}; known: {', '.join(EXTRAS)}")
+
+
+def measure_extras(seeds: int, depths: list[int], ref_depth: int) -> dict[str, Any]:
+    """Every extra measurement of the quick claims, per seed (see the functions above)."""
+    out: dict[str, Any] = {}
+    for key in EXTRAS:
+        measure_extra(key, out, seeds, depths, ref_depth)
     return out

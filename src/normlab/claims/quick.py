@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from normlab.claims.claim import Measured, Part, claim
-from normlab.claims.measure import QuickData, last_w2, log_spread, per_seed
+from normlab.claims.measure import Needs, QuickData, last_w2, log_spread, per_seed
 from normlab.claims.rules import Direction, Within
 from normlab.stats import one_sample, paired, slope_per_seed, spearman_per_seed
 
@@ -21,7 +21,7 @@ PROBE = ("probe at init: post, pre, deepnorm; xavier init (Xiong et al.'s settin
 SETTINGS = "xavier init, no training; each seed draws new weights and a new batch; effects over seeds"
 
 
-@claim(id="xiong-thm1", quick=True, source="Xiong et al. 2020, Theorem 1", experiment=PROBE, settings=SETTINGS,
+@claim(id="xiong-thm1", quick=True, needs=Needs({"pre": "all", "post": "all"}), source="Xiong et al. 2020, Theorem 1", experiment=PROBE, settings=SETTINGS,
        statement="The gradient of the last layer's W2 has Frobenius norm O(d sqrt(ln d)) for Post-LN, "
                  "independent of L, and O(d sqrt(ln d / L)) for Pre-LN.", figure="xiong_w2_depth",
        parts=[Part("pre", "Pre-LN's last-layer W2 gradient scales like L^(-1/2)",
@@ -40,7 +40,7 @@ def xiong_thm1(q: QuickData) -> dict[str, Measured]:
     return out
 
 
-@claim(id="forward-norms", quick=True, source="Xiong et al. 2020, Lemmas 1-2", experiment=PROBE,
+@claim(id="forward-norms", quick=True, needs=Needs({"post": "all", "pre": "max"}), source="Xiong et al. 2020, Lemmas 1-2", experiment=PROBE,
        settings=SETTINGS, figure="forward_norms",
        statement="Post-LN: the input to the last LN has E||x||^2 about 1.5 d in every layer; Pre-LN: the stream "
                  "grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d.",
@@ -62,7 +62,7 @@ def forward_norms(q: QuickData) -> dict[str, Measured]:
                             {"layers_within_bounds": f"{inside}/{L}"})}
 
 
-@claim(id="xiong-direction", quick=True, experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
+@claim(id="xiong-direction", quick=True, needs=Needs({"post": "ref", "pre": "ref"}), experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
        source="Xiong et al. 2020, Fig. 3; seed 004 (Chinese survey, 004_d24365e98fdce59d.txt)",
        statement="At init the Post-LN gradient norm of the parameters rises with the layer index (largest next "
                  "to the output); Pre-LN's is much flatter. (Seed 004: 'Post Norm's expected gradient grows "
@@ -85,7 +85,8 @@ def xiong_direction(q: QuickData) -> dict[str, Measured]:
                                      "pre_profile": np.nanmean(g["pre"], 0).round(3).tolist()})}
 
 
-@claim(id="seed001-lower-layers", quick=True, experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
+@claim(id="seed001-lower-layers", quick=True, needs=Needs({"post": "ref"}),
+       experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
        source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
        statement="In Post-LN at the start of training the gradients of the lower layers are much larger than "
                  "those of the upper layers: dL/dx_l = O(L - l + 1) dL/dx_L.",
@@ -112,7 +113,7 @@ def seed001_lower_layers(q: QuickData) -> dict[str, Measured]:
             "linear": Measured(one_sample(slope_per_seed(dist, rel)), cells)}
 
 
-@claim(id="normformer-pre-early", quick=True, source="NormFormer (Shleifer et al. 2021)", experiment=PROBE,
+@claim(id="normformer-pre-early", quick=True, needs=Needs({"pre": "ref"}), source="NormFormer (Shleifer et al. 2021)", experiment=PROBE,
        settings=SETTINGS, figure="grad_per_layer",
        statement="In Pre-LN, gradients at early layers are much larger than at later layers.",
        parts=[Part("falls", "Pre-LN's parameter gradient falls with the layer index",
@@ -129,7 +130,7 @@ def normformer(q: QuickData) -> dict[str, Measured]:
             "much": Measured(one_sample(per_seed(lambda r: math.log(r[0] / r[-1]), blk)), cells)}
 
 
-@claim(id="rank-collapse", quick=True, source="Noci et al. 2022", experiment=PROBE, settings=SETTINGS,
+@claim(id="rank-collapse", quick=True, needs=Needs({"post": "all", "pre": "all"}), source="Noci et al. 2022", experiment=PROBE, settings=SETTINGS,
        figure="rank_collapse",
        statement="The mean pairwise cosine between tokens at the last layer rises toward 1 with depth, faster "
                  "for Post-LN.",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from normlab.claims.claim import Measured, Part, claim
-from normlab.claims.measure import QuickData, factor_per_layer, per_seed
+from normlab.claims.measure import Needs, QuickData, factor_per_layer, per_seed
 from normlab.claims.quick import PROBE, SETTINGS
 from normlab.claims.rules import Direction, Within
 from normlab.stats import Effect, one_sample, paired, slope_per_seed
@@ -18,7 +18,7 @@ STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Sha
         "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")
 
 
-@claim(id="jacobian-identity", quick=True, experiment=PROBE + "; one Rademacher probe per block",
+@claim(id="jacobian-identity", quick=True, needs=Needs(extra=("identity:pre", "identity:post")), experiment=PROBE + "; one Rademacher probe per block",
        source="seed 000 (Korean lecture notes, 000_ca64de5e8bef631c.txt)", settings=SETTINGS,
        statement="Post-LN's Jacobian is J_LN (I + J_F): even the identity path passes through J_LN. Pre-LN's "
                  "is I + J_F J_LN: it keeps a direct identity term.",
@@ -39,7 +39,7 @@ def jacobian_identity(q: QuickData) -> dict[str, Measured]:
     return out
 
 
-@claim(id="seed004-decay", quick=True, experiment=PROBE + "; end-to-end Jacobian d x_L / d x_l by autograd",
+@claim(id="seed004-decay", quick=True, needs=Needs({"post": "max"}), experiment=PROBE + "; end-to-end Jacobian d x_L / d x_l by autograd",
        source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt)", settings=SETTINGS, figure="jacobian",
        statement="Post-LN's identity path decays like (1/sqrt(2))^L through the layers: a toll booth on every "
                  "layer, so that at 32 layers it is almost 0.",
@@ -64,7 +64,8 @@ def _slopes(q: QuickData, p: str) -> list[float]:
     return slope_per_seed(steps["depths"], m)
 
 
-@claim(id="liu-amplification", quick=True, source="Liu et al. 2020, 'Understanding the Difficulty of Training "
+@claim(id="liu-amplification", quick=True,
+       needs=Needs(extra=("one_step:post", "one_step:pre", "one_step:admin")), source="Liu et al. 2020, 'Understanding the Difficulty of Training "
        "Transformers', Sec. 4 and Theorem 2", experiment=STEP, settings="xavier init; Admin profiled on the batch",
        statement="The output change caused by the first parameter updates grows with the number of layers for "
                  "Post-LN (amplification), much less for Pre-LN and for Admin.",
@@ -83,7 +84,7 @@ def liu_amplification(q: QuickData) -> dict[str, Measured]:
             "admin": Measured(paired(s["admin"], s["post"]), cells)}
 
 
-@claim(id="deepnorm-bounded", quick=True, source="DeepNet (Wang et al. 2022), Sec. 4", experiment=STEP,
+@claim(id="deepnorm-bounded", quick=True, needs=Needs(extra=("one_step:deepnorm", "one_step:post")), source="DeepNet (Wang et al. 2022), Sec. 4", experiment=STEP,
        settings="xavier init; DeepNorm's alpha = (2L)^(1/4), beta = (8L)^(-1/4) (decoder-only)",
        statement="With alpha = (2M)^(1/4) on the shortcut and beta = (8M)^(-1/4) on W_V, W_O, W_1, W_2, the "
                  "model update stays bounded by a constant independent of depth.",
@@ -106,7 +107,7 @@ def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
             "shortcut": Measured(one_sample(sh), ["deepnorm/one-step"])}
 
 
-@claim(id="seed001-rms", quick=True, source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
+@claim(id="seed001-rms", quick=True, needs=Needs(extra=("rms",)), source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
        experiment="x = s z, z of unit RMS (64 x 128, a new draw per seed), s = 0.1 and 10; 5 seeds",
        settings="exact arithmetic in float32",
        statement="RMSNorm(x) = x / RMS(x) * g, where RMS(x) = (1/n) sum x_i^2.",
@@ -119,7 +120,7 @@ def seed001_rms(q: QuickData) -> dict[str, Measured]:
                                    {"normlab_log10_ratio": float(np.mean([x["normlab_log10_ratio"] for x in r]))})}
 
 
-@claim(id="seed002-gpt2", quick=True, source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+@claim(id="seed002-gpt2", quick=True, needs=Needs(extra=("gpt2",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        experiment="random 3-layer transformers GPT-2 models (d = 64, no download, 3 seeds) loaded into normlab's "
                   "post and pre placements", settings="float32, dropout off",
        statement="Example: GPT-2 uses post-norm.",
@@ -135,7 +136,7 @@ def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
                              {"log10_diff_pre": [x["log10_diff_pre"] for x in r]})}
 
 
-@claim(id="seed002-code-causal", quick=True, source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+@claim(id="seed002-code-causal", quick=True, needs=Needs(extra=("causal",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        experiment="the seed's TransformerBlock code (pre-norm branch), d = 64, 4 heads, 16 positions, 3 seeds",
        settings="nn.MultiheadAttention in its default (sequence, batch, d) layout, as the code calls it",
        statement="Pet project: 'implement a simple transformer with a pre/post-norm switch, train it on Tiny "

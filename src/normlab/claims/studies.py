@@ -33,12 +33,31 @@ class StudyContext:
     scale: str = "cpu"
     workers: int | None = None
     train: bool = True
-    progress: bool | None = None
+    display: Any = None  # a normlab.progress.Progress shared by every study of the run
     _done: dict[str, list[Any]] = field(default_factory=dict)
     spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # first start, last finish
 
     def store_dir(self, name: str) -> Path:
         return Path(self.out) / "stores" / name
+
+    def plan(self, names: list[str]) -> None:
+        """Put every trial of the studies ``names`` on the display (one total for the run) and
+        say how many the stores already hold."""
+        from normlab.study.presets import study_preset
+        from normlab.study.store import FINAL, Store
+
+        total = done = 0
+        for name in names:
+            ids = {t.id for t in study_preset(name, self.scale).trials()}
+            total += len(ids)
+            if (self.store_dir(name) / "spec.json").exists():
+                store = Store(self.store_dir(name))
+                done += sum(t.id in ids and t.status in FINAL for t in store.trials())
+                store.close()
+        if self.display is not None:
+            self.display.add("trial", total, done)
+            self.display.note(f"{len(names)} stud{'y' if len(names) == 1 else 'ies'} at scale {self.scale}: {done}/{total} trials already "
+                              f"in {Path(self.out) / 'stores'}, {total - done} to train")
 
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
@@ -52,7 +71,8 @@ class StudyContext:
                 from normlab.study.runner import run_study
 
                 store = run_study(study_preset(name, self.scale), self.store_dir(name),
-                                  workers=self.workers or default_workers(1), progress=self.progress)
+                                  workers=self.workers or default_workers(1), progress=self.display is not None,
+                                  display=self.display)
             elif (self.store_dir(name) / "spec.json").exists():
                 store = Store(self.store_dir(name))
             else:
@@ -64,6 +84,25 @@ class StudyContext:
                 self.spans[name] = (float(row[0]), float(row[1]))
             store.close()
         return self._done[name]
+
+    def record(self, c: Any, cache: Any) -> dict[str, Any]:
+        """Claim ``c``'s record: from the cache when its studies' trials are what it was decided
+        on (same ids, statuses and summaries), else decided now and cached."""
+        import hashlib
+        import json
+
+        from normlab.claims.cache import key
+
+        stores = {n: hashlib.sha256(json.dumps([(t.id, t.status, t.summary) for t in self.trials(n)],
+                                               sort_keys=True, default=str).encode()).hexdigest()
+                  for n in c.studies}
+        k = key(claim=c.id, rule=c.rule_hash(self.scale), code=c.code_hash(), scale=self.scale, stores=stores)
+        got = cache.get("claims", c.id, k)
+        if got is None:
+            if self.display is not None:
+                self.display.item(f"deciding {c.id}")
+            got = cache.put("claims", c.id, k, c.decide(self))
+        return got
 
     def describe(self, name: str) -> str:
         t = self.trials(name)

@@ -36,9 +36,9 @@ def _demo(args: argparse.Namespace) -> int:
     spec = study_preset("pre-vs-post", args.scale)
     print(f"normlab demo: study 'pre-vs-post' ({args.scale}) into {args.store}; "
           f"{len(spec.trials())} trials, rerun to resume if interrupted")
-    store = run_study(spec, args.store, workers=args.workers)
+    store = run_study(spec, args.store, workers=args.workers)  # progress lines on stderr, bar on a terminal
     print(status_text(store))
-    page = build_report(args.store)
+    page = build_report(args.store, progress=True)
     print()
     for line in headline(store):
         print(line)

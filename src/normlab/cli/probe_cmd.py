@@ -46,7 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _probe(args: argparse.Namespace) -> int:
     import json
-    import sys
     import time
     from pathlib import Path
 
@@ -64,18 +63,20 @@ def _probe(args: argparse.Namespace) -> int:
     if existing and not args.force:
         raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "
                         "or add --force to replace it")
-    total = len(cfg.placements) * len(cfg.depths) * cfg.seeds
-    done = [0]
+    from normlab.progress import Progress
+
+    display = Progress("probe", enabled=not args.quiet)
+    display.add("model", len(cfg.placements) * len(cfg.depths) * cfg.seeds)
+    display.note(f"{', '.join(cfg.placements)} x L {','.join(map(str, cfg.depths))} x {cfg.seeds} seeds at init")
+    display.start("model")
 
     def progress(placement: str, L: int, seed: int) -> None:
-        done[0] += 1
-        if not args.quiet:
-            print(f"\r  probed {done[0]}/{total} models", end="", file=sys.stderr, flush=True)
+        display.item(f"seed {seed + 1}/{cfg.seeds}, last {placement} L={L}")
+        display.advance("model")
 
     t0 = time.perf_counter()
-    rows = run_probe(cfg, data_dir=args.data_dir, progress=progress)
-    if not args.quiet:
-        print(file=sys.stderr)
+    with display:
+        rows = run_probe(cfg, data_dir=args.data_dir, progress=progress)
     summary = summarize(rows)
     summary["wall_time_s"] = time.perf_counter() - t0
     if args.force and (out / "report").is_dir():

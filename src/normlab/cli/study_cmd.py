@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a base run option, e.g. --set train.device=cuda (repeatable)")
     r.add_argument("--dry-run", action="store_true", help="validate and list the trials; run nothing")
+    r.add_argument("--quiet", action="store_true", help="no progress on stderr (a bar on a terminal, else lines)")
     r.set_defaults(func=_run)
     s = ssub.add_parser("status", help="counts by status and the results table of a store")
     s.add_argument("store", metavar="DIR")
@@ -84,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
                       threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
-                      batch=args.batch)
+                      batch=args.batch, progress=not args.quiet)
     print(status_text(store))
     # 1: some trial failed, or workers died and left trials unfinished (rerun to resume them)
     return 1 if store.counts().get("failed") or store.unfinished() else 0

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from normlab.errors import ConfigError, UserError
 from normlab.study.spec import StudySpec, spec_from_dict
 from normlab.study.store import Store
+
+if TYPE_CHECKING:
+    from normlab.progress import Progress as Display
 
 
 def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
@@ -25,12 +30,15 @@ def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
 def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str = "local",
               workers: int | None = None, threads: int = 1, address: str | None = None,
               lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0,
-              progress: bool | None = None, batch: int | None = None) -> Store:
+              progress: bool | None = None, batch: int | None = None,
+              display: "Display | None" = None) -> Store:
     """Run every unfinished trial of the study in ``store_root``; returns the store.
 
     Safe to rerun after any crash, and to run twice at once on the same store: trials are
-    claimed in SQLite transactions (see :mod:`normlab.study.store`). ``progress``: a bar of
-    finished trials on stderr (None: only when stderr is a terminal). ``batch``: train up to
+    claimed in SQLite transactions (see :mod:`normlab.study.store`). ``progress``: finished
+    trials, the running ones and an ETA on stderr (a bar on a terminal, plain lines
+    otherwise; False: nothing); ``display``: feed this :class:`normlab.progress.Progress`
+    instead (one display over several studies), which the caller closes. ``batch``: train up to
     this many compatible fresh trials as one batched computation in a local worker
     (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
     batching measured 1.0x and one trial per core is faster (docs/performance.md).
@@ -61,34 +69,70 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
                          retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")),
                          batch=batch)
     store.close()
-    with Progress(store.root, enabled=progress):
-        run(store.root, opts, workers=workers or default_workers(threads), address=address)
+    with _display(progress, display, "normlab") as shown:
+        with StorePoller(store.root, shown, plan=display is None):
+            run(store.root, opts, workers=workers or default_workers(threads), address=address)
     return Store(store.root)
 
 
-class Progress:
-    """Finished trials out of all, with counts by status and an ETA, polled from the store.
+@contextlib.contextmanager
+def _display(progress: bool | None, display: "Display | None", label: str) -> Iterator["Display"]:
+    """The caller's display, or one of our own on stderr (closed here, with its final line)."""
+    if display is not None:
+        yield display
+        return
+    from normlab.progress import Progress as Display
 
-    It reads the database (the source of truth) from its own thread, so it works the same
-    for every executor and for trials that other processes run on the same store.
+    own = Display(label, enabled=progress is not False)
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+def found_text(store: Store) -> str:
+    """What a (re)opened store holds, said before anything runs: 'resuming: 12/16 trials done ...'."""
+    counts = store.counts()
+    total = sum(counts.values())
+    done = sum(counts.get(k, 0) for k in ("completed", "diverged", "failed"))
+    name = store.spec.get("name")
+    if not done and not counts.get("interrupted") and not counts.get("running"):
+        return f"study {name!r} in {store.root}: {total} trials to run"
+    how = ", ".join(f"{k} {counts[k]}" for k in ("completed", "diverged", "failed") if counts.get(k))
+    text = f"resuming study {name!r} in {store.root}: {done}/{total} trials done" + (f" ({how})" if how else "")
+    again = counts.get("interrupted", 0) + counts.get("running", 0)
+    if again:
+        text += f"; {again} started before will resume from their checkpoints"
+    return text + ("" if done < total else "; nothing to run")
+
+
+class StorePoller:
+    """Feeds a display the store's finished trials and the running ones, from its own thread.
+
+    It reads the database (the source of truth), so it works the same for every executor
+    and for trials that other processes run on the same store. ``plan``: add the store's
+    trials to the display (False when the caller planned them, as ``normlab claims`` does
+    for all its studies at once).
     """
 
-    def __init__(self, root: Path, enabled: bool | None = None, every_s: float = 2.0) -> None:
-        self.root, self.every_s = root, every_s
-        self.disable = None if enabled is None else not enabled  # tqdm: None = off when not a TTY
+    def __init__(self, root: Path, display: "Display", plan: bool = True, every_s: float = 2.0) -> None:
+        self.root, self.display, self.plan, self.every_s = root, display, plan, every_s
         self._stop: Any = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "StorePoller":
         import threading
 
-        from tqdm import tqdm
-
         store = Store(self.root)
-        self.total = len(store.trials())
-        store.close()
-        self.bar = tqdm(total=self.total, unit="trial", desc="study", disable=self.disable, dynamic_ncols=True)
+        try:
+            self.display.note(found_text(store))
+            self.done = _final(store.counts())
+            if self.plan:
+                self.display.add("trial", len(store.trials()), self.done)
+            self.display.start("trial")
+        finally:
+            store.close()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="normlab-study-progress")
         self._thread.start()
         return self
 
@@ -104,16 +148,26 @@ class Progress:
             store.close()
 
     def _update(self, store: Store) -> None:
-        counts = store.counts()
-        done = sum(counts.get(k, 0) for k in ("completed", "diverged", "failed"))
-        self.bar.set_postfix({k: v for k, v in counts.items() if v}, refresh=False)
-        self.bar.update(done - self.bar.n)  # redraws, with the postfix above
-        self.bar.refresh()
+        try:
+            done = _final(store.counts())
+            running = store.conn.execute("SELECT id, params FROM trials WHERE status = 'running' "
+                                         "ORDER BY idx").fetchall()
+        except Exception:  # a busy database must not end the run; the next poll reads it
+            return
+        if running:
+            first = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in json.loads(running[0][1]).items())
+            more = f" (+{len(running) - 1} more)" if len(running) > 1 else ""
+            self.display.item(f"{self.root.name}: {first}{more}")
+        self.display.advance("trial", done - self.done)
+        self.done = max(self.done, done)
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
-        self.bar.close()
+
+
+def _final(counts: dict[str, int]) -> int:
+    return sum(counts.get(k, 0) for k in ("completed", "diverged", "failed"))
 
 
 def status_text(store: Store) -> str:
