@@ -108,8 +108,8 @@ def contrast(points: list[tuple[dict[str, Any], Point]], axis: str, order: Seque
         for v in values:
             sub = [(p, pt) for p, pt in points if p.get(key) == v]
             inner = contrast(sub, others[0], unit=unit)
-            if inner is not None:
-                notes.append(f"{value_name(key, v)}, {inner[0]}")
+            if inner is not None:  # "Post-LN: warm-up 490 ... vs warm-up 0 ..."
+                notes.append(inner[0])
     return answer, notes
 
 

@@ -22,10 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 
 # Registered series first (post, pre, sandwich, ... in registry order: the first two keep the
-# Okabe-Ito vermillion and blue every published figure used), then the tail for other names.
-# Yellow is left out: it does not show on white.
+# Okabe-Ito vermillion and blue every published figure used; the layouts count back from slot
+# 16), then the tail for other names. Yellow is left out: it does not show on white.
 PALETTE = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#882255", "#44AA99", "#999999",
-           "#332288", "#3B3B3B", "#7F3C8D", "#E73F74", "#8C6D31", "#56B4E9", "#117733", "#AA4499",
+           "#332288", "#3B3B3B", "#7F3C8D", "#E73F74", "#AA4499", "#56B4E9", "#117733", "#8C6D31",
            # the tail: series that are not registry names
            "#000000", "#6699CC", "#661100", "#DDAA33", "#5D3A9B", "#994455", "#0B6E4F", "#B07AA1"]
 N_REGISTERED = 16  # palette slots reserved for registry names, in registry order
@@ -53,10 +53,26 @@ def series_names() -> list[str]:
 
     Read from the model's catalogue (which imports torch, once per process) so the palette
     never lags the registry."""
+    return [*_registered()[0], *_registered()[1]]
+
+
+def _registered() -> tuple[list[str], list[str]]:
     from normlab.model.catalogue import LAYOUTS, PLACEMENTS
 
     names = PLACEMENTS.names()
-    return [*names, *(n for n in LAYOUTS.names() if n not in names)]
+    return names, [n for n in LAYOUTS.names() if n not in names]
+
+
+def registered_colours() -> dict[str, str]:
+    """{registered series: colour}: placements from the palette's start in registry order,
+    layouts from the end of the registered slots backwards, so registering one more of
+    either never moves the other's colours; past the slots, generated colours."""
+    placements, layouts = _registered()
+    if len(placements) + len(layouts) > N_REGISTERED:
+        return {n: PALETTE[i] if i < N_REGISTERED else _generated(i) for i, n in enumerate([*placements, *layouts])}
+    out = {n: PALETTE[i] for i, n in enumerate(placements)}
+    out.update({n: PALETTE[N_REGISTERED - 1 - j] for j, n in enumerate(layouts)})
+    return out
 
 
 def _generated(i: int) -> str:
@@ -69,16 +85,15 @@ def color(name: str, _others: dict[str, str] = {}) -> str:  # noqa: B006 - delib
     """The colour of a series: a registered placement or layout by its place in the registry,
     any other name by a hash of it into the palette's tail (probing on to the next free
     colour when two names of one process would share one)."""
-    names = series_names()
-    if name in names:
-        i = names.index(name)
-        return PALETTE[i] if i < N_REGISTERED else _generated(i)
+    registered = registered_colours()
+    if name in registered:
+        return registered[name]
     if name not in _others:
         tail = PALETTE[N_REGISTERED:]
         used = set(_others.values())
         start = zlib.crc32(name.encode("utf-8")) % len(tail)
         free = [tail[(start + k) % len(tail)] for k in range(len(tail)) if tail[(start + k) % len(tail)] not in used]
-        _others[name] = free[0] if free else _generated(len(names) + len(_others))
+        _others[name] = free[0] if free else _generated(len(registered) + len(_others))
     return _others[name]
 
 
