@@ -143,7 +143,7 @@ def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, 
         im = ax.imshow(m, origin="lower", cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
         for (lr, wu), (v, dv) in cells[name].items():
             i, j = wus.index(wu), lrs.index(lr)
-            ax.text(j, i, "×" if dv else num(v, 3), ha="center", va="center", fontsize=9,
+            ax.text(j, i, "×" if dv else num(v, 3), ha="center", va="center", fontsize=10,
                     color="#b00000" if dv else "white")
         ax.set_xticks(range(len(lrs)), [num(v) for v in lrs], rotation=45)
         ax.set_yticks(range(len(wus)), [num(v) for v in wus])

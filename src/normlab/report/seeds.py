@@ -151,7 +151,7 @@ def seed_dots(groups: Mapping[str, Sequence[tuple[float, str]]], xlabel: str, ti
         m = _mean_ok(pts)
         if math.isfinite(m):
             ax.plot([m, m], [i - 0.3, i + 0.3], color=c, linewidth=3, solid_capstyle="butt")
-            ax.annotate(num(m), (m, i + 0.32), ha="center", va="bottom", fontsize=9, color=c)
+            ax.annotate(num(m), (m, i + 0.32), ha="center", va="bottom", fontsize=10.5, color=c)
     if finite:
         ax.set_xlim(min(finite) - 0.08 * span, hi + 0.14 * span)
     ax.set_yticks(range(len(order)), list(reversed(order)))

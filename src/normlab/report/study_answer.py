@@ -2,9 +2,9 @@
 of the other axes, with the numbers (mean ± sample std over seeds, the difference and its 95%
 Welch interval over seeds, as the claims weigh it).
 
-For ``pre-vs-post``: "warm-up 0: Pre-LN 1.638 ± 0.004 vs Post-LN 1.787 ± 0.021 (4 seeds each):
-Pre-LN lower by 0.149 nats/token, 95% interval [0.12, 0.18]", for each warm-up; then, as
-notes, the other axis within each placement (does Post-LN need warm-up?).
+For ``pre-vs-post``: "warm-up 0: Pre-LN m ± s vs Post-LN m ± s (4 seeds each): Pre-LN lower
+by d nats/token, 95% interval [lo, hi]", for each warm-up; then, as notes, the other axis
+within each placement (does Post-LN need warm-up?).
 """
 
 from __future__ import annotations
