@@ -176,3 +176,27 @@ def test_study_answers_pre_vs_post_per_warmup() -> None:
     assert answer.startswith("warm-up 0: Pre-LN 1.62 ± 0.022 vs Post-LN 2.087 ± 0.085 (4 seeds each): Pre-LN lower by")
     assert f"95% interval [{num(e.lo, 3)}, {num(e.hi, 3)}]" in answer and "warm-up 50: Pre-LN" in answer
     assert any(n.startswith("Post-LN: warm-up 50 ") and "warm-up 50 lower by" in n for n in notes), notes
+
+
+def test_every_kind_has_a_title_and_a_question() -> None:
+    from normlab.report.kinds import KINDS, heading
+
+    facts = {"name": "n", "label": "pre", "what": "w", "model": "m", "text": "t", "question": "q?",
+             "names": ["a", "b"]}
+    heads = {k: heading(k, **facts) for k in KINDS}
+    assert len({h.title for h in heads.values()}) == len(KINDS)
+    assert all(h.question.endswith("?") for h in heads.values()), heads
+    assert heads["series"].title == "Checkpoint series: n"
+
+
+def test_comparing_a_checkpoint_with_a_probe_is_not_about_init_only(tmp_path: Path) -> None:
+    import re
+
+    from normlab.report import compare_report
+
+    html = compare_report([_write_inspect(tmp_path / "ckpt"), synth.write_probe(tmp_path / "probe")],
+                          tmp_path / "cmp").read_text()
+    lead = re.search(r'<section class="lead".*?</section>', html, flags=re.S)[0]
+    assert re.search(r"<title>(.*?)</title>", html)[1] == "Comparison of models: ckpt vs probe"
+    assert "How do the blocks of these models compare?" in lead and "probe: post, pre" in lead
+    assert "ckpt: On 96 tokens of text.txt: its loss is 3.2" in lead and "W2 depth slopes post +" in lead

@@ -15,7 +15,7 @@ from normlab.report import figures as F
 from normlab.report import probe_page, study_page
 from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page
-from normlab.report.kinds import heading
+from normlab.report.kinds import heading, inspected
 from normlab.report.load import RunData, detect, load_probe, load_run, load_study
 from normlab.report.numbers import duration, num, signed
 from normlab.report.run_page import describe
@@ -132,15 +132,30 @@ def _configs(page: Page, named: list[tuple[str, RunData]]) -> None:
 
 
 def _probes(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Path:
+    from normlab.report import checkpoint
+
     probes = [load_probe(p) for p in paths]
     slopes = {lab: probe_page.w2_slopes(p) for lab, p in zip(labels, probes)}
-    q = "How do the depth scalings at initialisation of these probes compare? " + "; ".join(
-        f"{lab}: {probe_page.describe_probe(p)}" for lab, p in zip(labels, probes))
-    head = heading("compare", what="probes", names=labels, question=q)
+    trained = {lab: inspected(p.path) for lab, p in zip(labels, probes)}  # `normlab inspect` outputs
+
+    def fits(lab: str) -> str:
+        return ", ".join(f"{pl} {signed(s)} ± {num(se, 2)}" for pl, (s, se, _) in slopes[lab].items()) or "no W2 rows"
+
+    if any(trained.values()):  # a trained checkpoint among them: its blocks, not depth scaling at init
+        q = "How do the blocks of these models compare? " + "; ".join(
+            f"{lab}: {checkpoint.describe(p) if trained[lab] else probe_page.describe_probe(p) + ', at initialisation'}"
+            for lab, p in zip(labels, probes))
+        a = " ".join(f"{lab}: {checkpoint.answer(p)[0] if trained[lab] else 'W2 depth slopes ' + fits(lab) + '.'}"
+                     for lab, p in zip(labels, probes))
+        what = "models"
+    else:
+        q = "How do the depth scalings at initialisation of these probes compare? " + "; ".join(
+            f"{lab}: {probe_page.describe_probe(p)}" for lab, p in zip(labels, probes))
+        a = "Last block's W2 gradient norm against depth, fitted slope of log norm on log L: " + "; ".join(
+            f"{lab}: {fits(lab)}" for lab in labels) + "."
+        what = "probes"
+    head = heading("compare", what=what, names=labels, question=q)
     page = Page(head.title, out, progress=progress)
-    a = "Last block's W2 gradient norm against depth, fitted slope of log norm on log L: " + "; ".join(
-        f"{lab}: " + (", ".join(f"{pl} {signed(s)} ± {num(se, 2)}" for pl, (s, se, _) in sl.items()) or "no W2 rows")
-        for lab, sl in slopes.items()) + "."
     page.lead(head.question, a)
     merged = [dict(r, placement=f"{lab}: {r['placement']}") for lab, p in zip(labels, probes) for r in p.rows]
     depth = max(r["n_layer"] for r in merged) if merged else 0

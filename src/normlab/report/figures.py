@@ -15,7 +15,17 @@ import numpy as np
 
 from normlab.report.numbers import num, signed
 from normlab.report.seeds import FATE_KEY, Trace, seed_curves, seed_dots, stack_seeds
-from normlab.report.style import band, color, figure, integer_ticks, legend, spans_decades, split_label, whole
+from normlab.report.style import (
+    band,
+    color,
+    figure,
+    integer_ticks,
+    legend,
+    linestyle,
+    spans_decades,
+    split_label,
+    whole,
+)
 
 Series = tuple[np.ndarray, np.ndarray]  # x (N,), ys (S, N)
 
@@ -81,7 +91,8 @@ def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str,
         slopes[label] = loglog_slope(np.asarray(x, float), mean)
         s, se = (fits or {}).get(label, slopes[label])
         text = (legends or {}).get(label, f"{label}: slope {signed(s)} ± {num(se, 2)}")
-        band(ax, np.asarray(x, float), ys, text, c=color(label), marker="o", linestyle="-")
+        head, rest = split_label(label)  # "p1: post": post's colour, p1's line style
+        band(ax, np.asarray(x, float), ys, text, c=color(head), marker="o", linestyle=linestyle(rest))
     depth_axis(ax, [v for x, _ in groups.values() for v in np.asarray(x, float)])
     ax.set_yscale("log")
     ax.set(ylabel=ylabel, title=title)
@@ -173,8 +184,9 @@ def lr_curves(groups: Mapping[str, Series], init_loss: float,
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         sens[label] = lr_sensitivity(mean, init_loss)
-        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(label), marker="o",
-             linestyle="-")
+        head, rest = split_label(label)  # "pre+qk_layernorm": Pre-LN's colour, its own line style
+        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(head), marker="o",
+             linestyle=linestyle(rest))
     ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {num(init_loss, 3)}")
     ax.set_xscale("log")
     ax.set(xlabel="peak learning rate (log scale)", ylabel="final val loss (nats/token)", title=title)

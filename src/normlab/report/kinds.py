@@ -88,7 +88,7 @@ def heading(kind: str, **facts: Any) -> Heading:
         return Heading(f"Training run {f['name']} ({f['label']})", f"How far does {f['what']} get{on}?")
     if kind == "probe":
         return Heading(f"Probe at initialisation: {f['name']}",
-                       f"How do gradients and activations at initialisation scale with depth? ({f['what']})")
+                       f"How do gradients and activations at initialisation scale with depth ({f['what']})?")
     if kind == "inspect":
         return Heading(f"Inspected checkpoint: {f['model']}",
                        f"What does each block of {f['model']} ({f['what']}) do to the residual stream on "
