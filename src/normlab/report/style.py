@@ -2,9 +2,9 @@
 axes, integer ticks where the data are whole numbers, and ``save`` writing PNG + SVG side by side.
 
 Colours come from one palette keyed by the model's registries: the i-th registered
-placement (then the layouts) takes the i-th colour, so "post" is the same colour in every
-panel of every page and a newly registered placement gets its own colour without anyone
-editing a list here. Other series (a checkpoint's name, "baseline", "train") take a colour
+placement takes the i-th colour (the layouts count back from the last registered slot), so
+"post" is the same colour in every panel of every page and a newly registered placement gets
+its own colour without anyone editing a list here. Other series (a checkpoint's name, "baseline", "train") take a colour
 from the palette's tail, chosen by a hash of the name so separate pages agree. In multi-trial
 figures the rest of a label ("post warmup_steps=50": the other scientific axes) sets the line
 style.
