@@ -109,6 +109,9 @@ def test_report_page(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert not re.search(r"\d\.\d{7,}|\de[+-]\d\d", re.sub(r"<details.*?</details>", "", html, flags=re.S)), \
         "a raw float reached the page"
     assert "-0.9999999999999999" not in html
+    title = {"run": "Training run run (pre)", "probe": "Probe at initialisation: probe", "study": "Study pre-vs-post",
+             "compare": "Comparison of runs: placement=pre, "}[kind]
+    assert re.search(r"<title>(.*?)</title>", html)[1].startswith(title)
     captions = " ".join(re.findall(r"<figcaption>(.*?)</figcaption>", html))
     answer = re.search(r'<p class="answer">(.*?)</p>', html)[1]
     if kind == "run":
@@ -118,14 +121,19 @@ def test_report_page(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
         fits = json.loads((page.parent.parent / "summary.json").read_text())["w2_slope"]
         for pl in ("post", "pre"):
             assert f"{pl} {signed(fits[pl]['slope'])} ± {num(fits[pl]['stderr'], 2)}" in answer
-    if kind == "study":
-        assert "over 3 seeds" in answer and "is best" in answer
+    if kind == "study":  # the preset's question (Pre-LN vs Post-LN) answered first, the ranking after it
+        assert "Does Pre-LN reach a lower validation loss than Post-LN" in html
+        assert answer.startswith("<b>Answer.</b> lr 0.001, warm-up 0: Pre-LN ") and "vs Post-LN" in answer
+        assert "Pre-LN lower by" in answer and "95% interval [" in answer
         notes = re.search(r'<section class="lead".*?</section>', html, flags=re.S)[0]
+        assert "Best setting overall: pre lr=0.003 warmup_steps=0 is best" in notes and "over 3 seeds" in notes
         assert "post lr=0.001 warmup_steps=0: 1 of 3 seeds stalled" in notes
         assert "post lr=0.003 warmup_steps=0: 2 of 3 seeds diverged" not in notes and "3 of 3 seeds diverged" in notes
         assert "Stalled seeds" in captions and "thin lines are single seeds (3 per setting)" in captions
     if kind == "compare":
-        assert "pre-run (pre) is lowest" in answer and "They differ in model.placement, optim.warmup_steps, seed" in html
+        assert "placement=pre, optim.warmup_steps=10, seed=0 is lowest" in answer
+        assert "below placement=post, optim.warmup_steps=0, seed=1" in answer
+        assert "They differ in model.placement, optim.warmup_steps, seed" in html
         assert "one run per line" in captions
     layout = browse(page, tmp_path, kind)
     assert not layout["errors"], layout["errors"]

@@ -76,7 +76,7 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
     out.mkdir(parents=True, exist_ok=True)
     meta = {**meta, **provenance(), "family_size": adjust(records)}
     if q is not None:
-        quick_context_figures(q, out)
+        quick_context_figures(q, out, records)
     for r in records:
         r["effect_figure"] = effect_figure(r, out)
     update_history(records, out, meta)
@@ -138,9 +138,9 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
     page.heading("Claims in full", "details")
     for r in records:
         page.raw(f'<h3 id="claim-{esc(r["id"])}">{esc(r["id"])}: {_badge(r["verdict"])}</h3>')
-        page.table(["", ""], [["statement", esc(r["statement"])], ["source", esc(r["source"])],
-                              ["experiment", esc(r["experiment"])], ["settings", esc(r["settings"])],
-                              ["rule hash", esc(r["rule_hash"])]], raw_cols=(1,))
+        page.table([], [["statement", esc(r["statement"])], ["source", esc(r["source"])],
+                        ["experiment", esc(r["experiment"])], ["settings", esc(r["settings"])],
+                        ["rule hash", esc(r["rule_hash"])]], raw_cols=(1,))
         prow = [[esc(p["id"]), esc(p["asserts"]), esc(p["quantity"]), esc(p["rule_text"]) + "<br><i>" + esc(p["why"])
                  + "</i>", esc(p["effect_text"]), _badge(p["verdict"]),
                  "-" if p["p"] is None else f"{p['p']:.3g} / {p['p_holm']:.3g}"] for p in r["parts"]]
@@ -152,13 +152,51 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
             png = out / "figures" / f"{name}.png"
             if png.is_file():
                 data = base64.b64encode(png.read_bytes()).decode("ascii")
-                page.raw(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{data}">'
-                         f'<figcaption>{esc(name)} <a href="figures/{esc(name)}.png">PNG</a> · '
+                text = caption(name)
+                page.raw(f'<figure><img alt="{esc(text)}" src="data:image/png;base64,{data}">'
+                         f'<figcaption>{esc(text)} <a href="figures/{esc(name)}.png">PNG</a> · '
                          f'<a href="figures/{esc(name)}.svg">SVG</a></figcaption></figure>')
     page.heading("Run", "run")
     page.pre(json.dumps(meta, indent=2, default=str))
     page.versions()
     page.write()
+
+
+def caption(name: str) -> str:
+    """The caption of an evidence figure: what is drawn, and how its numbers relate to the table's."""
+    from normlab.claims.figures import CONTEXT_CAPTIONS
+
+    if name.startswith("claim-"):
+        return ("One row per part: each seed's value (dots; a two-sample effect shows each seed of one side "
+                "against the other side's mean), the effect with its 95% interval over seeds (diamond: the "
+                "number in the table), and the rule's reference value (dashed) or the band it must lie in (blue).")
+    return CONTEXT_CAPTIONS.get(name, name)
+
+
+def render_from_json(out: str | Path, q: Any = None) -> Path:
+    """Rebuild OUT/index.html and every evidence figure from OUT/claims.json alone, with no
+    measuring or training and no new decision (history.jsonl and claims.json are not touched).
+    The quick claims' context figures need the probe grid: they are redrawn only when ``q``
+    (``claims.measure.measure``'s QuickData) is given, else the files already there are kept.
+    A missing or damaged claims.json is a UserError."""
+    from normlab.claims.figures import effect_figure, quick_context_figures
+    from normlab.errors import UserError
+
+    out = Path(out)
+    path = out / "claims.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        records, meta = data["claims"], data["meta"]
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file (give the --out directory of a `normlab claims` run)") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a claims.json written by `normlab claims` ({e})") from None
+    if q is not None:
+        quick_context_figures(q, out, records)
+    for r in records:
+        effect_figure(r, out)  # the same file name claims.json records as effect_figure
+    write_page(records, out, meta)
+    return out / "index.html"
 
 
 def print_table(records: list[dict[str, Any]], width: int = 110) -> None:

@@ -15,6 +15,7 @@ from normlab.report import figures as F
 from normlab.report import probe_page, study_page
 from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page
+from normlab.report.kinds import heading, inspected
 from normlab.report.load import RunData, detect, load_probe, load_run, load_study
 from normlab.report.numbers import duration, num, signed
 from normlab.report.run_page import describe
@@ -44,13 +45,39 @@ def compare_page(paths: Sequence[str | Path], out: str | Path, progress: bool = 
     return build(ps, labels, Path(out), progress)
 
 
+def run_labels(configs: Sequence[dict[str, Any]], dirs: Sequence[str]) -> list[str]:
+    """Legend labels from the config fields that differ: 'placement=pre, optim.lr=1e-3'.
+
+    The placement first, then the other differing fields in order, up to three, and more
+    while two labels are still equal; runs whose configurations are identical add their
+    directory name, so no two labels are ever the same."""
+    diff = sorted(config_diff(configs), key=lambda k: k != "model.placement")
+
+    def label(c: dict[str, Any], keys: Sequence[str]) -> str:
+        return ", ".join(f"{'placement' if k == 'model.placement' else k}={_value(_get(c, k))}" for k in keys)
+
+    n = min(3, len(diff))
+    while n < len(diff) and len({label(c, diff[:n]) for c in configs}) < len(configs):
+        n += 1
+    out = [label(c, diff[:n]) for c in configs]
+    if len(set(out)) < len(out):
+        out = [f"{lab} ({d})" if lab else d for lab, d in zip(out, dirs)]
+    return out
+
+
+def _value(v: Any) -> str:
+    return num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (
+        v if isinstance(v, str) else json.dumps(v))
+
+
 def _runs(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Path:
     runs = [load_run(p) for p in paths]
-    page = Page(f"normlab comparison: {' vs '.join(labels)}", out, progress=progress)
-    groups = {f"{lab} ({r.label})": [r] for lab, r in zip(labels, runs)}
     diff = config_diff([r.config for r in runs])
+    groups = {lab: [r] for lab, r in zip(run_labels([r.config for r in runs], labels), runs)}
     q = "Which of these runs reaches the lowest validation loss? " + "; ".join(
-        f"{g}: {describe(r.config)}" for g, (r,) in groups.items())
+        f"{g} ({d}): {describe(r.config)}" for (g, (r,)), d in zip(groups.items(), labels))
+    head = heading("compare", what="runs", names=list(groups), question=q)
+    page = Page(head.title, out, progress=progress)
     best = {g: (r.summary or {}).get("best_val_loss") for g, (r,) in groups.items()}
     ranked = sorted((g for g in best if _finite(best[g])), key=lambda g: best[g])
     if ranked:
@@ -63,17 +90,17 @@ def _runs(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Pa
     notes = [f"They differ in {', '.join(diff)}." if diff else "Their configurations are identical."]
     notes += [f"{g} diverged at step {num((r.summary or {}).get('diverged_at_step'))}."
               for g, (r,) in groups.items() if (r.summary or {}).get("status") == "diverged"]
-    page.lead(q, a, notes)
+    page.lead(head.question, a, notes)
     page.heading("Evidence", "figures")
     curve_figures(page, groups, fates(groups))
     page.heading("Tables", "tables")
     keys = ["status", "steps", "tokens", "best_val_loss", "final_val_loss", "diverged_at_step", "tokens_per_s"]
-    page.table(["run", *(k.replace("_", " ") for k in keys), "wall time"],
-               [[g, *((r.summary or {}).get(k) for k in keys), duration((r.summary or {}).get("wall_time_s"))]
-                for g, (r,) in groups.items()])
+    page.table(["run", "directory", *(k.replace("_", " ") for k in keys), "wall time"],
+               [[g, d, *((r.summary or {}).get(k) for k in keys), duration((r.summary or {}).get("wall_time_s"))]
+                for (g, (r,)), d in zip(groups.items(), labels)])
     if diff:
         page.raw("<h3>Configuration differences</h3>")
-        page.table(["field", *groups], [[k, *(json.dumps(_get(r.config, k)) for r in runs)] for k in diff])
+        page.table(["field", *labels], [[k, *(json.dumps(_get(r.config, k)) for r in runs)] for k in diff])
     _configs(page, [(g, r) for g, (r,) in groups.items()])
     page.versions()
     return page.write()
@@ -105,15 +132,31 @@ def _configs(page: Page, named: list[tuple[str, RunData]]) -> None:
 
 
 def _probes(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Path:
+    from normlab.report import checkpoint
+
     probes = [load_probe(p) for p in paths]
-    page = Page(f"normlab comparison: {' vs '.join(labels)}", out, progress=progress)
     slopes = {lab: probe_page.w2_slopes(p) for lab, p in zip(labels, probes)}
-    q = "How do the depth scalings at initialisation of these probes compare? " + "; ".join(
-        f"{lab}: {probe_page.describe_probe(p)}" for lab, p in zip(labels, probes))
-    a = "Last block's W2 gradient norm against depth, fitted slope of log norm on log L: " + "; ".join(
-        f"{lab}: " + (", ".join(f"{pl} {signed(s)} ± {num(se, 2)}" for pl, (s, se, _) in sl.items()) or "no W2 rows")
-        for lab, sl in slopes.items()) + "."
-    page.lead(q, a)
+    trained = {lab: inspected(p.path) for lab, p in zip(labels, probes)}  # `normlab inspect` outputs
+
+    def fits(lab: str) -> str:
+        return ", ".join(f"{pl} {signed(s)} ± {num(se, 2)}" for pl, (s, se, _) in slopes[lab].items()) or "no W2 rows"
+
+    if any(trained.values()):  # a trained checkpoint among them: its blocks, not depth scaling at init
+        q = "How do the blocks of these models compare? " + "; ".join(
+            f"{lab}: {checkpoint.describe(p) if trained[lab] else probe_page.describe_probe(p) + ', at initialisation'}"
+            for lab, p in zip(labels, probes))
+        a = " ".join(f"{lab}: {checkpoint.answer(p)[0] if trained[lab] else 'W2 depth slopes ' + fits(lab) + '.'}"
+                     for lab, p in zip(labels, probes))
+        what = "models"
+    else:
+        q = "How do the depth scalings at initialisation of these probes compare? " + "; ".join(
+            f"{lab}: {probe_page.describe_probe(p)}" for lab, p in zip(labels, probes))
+        a = "Last block's W2 gradient norm against depth, fitted slope of log norm on log L: " + "; ".join(
+            f"{lab}: {fits(lab)}" for lab in labels) + "."
+        what = "probes"
+    head = heading("compare", what=what, names=labels, question=q)
+    page = Page(head.title, out, progress=progress)
+    page.lead(head.question, a)
     merged = [dict(r, placement=f"{lab}: {r['placement']}") for lab, p in zip(labels, probes) for r in p.rows]
     depth = max(r["n_layer"] for r in merged) if merged else 0
     page.heading("Evidence", "figures")
@@ -133,7 +176,7 @@ def _probes(paths: list[Path], labels: list[str], out: Path, progress: bool) -> 
 
 def _studies(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Path:
     studies = [load_study(p) for p in paths]
-    page = Page(f"normlab comparison: {' vs '.join(labels)}", out, progress=progress)
+    page = Page(heading("compare", what="studies", names=labels, question="").title, out, progress=progress)
     groups: dict[str, list[RunData]] = {}
     values: dict[str, list[tuple[float, str]]] = {}
     answers = []

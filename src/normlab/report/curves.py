@@ -145,8 +145,8 @@ def _tokens_axis(fig: Any, tps: float | None) -> None:
     if not tps:
         return
     top = fig.axes[0].secondary_xaxis("top", functions=(lambda s: s * tps, lambda t: t / tps))
-    top.set_xlabel("tokens seen", fontsize=9)
-    top.tick_params(labelsize=8.5)
+    top.set_xlabel("tokens seen", fontsize=10.5)
+    top.tick_params(labelsize=10)
     from matplotlib.ticker import FuncFormatter
 
     top.xaxis.set_major_formatter(FuncFormatter(tick))

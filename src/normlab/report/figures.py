@@ -15,7 +15,17 @@ import numpy as np
 
 from normlab.report.numbers import num, signed
 from normlab.report.seeds import FATE_KEY, Trace, seed_curves, seed_dots, stack_seeds
-from normlab.report.style import band, color, figure, legend, spans_decades
+from normlab.report.style import (
+    band,
+    color,
+    figure,
+    integer_ticks,
+    legend,
+    linestyle,
+    spans_decades,
+    split_label,
+    whole,
+)
 
 Series = tuple[np.ndarray, np.ndarray]  # x (N,), ys (S, N)
 
@@ -32,6 +42,8 @@ def curves(groups: Mapping[str, Series], xlabel: str, ylabel: str, title: str,
         ax.set_yscale("log")
     if logx:
         ax.set_xscale("log")
+    elif whole([v for x, _ in groups.values() for v in np.ravel(x)]):
+        integer_ticks(ax.xaxis)  # layers, depths and steps: no tick at 1.5
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     legend(ax)
     return fig
@@ -63,12 +75,14 @@ def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str,
-                  fits: Mapping[str, tuple[float, float]] | None = None) -> tuple[Any, dict[str, tuple[float, float]]]:
+                  fits: Mapping[str, tuple[float, float]] | None = None,
+                  legends: Mapping[str, str] | None = None) -> tuple[Any, dict[str, tuple[float, float]]]:
     """log-log plot of a quantity against depth L with the fitted slope in each legend entry.
 
     Returns (figure, {label: (slope, stderr)}); the fit is over the seed-mean values. ``fits``
     (optional) puts other slopes in the legend, e.g. the probe's own fit pooled over seeds,
-    so the figure shows the numbers the page's answer quotes.
+    and ``legends`` whole legend texts (the claims' effects with their intervals), so the
+    figure shows the numbers the page's answer or table quotes.
     """
     fig, ax = figure()
     slopes: dict[str, tuple[float, float]] = {}
@@ -76,13 +90,14 @@ def depth_scaling(groups: Mapping[str, Series], ylabel: str, title: str,
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         slopes[label] = loglog_slope(np.asarray(x, float), mean)
         s, se = (fits or {}).get(label, slopes[label])
-        band(ax, np.asarray(x, float), ys, f"{label}: slope {signed(s)} ± {num(se, 2)}", c=color(label), marker="o",
-             linestyle="-")
+        text = (legends or {}).get(label, f"{label}: slope {signed(s)} ± {num(se, 2)}")
+        head, rest = split_label(label)  # "p1: post": post's colour, p1's line style
+        band(ax, np.asarray(x, float), ys, text, c=color(head), marker="o", linestyle=linestyle(rest))
     depth_axis(ax, [v for x, _ in groups.values() for v in np.asarray(x, float)])
     ax.set_yscale("log")
     ax.set(ylabel=ylabel, title=title)
     if groups:
-        ax.legend()
+        legend(ax, outside=True)  # lines fan out over the whole plot: no corner is free for sure
     return fig, slopes
 
 
@@ -139,7 +154,7 @@ def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, 
         im = ax.imshow(m, origin="lower", cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
         for (lr, wu), (v, dv) in cells[name].items():
             i, j = wus.index(wu), lrs.index(lr)
-            ax.text(j, i, "×" if dv else num(v, 3), ha="center", va="center", fontsize=9,
+            ax.text(j, i, "×" if dv else num(v, 3), ha="center", va="center", fontsize=10,
                     color="#b00000" if dv else "white")
         ax.set_xticks(range(len(lrs)), [num(v) for v in lrs], rotation=45)
         ax.set_yticks(range(len(wus)), [num(v) for v in wus])
@@ -169,12 +184,13 @@ def lr_curves(groups: Mapping[str, Series], init_loss: float,
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
         sens[label] = lr_sensitivity(mean, init_loss)
-        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(label), marker="o",
-             linestyle="-")
+        head, rest = split_label(label)  # "pre+qk_layernorm": Pre-LN's colour, its own line style
+        band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(head), marker="o",
+             linestyle=linestyle(rest))
     ax.axhline(init_loss, color="grey", linestyle=":", linewidth=1, label=f"loss at init {num(init_loss, 3)}")
     ax.set_xscale("log")
     ax.set(xlabel="peak learning rate (log scale)", ylabel="final val loss (nats/token)", title=title)
-    ax.legend()
+    legend(ax, outside=True)
     return fig, sens
 
 
@@ -208,7 +224,7 @@ def bars(labels: Sequence[str], values: Sequence[float], errors: Sequence[float]
     """Plain bar chart with optional error bars (summary of trials)."""
     fig, ax = figure()
     ax.bar(list(labels), np.asarray(values, dtype=float), yerr=None if errors is None else np.asarray(errors),
-           color=[color(s.split(" ")[0]) for s in labels], capsize=3)
+           color=[color(split_label(s)[0]) for s in labels], capsize=3)
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=30)
     return fig

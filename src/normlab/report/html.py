@@ -116,9 +116,11 @@ class Page:
 
     def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]], raw_cols: Sequence[int] = ()) -> None:
         """A table; numeric cells right-aligned and formatted by ``num``; columns in
-        ``raw_cols`` hold trusted markup."""
-        out = ['<div class="scroll"><table><thead><tr>', *(f"<th>{esc(h)}</th>" for h in header),
-               "</tr></thead><tbody>"]
+        ``raw_cols`` hold trusted markup. A header of blank names (a two-column list of
+        field and value) has no header row at all, rather than an empty one."""
+        head = ["<thead><tr>", *(f"<th>{esc(h)}</th>" for h in header), "</tr></thead>"] \
+            if any(str(h).strip() for h in header) else []
+        out = ['<div class="scroll"><table>', *head, "<tbody>"]
         for row in rows:
             out.append("<tr>")
             for i, v in enumerate(row):

@@ -1,6 +1,7 @@
 """The dispatch from a path to its report page, and the names the pages share.
 
-Pages: ``run_page`` (one training run), ``probe_page`` (one probe output), ``study_page``
+Pages: ``run_page`` (one training run), ``probe_page`` (one probe output or inspected
+checkpoint; ``kinds`` decides which, and every page's title and question), ``study_page``
 (one study store) and ``compare_page`` (several of one kind on shared axes). Each opens
 with its question and answer, then the figures, then tables and the exact configuration.
 What they share lives in leaves they import (``curves``: training curves and fates;
@@ -39,9 +40,10 @@ def study_page(path: str | Path, progress: bool = False, out: Path | None = None
 def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
     """Write PATH/report/index.html (or OUT/index.html) for a run dir, probe output or study
     store; return its path. ``progress`` prints each figure on stderr as it is drawn."""
-    from normlab.report.load import detect
+    from normlab.report.kinds import page_kind
 
-    page = {"run": run_page, "probe": probe_page, "study": study_page}[detect(path)]
+    # an inspected checkpoint is in the probe's format: the probe page words it by its kind
+    page = {"run": run_page, "probe": probe_page, "inspect": probe_page, "study": study_page}[page_kind(path)]
     return page(path, progress=progress, out=Path(out) if out is not None else None)
 
 

@@ -1,4 +1,6 @@
-"""The probe page: how gradients and activations at initialisation scale with depth.
+"""The probe page: how gradients and activations at initialisation scale with depth; for the
+output of ``normlab inspect`` (one trained checkpoint, recognised by ``kinds.inspected``), what
+each of its blocks does (answer in ``checkpoint``), with the same figures.
 
 It opens with the fitted slopes (the last block's W2 gradient against depth, Xiong et al.
 2020 Thm 1) and the per-layer trends, then the few figures that carry them, then one
@@ -18,6 +20,7 @@ import numpy as np
 
 from normlab.report import figures as F
 from normlab.report.html import Page
+from normlab.report.kinds import heading, inspected
 from normlab.report.load import ProbeData
 from normlab.report.numbers import num, rounded, signed
 
@@ -173,13 +176,20 @@ def describe_probe(probe: ProbeData) -> str:
 
 
 def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> Path:
-    page = Page(f"normlab probe report: {probe.path.name}", out or probe.path / "report", progress=progress)
+    if inspected(probe.path):  # one trained checkpoint: what its blocks do, not depth scaling at init
+        from normlab.report import checkpoint
+
+        head = heading("inspect", model=probe.summary.get("model", probe.path.name), what=checkpoint.describe(probe),
+                       text=checkpoint.text_of(probe))
+        ans, notes = checkpoint.answer(probe) if probe.rows else ("probe.csv has no rows: nothing was measured.", [])
+    else:
+        head = heading("probe", name=probe.path.name, what=describe_probe(probe) if probe.rows else "no rows")
+        ans, notes = answer(probe) if probe.rows else ("probe.csv has no rows: nothing was measured.", [])
+    page = Page(head.title, out or probe.path / "report", progress=progress)
+    page.lead(head.question, ans, notes)
     if not probe.rows:
-        page.lead("What does this probe show?", "probe.csv has no rows: nothing was measured.")
         page.versions()
         return page.write()
-    ans, notes = answer(probe)
-    page.lead(f"How do gradients and activations at initialisation scale with depth? ({describe_probe(probe)})", ans, notes)
     page.heading("Evidence", "figures")
     depth = max(r["n_layer"] for r in probe.rows)
     drawn = 0
@@ -202,8 +212,12 @@ def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> 
             s = slopes.get(lab)
             table.append([metric, sub, param, lab, f"{signed(s[0])} ± {num(s[1], 2)}" if s else "–",
                           signed(trend.get(lab, math.nan), 2), last.get(lab)])
-    page.table(["metric", "sublayer", "param", "placement", "slope vs log L (last layer)",
-                f"Spearman(layer, value) at L={depth}", f"seed mean at the last layer, L={depth}"], table)
+    header = ["metric", "sublayer", "param", "placement", "slope vs log L (last layer)",
+              f"Spearman(layer, value) at L={depth}", f"seed mean at the last layer, L={depth}"]
+    if len({r["n_layer"] for r in probe.rows}) == 1:  # one depth (an inspected checkpoint): no depth slope
+        header.pop(4)
+        table = [row[:4] + row[5:] for row in table]
+    page.table(header, table)
     page.heading("Configuration", "config")
     page.details("Probe configuration (probe_config.json)", json.dumps(probe.config, indent=2, sort_keys=True,
                                                                         default=str), open_=True)

@@ -14,6 +14,7 @@ from normlab.report import figures as F
 from normlab.report.curves import curve_figures, loss_series
 from normlab.report.diag import diag_figures
 from normlab.report.html import Page
+from normlab.report.kinds import heading
 from normlab.report.load import RunData
 from normlab.report.numbers import duration, num
 
@@ -62,9 +63,10 @@ def answer(run: RunData) -> str:
 
 
 def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path:
-    page = Page(f"normlab run report: {run.path.name} ({run.label})", out or run.path / "report", progress=progress)
-    corpus = run.config.get("data", {}).get("corpus")
-    page.lead(f"How far does {describe(run.config)} get" + (f" on {corpus}?" if corpus else "?"), answer(run))
+    head = heading("run", name=run.path.name, label=run.label, what=describe(run.config),
+                   corpus=run.config.get("data", {}).get("corpus"))
+    page = Page(head.title, out or run.path / "report", progress=progress)
+    page.lead(head.question, answer(run))
     status = "diverged" if (run.summary or {}).get("status") in ("diverged", "failed") else "ok"
     page.heading("Training curves", "curves")
     curve_figures(page, {run.label: [run]}, {run.path: status}, single=True)

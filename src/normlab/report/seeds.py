@@ -11,7 +11,17 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from normlab.report.numbers import num
-from normlab.report.style import color, figure, legend, linestyle, seed_line, spans_decades, split_label
+from normlab.report.style import (
+    color,
+    figure,
+    integer_ticks,
+    legend,
+    linestyle,
+    seed_line,
+    spans_decades,
+    split_label,
+    whole,
+)
 
 
 def stack_seeds(runs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:
@@ -96,6 +106,8 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
         ax.set_yscale("log")
     if logx:
         ax.set_xscale("log")
+    elif whole([v for ts in groups.values() for t in ts for v in t.x]):
+        integer_ticks(ax.xaxis)  # steps: no tick at step 2.5 of a short run
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     if len(groups) > 1 or fates:  # one unmarked line needs no legend: the title names it
         legend(ax)
@@ -139,7 +151,7 @@ def seed_dots(groups: Mapping[str, Sequence[tuple[float, str]]], xlabel: str, ti
         m = _mean_ok(pts)
         if math.isfinite(m):
             ax.plot([m, m], [i - 0.3, i + 0.3], color=c, linewidth=3, solid_capstyle="butt")
-            ax.annotate(num(m), (m, i + 0.32), ha="center", va="bottom", fontsize=9, color=c)
+            ax.annotate(num(m), (m, i + 0.32), ha="center", va="bottom", fontsize=10.5, color=c)
     if finite:
         ax.set_xlim(min(finite) - 0.08 * span, hi + 0.14 * span)
     ax.set_yticks(range(len(order)), list(reversed(order)))

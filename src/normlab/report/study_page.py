@@ -1,4 +1,5 @@
-"""The study-store page: which setting wins, by how much, over how many seeds; then the
+"""The study-store page: the study's own question answered with the numbers (``study_answer``),
+which setting wins, by how much, over how many seeds; then the
 curves (every seed a thin line), the metric per seed, the lr x warm-up maps, the tables
 and the exact configuration. Trials are grouped by their non-seed axis values."""
 
@@ -16,8 +17,10 @@ import numpy as np
 from normlab.report import figures as F
 from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page, esc
+from normlab.report.kinds import heading, study_question
 from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
+from normlab.report.study_answer import contrast
 from normlab.study.store import TrialRecord as Trial
 
 MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
@@ -61,8 +64,9 @@ def trial_fates(study: StudyData, runs: dict[str, list[RunData]]) -> dict[str, s
 
 def build(study: StudyData, progress: bool = False, out: Path | None = None) -> Path:
     spec = study.spec
-    page = Page(f"normlab study report: {spec.get('name', study.path.name)}", out or study.path / "report",
-                progress=progress)
+    question, axis = study_question(spec)
+    head = heading("study", name=spec.get("name", study.path.name), question=question)
+    page = Page(head.title, out or study.path / "report", progress=progress)
     metric = spec.get("metric", "best_val_loss")
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in study.trials:
@@ -79,10 +83,15 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     values = {label: [(trial_value(t, metric), fate[t.id]) for t in ts if t.status in ("completed", "diverged", "failed")]
               for label, ts in groups.items()}
     values = {k: v for k, v in values.items() if v}
-    question = spec.get("description") or f"Which setting of {', '.join(spec.get('scientific', [])) or 'the axes'} " \
-                                          f"gives the lowest {metric.replace('_', ' ')}?"
     answer, notes = headline(values, metric, len(study.trials))
-    page.lead(question, answer, notes)
+    points = [(t.params, (trial_value(t, metric), fate[t.id])) for t in study.trials
+              if t.status in ("completed", "diverged", "failed")]
+    own = contrast(points, axis, (spec.get("axes") or {}).get(axis, ()),
+                   "nats/token" if "loss" in metric else "") if axis else None
+    if own is not None:  # the study's own question first; the best setting overall after it
+        notes = [*own[1], f"Best setting overall: {answer}", *notes]
+        answer = own[0]
+    page.lead(head.question, answer, notes)
 
     page.heading("Evidence", "figures")
     shown = _curve_groups(study, groups, runs, metric)

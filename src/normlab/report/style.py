@@ -1,31 +1,40 @@
-"""One figure style for every plot of the lab: Agg backend, fixed colours per placement,
-labelled axes, and ``save`` writing PNG + SVG side by side.
+"""One figure style for every plot of the lab: Agg backend, one colour per series, labelled
+axes, integer ticks where the data are whole numbers, and ``save`` writing PNG + SVG side by side.
 
-Colours are keyed by placement name so that "post" is the same colour in every figure
-of every page; unknown names take the next colour of a fixed cycle. In multi-trial figures
-the rest of a label ("post warmup_steps=50": the other scientific axes) sets the line style.
+Colours come from one palette keyed by the model's registries: the i-th registered
+placement takes the i-th colour (the layouts count back from the last registered slot), so
+"post" is the same colour in every panel of every page and a newly registered placement gets
+its own colour without anyone editing a list here. Other series (a checkpoint's name, "baseline", "train") take a colour
+from the palette's tail, chosen by a hash of the name so separate pages agree. In multi-trial
+figures the rest of a label ("post warmup_steps=50": the other scientific axes) sets the line
+style.
 """
 
 from __future__ import annotations
 
+import colorsys
 import math
+import re
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-# Okabe-Ito palette: distinguishable for colour-blind readers and in greyscale print.
-PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
-PLACEMENT_COLORS = {
-    "pre": "#0072B2", "post": "#D55E00", "sandwich": "#009E73", "pre_post": "#CC79A7",
-    "post_branch": "#E69F00", "deepnorm": "#882255", "resi_dual": "#7F3C8D", "mix": "#8C6D31",
-    "admin": "#3B3B3B", "lns": "#11A579", "none": "#999999", "ngpt": "#E73F74",
-}
+# Registered series first (post, pre, sandwich, ... in registry order: the first two keep the
+# Okabe-Ito vermillion and blue every published figure used; the layouts count back from slot
+# 16), then the tail for other names. Yellow is left out: it does not show on white.
+PALETTE = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#882255", "#44AA99", "#999999",
+           "#332288", "#3B3B3B", "#7F3C8D", "#E73F74", "#AA4499", "#56B4E9", "#117733", "#8C6D31",
+           # the tail: series that are not registry names
+           "#000000", "#6699CC", "#661100", "#DDAA33", "#5D3A9B", "#994455", "#0B6E4F", "#B07AA1"]
+N_REGISTERED = 16  # palette slots reserved for registry names, in registry order
 RC = {
     "figure.figsize": (6.4, 4.0), "figure.dpi": 100, "savefig.dpi": 110,
     "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
-    "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9.5, "legend.frameon": False,
-    "xtick.labelsize": 10, "ytick.labelsize": 10, "lines.linewidth": 2.0,
+    # two figures side by side at 1366 px show a 6.4 in figure at 0.9 of its size: 10.5 pt reads as 9.4 pt
+    "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 10.5, "legend.frameon": False,
+    "xtick.labelsize": 10.5, "ytick.labelsize": 10.5, "lines.linewidth": 2.0,
     "svg.fonttype": "none", "svg.hashsalt": "normlab",  # deterministic SVG ids
 }
 
@@ -40,13 +49,53 @@ def plt() -> Any:
     return pyplot
 
 
-def color(name: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliberate memo
-    """The colour of a placement (or any series label), stable for the whole process."""
-    if name in PLACEMENT_COLORS:
-        return PLACEMENT_COLORS[name]
-    if name not in _seen:
-        _seen[name] = PALETTE[len(_seen) % len(PALETTE)]
-    return _seen[name]
+def series_names() -> list[str]:
+    """The registered series, in registry order: every placement, then the layouts (Mix-LN).
+
+    Read from the model's catalogue (which imports torch, once per process) so the palette
+    never lags the registry."""
+    return [*_registered()[0], *_registered()[1]]
+
+
+def _registered() -> tuple[list[str], list[str]]:
+    from normlab.model.catalogue import LAYOUTS, PLACEMENTS
+
+    names = PLACEMENTS.names()
+    return names, [n for n in LAYOUTS.names() if n not in names]
+
+
+def registered_colours() -> dict[str, str]:
+    """{registered series: colour}: placements from the palette's start in registry order,
+    layouts from the end of the registered slots backwards, so registering one more of
+    either never moves the other's colours; past the slots, generated colours."""
+    placements, layouts = _registered()
+    if len(placements) + len(layouts) > N_REGISTERED:
+        return {n: PALETTE[i] if i < N_REGISTERED else _generated(i) for i, n in enumerate([*placements, *layouts])}
+    out = {n: PALETTE[i] for i, n in enumerate(placements)}
+    out.update({n: PALETTE[N_REGISTERED - 1 - j] for j, n in enumerate(layouts)})
+    return out
+
+
+def _generated(i: int) -> str:
+    """A further colour once the palette is used up (golden-angle hues, mid lightness)."""
+    r, g, b = colorsys.hls_to_rgb((0.13 + i * 0.618034) % 1.0, 0.42, 0.65)
+    return f"#{round(r * 255):02X}{round(g * 255):02X}{round(b * 255):02X}"
+
+
+def color(name: str, _others: dict[str, str] = {}) -> str:  # noqa: B006 - deliberate memo
+    """The colour of a series: a registered placement or layout by its place in the registry,
+    any other name by a hash of it into the palette's tail (probing on to the next free
+    colour when two names of one process would share one)."""
+    registered = registered_colours()
+    if name in registered:
+        return registered[name]
+    if name not in _others:
+        tail = PALETTE[N_REGISTERED:]
+        used = set(_others.values())
+        start = zlib.crc32(name.encode("utf-8")) % len(tail)
+        free = [tail[(start + k) % len(tail)] for k in range(len(tail)) if tail[(start + k) % len(tail)] not in used]
+        _others[name] = free[0] if free else _generated(len(registered) + len(_others))
+    return _others[name]
 
 
 # ":" (dotted) is not among them: it marks a stalled seed (report/seeds.py), which must not
@@ -54,12 +103,43 @@ def color(name: str, _seen: dict[str, str] = {}) -> str:  # noqa: B006 - deliber
 LINESTYLES = ["-", "--", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5))]
 
 
+_PREFIX = re.compile(r"^[^ :]+: ")  # "s1: pre lr=0.001" (comparison pages) -> "pre lr=0.001"
+_HEAD = re.compile(r"[ /+,(]")       # "pre/xavier", "post+qk_layernorm", "pre (run)": "pre"
+_FIELD = re.compile(r"(?:^|[ ,(])(?:model\.)?placement=([A-Za-z0-9_]+)")
+
+
 def split_label(label: str) -> tuple[str, str]:
-    """('post', 'warmup_steps=50') from 'post warmup_steps=50': the placement picks the colour,
-    the rest (the other scientific axes) picks the line style."""
-    head, _, rest = label.partition(" ")
-    head = head.rstrip(":")
-    return (head, rest) if head in PLACEMENT_COLORS else (label, "")
+    """(series, rest) of a legend label: the registered name that picks the colour and the
+    rest that picks the line style. 'post warmup_steps=50' -> ('post', 'warmup_steps=50'),
+    's1: pre' -> ('pre', 's1:'), 'placement=pre, optim.lr=1e-3' -> ('pre', 'optim.lr=1e-3');
+    a label naming no registered series is its own series: ('gpt2', '')."""
+    names = series_names()
+    prefix = _PREFIX.match(label)
+    body = label[prefix.end():] if prefix else label
+    head = _HEAD.split(body, maxsplit=1)[0].rstrip(":")
+    if head in names:
+        rest = body[len(head):].strip(" ,")
+    elif (m := _FIELD.search(body)) and m[1] in names:
+        head, rest = m[1], (body[:m.start()] + body[m.end():]).strip(" ,")
+    elif prefix and prefix[0][:-2] in names:  # "post: slope -0.5": the prefix is the series
+        return prefix[0][:-2], body
+    else:
+        return label, ""
+    rest = " ".join(x for x in (prefix[0].strip() if prefix else "", rest) if x)
+    return head, rest
+
+
+def integer_ticks(axis: Any) -> None:
+    """Whole-number ticks on a layer, depth or step axis (no tick at layer 1.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def whole(values: Sequence[float] | np.ndarray) -> bool:
+    """True when every finite value is a whole number (layers, steps, depths, tokens)."""
+    v = np.asarray([x for x in np.ravel(np.asarray(values, dtype=float)) if np.isfinite(x)])
+    return v.size > 0 and bool(np.all(v == np.round(v)))
 
 
 def linestyle(rest: str, _seen: dict[str, Any] = {}) -> Any:  # noqa: B006 - deliberate memo
@@ -72,18 +152,30 @@ def linestyle(rest: str, _seen: dict[str, Any] = {}) -> Any:  # noqa: B006 - del
     return _seen[rest]
 
 
-def legend(ax: Any) -> None:
-    """Legend inside the axes for up to four entries; more go below the axes in columns (the
-    figure grows taller so the plot keeps its size), never over the data."""
-    n = len(ax.get_legend_handles_labels()[1])
-    if n > 4 and len(ax.figure.axes) == 1:
-        fig = ax.figure
-        ncol = 2 if n <= 10 else 3
+def legend(ax: Any, outside: bool | None = None, ncol: int | None = None) -> None:
+    """Legend inside the axes for up to four short entries; more, longer ones, or ``outside``
+    go below the axes in columns (the figure grows taller so the plot keeps its size), never
+    over the data."""
+    handles, labels = ax.get_legend_handles_labels()
+    n = len(labels)
+    if outside is None:
+        outside = n > 4 or max((len(t) for t in labels), default=0) > 32
+    if ax.get_legend() is not None:  # called again after more lines were added: one legend
+        ax.get_legend().remove()
+    fig = ax.figure
+    if outside and n and len(fig.axes) == 1:
+        # two columns hold about 40 characters each at 10.5 pt on a 6.4 in figure
+        ncol = ncol or (1 if n == 1 or max(len(t) for t in labels) > 40 else 2 if n <= 10 else 3)
         w, h = fig.get_size_inches()
-        fig.set_size_inches(w, h + 0.24 * math.ceil(n / ncol) + 0.2)
-        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol)
+        grown = getattr(fig, "_normlab_legend_rows", 0)
+        rows = math.ceil(n / ncol)
+        fig.set_size_inches(w, h + 0.24 * (rows - grown) + (0.2 if not grown else 0.0))
+        fig._normlab_legend_rows = rows
+        for old in list(fig.legends):
+            old.remove()
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
     elif n:
-        ax.legend()
+        ax.legend(frameon=False)  # the style's rc is not active here: say it again
 
 
 def figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.0) -> tuple[Any, Any]:

@@ -1,0 +1,106 @@
+"""What a page is about, decided in one place: its kind, its title and the question it opens with.
+
+| kind | what the directory holds | recognised by |
+|---|---|---|
+| run | one training run | config.json + metrics.jsonl |
+| probe | ``normlab probe``: models at initialisation over depths and seeds | probe.csv |
+| inspect | ``normlab inspect``: one trained checkpoint under the lab's statistics | probe.csv + a summary.json naming the model's family |
+| study | a study store | study.sqlite |
+| compare | several of one kind on shared axes | (``normlab report A B ...``) |
+| series | checkpoints of one run over training (a page still to come) | (none yet) |
+
+The readers (``load.detect``) know three file formats; an inspected checkpoint is written
+in the probe's format, so only its own files tell it apart from a probe at initialisation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KINDS = ("run", "probe", "inspect", "study", "compare", "series")
+
+# The question each preset study asks, answered first on its page (``study_answer``): the
+# axis whose values are contrasted, within each setting of the other scientific axes. A
+# study without an entry asks its spec's description, or which setting is best.
+STUDY_QUESTIONS: dict[str, tuple[str, str]] = {
+    "pre-vs-post": ("Does Pre-LN reach a lower validation loss than Post-LN at the same settings, "
+                    "with and without warm-up (seed 002; Xiong et al. 2020)?", "model.placement"),
+    "xiong-warmup": ("Does Post-LN need learning-rate warm-up where Pre-LN does not, at each peak "
+                     "learning rate (Xiong et al. 2020)?", "optim.warmup_steps"),
+    "lr-sensitivity": ("How much does the final loss depend on the learning rate for Pre-LN, Pre-LN with "
+                       "QK-norm and Post-LN (Wortsman et al. 2023)?", "model.placement"),
+    "zloss": ("Does the z-loss change the loss it is meant to leave alone (PaLM)?", "optim.z_loss"),
+    "depth": ("Which placements train at depth without warm-up?", "model.placement"),
+    "deep-stability": ("Which placements train at depth 48 without warm-up where Post-LN fails "
+                       "(DeepNet, Admin, sandwich)?", "model.placement"),
+    "collapse": ("Do deep layers become similar, and which placements avoid it?", "model.placement"),
+}
+
+
+@dataclass(frozen=True)
+class Heading:
+    """The page's title (also the browser tab's) and its opening question."""
+
+    title: str
+    question: str
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # the reader of the page's kind reports a damaged file in its own words
+
+
+def inspected(path: str | Path) -> bool:
+    """True for the output of ``normlab inspect``: its summary.json names the model and its
+    family (a probe's summary holds depth fits instead)."""
+    s = _json(Path(path) / "summary.json")
+    return isinstance(s, dict) and isinstance(s.get("model"), str) and "family" in s
+
+
+def page_kind(path: str | Path) -> str:
+    """'run', 'probe', 'inspect' or 'study' for a directory the lab wrote (a UserError otherwise)."""
+    from normlab.report.load import detect
+
+    kind = detect(path)
+    return "inspect" if kind == "probe" and inspected(path) else kind
+
+
+def study_question(spec: dict[str, Any]) -> tuple[str, str | None]:
+    """(question, contrasted axis) of a study: its preset's (a preset's spec carries its name),
+    else its description, else the generic one (no contrast: the page ranks the settings)."""
+    if spec.get("name") in STUDY_QUESTIONS:
+        return STUDY_QUESTIONS[spec["name"]]
+    metric = str(spec.get("metric", "best_val_loss")).replace("_", " ")
+    sci = ", ".join(spec.get("scientific") or []) or "the axes"
+    return spec.get("description") or f"Which setting of {sci} gives the lowest {metric}?", None
+
+
+def heading(kind: str, **facts: Any) -> Heading:
+    """Title and question of a page of ``kind``; ``facts`` are the words each kind needs."""
+    f = facts
+    if kind == "run":
+        on = f" on {f['corpus']}" if f.get("corpus") else ""
+        return Heading(f"Training run {f['name']} ({f['label']})", f"How far does {f['what']} get{on}?")
+    if kind == "probe":
+        return Heading(f"Probe at initialisation: {f['name']}",
+                       f"How do gradients and activations at initialisation scale with depth ({f['what']})?")
+    if kind == "inspect":
+        return Heading(f"Inspected checkpoint: {f['model']}",
+                       f"What does each block of {f['model']} ({f['what']}) do to the residual stream on "
+                       f"{f['text']}, and which blocks matter most for its loss?")
+    if kind == "study":
+        return Heading(f"Study {f['name']}", f["question"])
+    if kind == "compare":
+        return Heading(f"Comparison of {f['what']}: {' vs '.join(f['names'])}", f["question"])
+    if kind == "series":
+        return Heading(f"Checkpoint series: {f['name']}",
+                       f"How do the layer statistics of {f['name']} change from checkpoint to checkpoint?")
+    raise ValueError(f"unknown page kind {kind!r}; one of {', '.join(KINDS)}")
+
+
+__all__ = ["KINDS", "STUDY_QUESTIONS", "Heading", "heading", "inspected", "page_kind", "study_question"]
