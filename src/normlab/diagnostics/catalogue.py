@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from normlab import plugins
 from normlab.diagnostics.statistic import Captured, Statistic
 from normlab.registry import Registry
 
@@ -172,6 +173,7 @@ def _catalogue() -> Registry[Statistic]:
     reg: Registry[Statistic] = Registry("statistic", "statistics")
     for s in BUILTIN:
         reg.add(s.name, s)
+    reg.fill_later(plugins.filler("statistics", Statistic))  # installed plugins' (docs/plugins.md), after these
     return reg
 
 
