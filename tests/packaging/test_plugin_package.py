@@ -106,14 +106,7 @@ def _env(tmp_path: Path, *paths: Path) -> dict[str, str]:
     return env
 
 
-def corpus(path: Path) -> Path:
-    """A small text file to train on (no download, no shared corpus)."""
-    words = "the quick brown fox jumps over a lazy dog while normalization keeps the stream steady".split()
-    path.write_text("\n".join(" ".join(words[(i * 7 + j) % len(words)] for j in range(9)) for i in range(600)))
-    return path
-
-
-def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path: Path) -> None:
+def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path: Path, corpus: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "pyproject.toml").write_text(PYPROJECT)
@@ -124,7 +117,7 @@ def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path:
     assert list(site.glob("normlab_scaled-*.dist-info/entry_points.txt"))
 
     run, probe = tmp_path / "run", tmp_path / "probe"
-    script = SCRIPT.format(corpus=corpus(tmp_path / "corpus.txt"), run=run, probe=probe)
+    script = SCRIPT.format(corpus=corpus, run=run, probe=probe)
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(tmp_path, site),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
