@@ -7,81 +7,22 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import normlab
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "normlab-scaled"
-version = "0.1.0"
-
-[project.entry-points."normlab.plugins"]
-scaled = "normlab_scaled:register"
-
-[tool.setuptools]
-py-modules = ["normlab_scaled"]
-"""
-
-# The page's example (docs/plugins.md), plus a logger that keeps what it is given.
-MODULE = '''\
-import json
-from dataclasses import dataclass
-
-from normlab.diagnostics.statistic import Statistic
-from normlab.model.placement import Placement, PlacementOptions
-from normlab.schema import doc
-from normlab.train.loggers import Logger
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 
 
-class ScaledPre(Placement):
-    """Pre-LN with the branch output scaled by c."""
+def _example(lang: str) -> str:
+    """The page's first ``lang`` block: the test installs the example readers copy."""
+    found = re.search(rf"^```{lang}\n(.*?)^```$", DOC.read_text(encoding="utf-8"), re.M | re.S)
+    assert found is not None, f"docs/plugins.md has no {lang} block"
+    return found.group(1)
 
-    @dataclass
-    class Options(PlacementOptions):
-        scale: float = doc("c, the factor on the branch output", 1.0)
-
-        def __post_init__(self) -> None:
-            self.check(self.scale > 0, "scale", "must be > 0, e.g. 0.5")
-
-    formula = "x <- x + c * F(LN(x))"
-    source = "the normlab-scaled plugin"
-
-    def __init__(self, branch, site):
-        super().__init__(branch, site)
-        self.norm = site.norm()
-
-    def forward(self, x):
-        return x + self.options.scale * self.branch(self.norm(x))
-
-
-def mean_abs(c):
-    return c.stream.stacked.abs().mean(dim=(1, 2, 3))
-
-
-class Recorder(Logger):
-    """Keeps every logged step in RUN/recorder.jsonl."""
-
-    def log(self, metrics, step):
-        with open(self.run_dir / "recorder.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, **metrics}) + "\\n")
-
-    def finish(self, summary):
-        (self.run_dir / "recorder-summary.json").write_text(json.dumps(summary))
-
-
-def register(lab):
-    lab.placements.add("scaled_pre", ScaledPre)
-    lab.statistics.add("mean_abs", Statistic("mean_abs", "states", frozenset({"stream"}),
-                                             "E|x| of the stream", mean_abs, "E|x|"))
-    lab.loggers.add("recorder", Recorder)
-'''
 
 # One interpreter for the three commands (torch is imported once); each is the CLI's main.
 SCRIPT = """\
@@ -90,7 +31,7 @@ from normlab.cli import main
 sys.exit(max(main(a) for a in [
     ["placements"],
     ["train", "--preset", "smoke", "--set", "train.steps=3", "--set", "data.corpus='{corpus}'",
-     "--set", 'model.placement={{name = "scaled_pre", scale = 0.5}}', "--set", 'train.loggers=["recorder"]',
+     "--set", 'model.placement={{name = "scaled_pre", scale = 0.5}}', "--set", 'train.loggers=["tsv"]',
      "--out", "{run}", "--quiet"],
     ["probe", "--placements", "scaled_pre,pre", "--depths", "2", "--d-model", "16", "--n-head", "2",
      "--seeds", "1", "--context", "16", "--data", "random", "--out", "{probe}", "--quiet"],
@@ -109,8 +50,8 @@ def _env(tmp_path: Path, *paths: Path) -> dict[str, str]:
 def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path: Path, corpus: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()
-    (pkg / "pyproject.toml").write_text(PYPROJECT)
-    (pkg / "normlab_scaled.py").write_text(MODULE)
+    (pkg / "pyproject.toml").write_text(_example("toml"))
+    (pkg / "normlab_scaled.py").write_text(_example("python"))
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
                     "--target", str(site), str(pkg)], check=True, cwd=tmp_path, capture_output=True)
@@ -129,11 +70,12 @@ def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == 3
     assert json.loads((run / "config.json").read_text())["model"]["placement"] == {"name": "scaled_pre", "scale": 0.5}
-    # The logger got what the run's own metrics.jsonl got, and the summary at the end.
+    # The logger got every logged step, with the numbers metrics.jsonl has.
     own = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    kept = [json.loads(line) for line in (run / "recorder.jsonl").read_text().splitlines()]
-    assert kept == own and own[-1]["step"] == 3
-    assert json.loads((run / "recorder-summary.json").read_text())["status"] == "completed"
+    kept = [line.split("\t") for line in (run / "losses.tsv").read_text().splitlines()]
+    assert [int(k[0]) for k in kept] == [m["step"] for m in own] and own[-1]["step"] == 3
+    assert [float(k[1]) for k in kept] == [m["train/loss"] for m in own]
+    assert kept[-1][2] == repr(own[-1]["val/loss"])  # the last step evaluates
 
     # The statistic has its L + 1 stream rows per model, and E|x| <= sqrt(E x^2) row by row.
     rows = [r for r in csv.DictReader((probe / "probe.csv").open()) if r["sublayer"] == "stream"]
