@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from normlab import __version__
 
@@ -29,7 +30,7 @@ COMMANDS = [
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, status 2, like every user error
+    def error(self, message: str) -> NoReturn:  # one line, status 2, like every user error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

@@ -51,7 +51,7 @@ def _runs(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Pa
     diff = config_diff([r.config for r in runs])
     q = "Which of these runs reaches the lowest validation loss? " + "; ".join(
         f"{g}: {describe(r.config)}" for g, (r,) in groups.items())
-    best = {g: (r.summary or {}).get("best_val_loss") for g, (r,) in groups.items()}
+    best: dict[str, Any] = {g: (r.summary or {}).get("best_val_loss") for g, (r,) in groups.items()}
     ranked = sorted((g for g in best if _finite(best[g])), key=lambda g: best[g])
     if ranked:
         a = f"{ranked[0]} is lowest: best val loss {num(best[ranked[0]])}"
