@@ -9,7 +9,8 @@ PY     := $(VENV)/bin/python
 # torch is pinned first: this exact version is the CPU build pip finds locally; a bare
 # "torch" would pull a multi-GB CUDA build. The package itself then asks for torch>=2.4.
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,hf,ray,bench,tensorboard,wandb
+# all = every optional extra of pyproject.toml; EXTRAS=dev,hf (say) installs fewer.
+EXTRAS ?= dev,all
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
 
 .PHONY: setup demo test lint clean browser

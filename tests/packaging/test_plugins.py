@@ -81,6 +81,18 @@ def test_register_may_not_look_names_up(installed) -> None:
         reg.names()
 
 
+def test_a_help_text_meets_a_broken_plugin_as_one_line(installed, monkeypatch, capsys) -> None:
+    """`normlab train --help` lists placement names: the plugin's error is one line there too."""
+    from normlab.cli import main
+    from normlab.model.catalogue import PLACEMENTS
+
+    installed("def register(lab):\n    raise RuntimeError('broken')\n")
+    monkeypatch.setattr(PLACEMENTS, "_later", plugins.filler("placements"))  # as if never looked up
+    assert main(["train", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("normlab: error: plugin 'demo' (plug_demo:register): RuntimeError: broken") and err.count("\n") == 1
+
+
 def test_plugins_can_be_switched_off(installed, monkeypatch) -> None:
     installed("def register(lab):\n    raise RuntimeError('broken')\n")
     monkeypatch.setenv(plugins.OFF_ENV, "1")

@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     from normlab.errors import UserError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UserError as e:  # `--help` texts list registry names: a broken plugin fails there too
+        print(f"normlab: error: {e}", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
