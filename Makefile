@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make demo   set up, then run the main job (Pre-LN vs Post-LN on Tiny Shakespeare) and its report
-#   make test   set up, then run lint and the test suite
+#   make test   set up, then run lint, the type check (mypy over src) and the test suite
 # Set NORMLAB_DATA_DIR to a directory holding tinyshakespeare.txt to work offline.
 
 PYTHON ?= python3
@@ -9,7 +9,8 @@ PY     := $(VENV)/bin/python
 # torch is pinned first: this exact version is the CPU build pip finds locally; a bare
 # "torch" would pull a multi-GB CUDA build. The package itself then asks for torch>=2.4.
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,hf,ray,bench,tensorboard,wandb
+# all = every optional extra of pyproject.toml; EXTRAS=dev,hf (say) installs fewer.
+EXTRAS ?= dev,all
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
 
 .PHONY: setup demo test lint clean browser
@@ -28,6 +29,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
 
 # The report tests open pages in Debian's headless Chromium; install it when we can (root).
 browser:
@@ -37,7 +39,8 @@ browser:
 
 test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from normlab.lazy import lazy_getattr
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "ModelConfig": "normlab.model.config",

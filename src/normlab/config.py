@@ -7,10 +7,14 @@ JSON and read back to an equal object.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 from normlab.data.config import DataConfig
 from normlab.errors import ConfigError, UserError

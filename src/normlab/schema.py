@@ -12,11 +12,15 @@ import dataclasses
 import difflib
 import functools
 import numbers
+import sys
 import types
 import typing
 from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 from normlab.errors import NO_VALUE, ConfigError
 
@@ -43,6 +47,8 @@ class Section:
     """
 
     section: ClassVar[str] = ""
+    if typing.TYPE_CHECKING:  # every subclass is a dataclass: what dataclasses.fields(cls) needs
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -60,7 +66,7 @@ class Section:
             self.check_types()
 
         __post_init__._typed = True  # type: ignore[attr-defined]
-        cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
+        cls.__post_init__ = __post_init__  # type: ignore[method-assign]
 
     def __post_init__(self) -> None:  # sections without validation of their own
         self.check_types()
@@ -69,9 +75,9 @@ class Section:
         """Coerce every field to its annotation (ints widen to floats) or raise naming it."""
         prefix = f"{self.section}." if self.section else ""
         hints = _hints(type(self))
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):
             tp, value = hints[f.name], getattr(self, f.name)
-            if dataclasses.is_dataclass(tp):
+            if _nested(tp):
                 if not isinstance(value, tp):
                     raise ConfigError(prefix + f.name, value, f"expected a {tp.__name__} "
                                       f"(or a table of its options via from_dict)")
@@ -102,9 +108,18 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
+    return _cached_hints(cls)  # a plain function to type checkers (a dataclass type counts as unhashable)
+
+
+@functools.cache
+def _cached_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+def _nested(tp: Any) -> bool:
+    """Whether annotation ``tp`` is a nested section (a dataclass type) rather than a value."""
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
 def dotted_keys(cls: type, prefix: str = "") -> list[str]:
@@ -112,7 +127,7 @@ def dotted_keys(cls: type, prefix: str = "") -> list[str]:
     keys: list[str] = []
     for f in dataclasses.fields(cls):
         tp = _hints(cls)[f.name]
-        if dataclasses.is_dataclass(tp):
+        if _nested(tp):
             keys += dotted_keys(tp, f"{prefix}{f.name}.")
         else:
             keys.append(prefix + f.name)
@@ -147,7 +162,7 @@ def from_dict(cls: type[C], data: dict[str, Any], prefix: str = "") -> C:
     kwargs = {}
     for name, value in data.items():
         tp = hints[name]
-        if dataclasses.is_dataclass(tp):
+        if _nested(tp):
             kwargs[name] = from_dict(tp, value, f"{prefix}{name}.")
         else:
             kwargs[name] = coerce(value, tp, prefix + name)
@@ -260,11 +275,11 @@ def field_type(cls: type, key: str) -> Any:
     parts = key.split(".")
     tp: Any = cls
     for part in parts:
-        if not dataclasses.is_dataclass(tp) or part not in {f.name for f in dataclasses.fields(tp)}:
-            moved = _moved(tp, part, key) if dataclasses.is_dataclass(tp) else None
+        if not _nested(tp) or part not in {f.name for f in dataclasses.fields(tp)}:
+            moved = _moved(tp, part, key) if _nested(tp) else None
             raise moved or _unknown_key(key, dotted_keys(cls))
         tp = _hints(tp)[part]
-    if dataclasses.is_dataclass(tp):
+    if _nested(tp):
         raise ConfigError(key, NO_VALUE, f"is a section; name a field inside it, e.g. {dotted_keys(tp, key + '.')[0]}")
     return tp
 
@@ -303,7 +318,7 @@ def explain(cls: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
     rows = []
     for f in dataclasses.fields(cls):
         tp = _hints(cls)[f.name]
-        if dataclasses.is_dataclass(tp):
+        if _nested(tp):
             rows += explain(tp, f"{prefix}{f.name}.")
             continue
         default = f.default if f.default is not dataclasses.MISSING else (

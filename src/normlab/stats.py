@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # numpy is imported where it is used; arrays are welcome wherever sequences are
+    import numpy as np
 
 LEVEL = 0.95
 MIN_SEEDS = 3  # fewer finished seeds on a side: always inconclusive
@@ -85,13 +88,13 @@ def one_sample(xs: Sequence[float | None], method: str = "one-sample t") -> Effe
     return Effect(m, m - h, m + h, n, method=method, se=se, df=n - 1, values_a=va)
 
 
-def paired(a: Sequence[float | None], b: Sequence[float | None]) -> Effect:
+def paired(a: Sequence[float | None] | np.ndarray, b: Sequence[float | None] | np.ndarray) -> Effect:
     """Mean of the per-seed differences a_i - b_i (pairs with a missing side dropped)."""
     d = [x - y for x, y in zip(_nan(a), _nan(b)) if math.isfinite(x) and math.isfinite(y)]
     return one_sample(d, "paired t")
 
 
-def _nan(xs: Sequence[float | None]) -> list[float]:
+def _nan(xs: Sequence[float | None] | np.ndarray) -> list[float]:
     return [float(x) if x is not None else math.nan for x in xs]
 
 
@@ -99,7 +102,7 @@ def welch(a: Sequence[float | None], b: Sequence[float | None]) -> Effect:
     """mean(a) - mean(b) with Welch's interval (Welch-Satterthwaite degrees of freedom)."""
     va, vb = _finite(a), _finite(b)
     na, nb = len(va), len(vb)
-    kw = {"values_a": tuple(va), "values_b": tuple(vb)}
+    kw: dict[str, Any] = {"values_a": tuple(va), "values_b": tuple(vb)}
     if na == 0 or nb == 0:
         return Effect(None, None, None, na, nb, "welch", **kw)
     ma, mb = math.fsum(va) / na, math.fsum(vb) / nb
@@ -177,24 +180,25 @@ def t_sf(t: float, df: float) -> float:
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values (None entries are left out of the family)."""
-    idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
+    present = {i: p for i, p in enumerate(pvalues) if p is not None}
+    idx = sorted(present, key=present.__getitem__)
     m = len(idx)
     out: list[float | None] = [None] * len(pvalues)
     run = 0.0
     for rank, i in enumerate(idx):
-        run = max(run, min(1.0, (m - rank) * float(pvalues[i])))
+        run = max(run, min(1.0, (m - rank) * float(present[i])))
         out[i] = run
     return out
 
 
-def spearman_per_seed(x: Sequence[float], rows: Sequence[Sequence[float]]) -> list[float]:
+def spearman_per_seed(x: Sequence[float] | np.ndarray, rows: Sequence[Sequence[float]] | np.ndarray) -> list[float]:
     """Spearman's rho of each row against ``x`` (rows: one per seed; NaN rows skipped)."""
     from normlab.diagnostics.stats import spearman
 
     return [spearman(list(x), list(r)) for r in rows if all(math.isfinite(v) for v in r)]
 
 
-def slope_per_seed(x: Sequence[float], rows: Sequence[Sequence[float]], log_x: bool = True,
+def slope_per_seed(x: Sequence[float] | np.ndarray, rows: Sequence[Sequence[float]] | np.ndarray, log_x: bool = True,
                    log_y: bool = True) -> list[float]:
     """Least-squares slope of each row against ``x`` (log-log by default), one per seed."""
     import numpy as np

@@ -70,7 +70,7 @@ def normlab(s: Size) -> tuple[nn.Module, LossFn]:
 def normlab_fused(s: Size) -> tuple[nn.Module, LossFn]:
     """The same model with AdamW(fused=True) (the bench reads ``model.bench_fused``)."""
     m, fn = normlab(s)
-    m.bench_fused = True
+    m.bench_fused = True  # type: ignore[assignment]  # a marker; torch types attributes as tensors or modules
     return m, fn
 
 

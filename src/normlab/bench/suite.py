@@ -34,8 +34,8 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
     """Measure, print and return {"machine", "peak_gflops", "results", "notes", "verdicts"}."""
     dev = torch.device(device)
     variants = expand(peers)
-    for s in sizes:
-        SIZES.get(s)
+    for name in sizes:
+        SIZES.get(name)
     peaks = {"float32": matmul_peak(torch.float32, dev), "bfloat16": matmul_peak(torch.bfloat16, dev)}
     info = machine()
     echo(f"machine: {json.dumps(info)}")

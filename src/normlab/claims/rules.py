@@ -43,7 +43,7 @@ class Direction:
                 f"inconclusive if it contains {self.ref:g}")
 
     def verdict(self, e: Effect) -> str:
-        if not _decidable(e):
+        if not _decidable(e) or e.lo is None or e.hi is None:  # (decidable implies both are set)
             return INCONCLUSIVE
         if e.lo > self.ref:
             return SUPPORTED if self.sign > 0 else CONTRADICTED
@@ -52,7 +52,7 @@ class Direction:
         return INCONCLUSIVE
 
     def p(self, e: Effect) -> float | None:
-        if not _decidable(e):
+        if not _decidable(e) or e.estimate is None:
             return None
         if e.counts is not None:
             if len(e.counts) == 4:
@@ -74,7 +74,7 @@ class Within:
                 f"lies entirely outside; inconclusive if it straddles a bound")
 
     def verdict(self, e: Effect) -> str:
-        if not _decidable(e):
+        if not _decidable(e) or e.lo is None or e.hi is None:  # (decidable implies both are set)
             return INCONCLUSIVE
         if self.lo < e.lo and e.hi < self.hi:
             return SUPPORTED
@@ -83,8 +83,10 @@ class Within:
         return INCONCLUSIVE
 
     def p(self, e: Effect) -> float | None:
-        if not _decidable(e) or e.counts is not None:
+        if not _decidable(e) or e.counts is not None or e.estimate is None:
             return None
+        if e.se is None or e.df is None:  # no t-based interval: no evidence either way, as _two_sided
+            return 1.0
         if e.se == 0:
             return 0.0 if self.verdict(e) != INCONCLUSIVE else 1.0
         est = e.estimate

@@ -26,6 +26,11 @@ def _logz(t: Any, tail: bool = True) -> float | None:
     return series_mean(t.run_dir, "log_z", file="diagnostics.jsonl", last=tail)
 
 
+def _dist(x: float | None, y: float | None = 0.0) -> float | None:
+    """|x - y|; None when either is missing (a trial without diagnostics)."""
+    return None if x is None or y is None else abs(x - y)
+
+
 @claim(id="zloss-logz", quick=False, studies=["zloss"], source="PaLM (Chowdhery et al. 2022); Wortsman et al. 2023",
        experiment="study 'zloss': Pre-LN 6 blocks d=128, constant lr 3e-3, no warm-up, 300 steps, z_loss {0, 1e-4}, "
                   "3 seeds, diagnostics every 30 steps", settings="gradient clipping at 1.0",
@@ -40,9 +45,9 @@ def _logz(t: Any, tail: bool = True) -> float | None:
                    "|mean log Z| late, z_loss 0 minus z_loss 1e-4", Direction(+1), "z-loss pulls log Z to 0")])
 def zloss_logz(ctx: StudyContext) -> dict[str, Measured]:
     drift, ids = _per(ctx, "zloss", {"optim.z_loss": 0.0},
-                      lambda t: None if _logz(t) is None else abs(_logz(t) - _logz(t, tail=False)))
-    with_z, iw = _per(ctx, "zloss", {"optim.z_loss": 1e-4}, lambda t: None if _logz(t) is None else abs(_logz(t)))
-    without, io = _per(ctx, "zloss", {"optim.z_loss": 0.0}, lambda t: None if _logz(t) is None else abs(_logz(t)))
+                      lambda t: _dist(_logz(t), _logz(t, tail=False)))
+    with_z, iw = _per(ctx, "zloss", {"optim.z_loss": 1e-4}, lambda t: _dist(_logz(t)))
+    without, io = _per(ctx, "zloss", {"optim.z_loss": 0.0}, lambda t: _dist(_logz(t)))
     return {"drifts": Measured(one_sample(drift), ids), "near-0": Measured(one_sample(with_z), iw),
             "lower": Measured(welch(without, with_z), io + iw)}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from normlab import __version__
 
@@ -29,7 +30,7 @@ COMMANDS = [
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, status 2, like every user error
+    def error(self, message: str) -> NoReturn:  # one line, status 2, like every user error
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     from normlab.errors import UserError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UserError as e:  # `--help` texts list registry names: a broken plugin fails there too
+        print(f"normlab: error: {e}", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -18,7 +18,7 @@ class _PlacementArg(argparse.Action):
         setattr(namespace, self.dest, values)
 
     @property
-    def help(self) -> str:  # type: ignore[override]
+    def help(self) -> str:
         from normlab.model.catalogue import LAYOUTS, PLACEMENTS
 
         names = ", ".join(PLACEMENTS.names() + LAYOUTS.names())

@@ -79,7 +79,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
         text = _decode_text(data, source)
         tokenizer = make_tokenizer(cfg.tokenizer, cfg.bpe_vocab)
         tokenizer.fit(text)
-        arr = tokenizer.encode_array(text).astype(_token_dtype(tokenizer.vocab_size))
+        arr: np.ndarray = tokenizer.encode_array(text).astype(_token_dtype(tokenizer.vocab_size))
         tokens = _cache(arr, tokens_path, tok_path, tokenizer)
     n_train = int(len(tokens) * cfg.train_fraction)
     if n_train < 2 or len(tokens) - n_train < 2:

@@ -58,7 +58,7 @@ class CharTokenizer(Tokenizer):
         self._index = {c: i for i, c in enumerate(chars)}
 
     def fit(self, text: str) -> None:
-        self.__init__("".join(sorted(set(text))))
+        CharTokenizer.__init__(self, "".join(sorted(set(text))))
 
     def encode_array(self, text: str) -> np.ndarray:
         # Code points of the text looked up in the sorted vocabulary: O(n log V), no Python loop.

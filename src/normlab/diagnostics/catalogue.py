@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from normlab import plugins
 from normlab.diagnostics.statistic import Captured, Statistic
 from normlab.registry import Registry
 
@@ -32,12 +33,14 @@ def _stats() -> Any:
 
 # ------------------------------------------------------------------ training, per parameter group
 def _grad_norm(c: Captured) -> Any:
+    assert c.group_norms is not None and c.grads is not None  # what the need "grads" provides
     return c.group_norms(c.grads)
 
 
 def _update_ratio(c: Captured) -> Any:
     import torch
 
+    assert c.group_norms is not None and c.params is not None and c.snapshot is not None  # need "update"
     return c.group_norms(torch._foreach_sub(c.params, c.snapshot)) / c.group_norms(c.params).clamp_min(1e-30)
 
 
@@ -58,6 +61,7 @@ def _weight_grad_norm(c: Captured) -> Rows:
 def _block_grad_norm(c: Captured) -> Any:
     import torch
 
+    assert c.loss is not None  # a need of this statistic
     per_layer = torch.zeros(c.n_layer + 1, device=c.loss.device)
     for (layer, _, _), g in c.param_grads:
         per_layer[layer] += _sq(g, c)
@@ -67,6 +71,7 @@ def _block_grad_norm(c: Captured) -> Any:
 def _sq(g: Any, c: Captured) -> Any:
     import torch
 
+    assert c.loss is not None  # a need of every statistic that calls this
     return g.pow(2).sum() if g is not None else torch.zeros((), device=c.loss.device)
 
 
@@ -172,6 +177,7 @@ def _catalogue() -> Registry[Statistic]:
     reg: Registry[Statistic] = Registry("statistic", "statistics")
     for s in BUILTIN:
         reg.add(s.name, s)
+    reg.fill_later(plugins.filler("statistics", Statistic))  # installed plugins' (docs/plugins.md), after these
     return reg
 
 

@@ -75,9 +75,9 @@ def load_tokens(data: str, data_dir: str | None = None) -> tuple[torch.Tensor | 
     if data == "random":
         return None, 65
     try:
-        from normlab.data import load_corpus  # type: ignore[attr-defined]
+        from normlab.data import load_corpus
     except ImportError:
-        load_corpus = None
+        load_corpus = None  # type: ignore[assignment]  # (normlab.data always has it: a dead fallback)
     if load_corpus is not None:
         from normlab.data.config import DataConfig
 

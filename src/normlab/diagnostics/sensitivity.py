@@ -25,8 +25,7 @@ def per_lr_losses(points: Iterable[tuple[float, float | None, float]]) -> dict[f
     """lr -> mean over its runs of min(final_loss, init_loss) (diverged/None -> init_loss)."""
     by_lr: dict[float, list[float]] = defaultdict(list)
     for lr, final, init in points:
-        ok = final is not None and math.isfinite(final)
-        by_lr[float(lr)].append(min(final, init) if ok else init)
+        by_lr[float(lr)].append(min(final, init) if final is not None and math.isfinite(final) else init)
     if not by_lr:
         raise UserError("lr sensitivity needs at least one (lr, final_loss, init_loss) point")
     return {lr: sum(v) / len(v) for lr, v in sorted(by_lr.items())}

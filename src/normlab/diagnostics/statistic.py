@@ -73,7 +73,7 @@ class Statistic:
     over: str
     needs: frozenset[str]
     help: str
-    compute: Callable[[Captured], Any]
+    compute: Callable[[Any], Any]  # takes a Captured that holds every need (its other fields may be None)
     label: str = ""                  # axis / colour-bar label in the report (default: key)
     tools: frozenset[str] = TOOLS    # which tools compute it
     key: str = ""
@@ -168,7 +168,7 @@ class Captured:
     grads: list[torch.Tensor] | None = None
     params: list[torch.Tensor] | None = None
     snapshot: list[torch.Tensor] | None = None
-    group_norms: Callable[[list[torch.Tensor]], torch.Tensor] | None = None
+    group_norms: Callable[[list[torch.Tensor] | tuple[torch.Tensor, ...]], torch.Tensor] | None = None
     param_grads: list[tuple[tuple[int, str, str], torch.Tensor | None]] = field(default_factory=list)
     stream_grads: Sequence[torch.Tensor | None] = ()
     graph: list[torch.Tensor] = field(default_factory=list)

@@ -7,9 +7,12 @@ Activations are (B, T, d) tensors: B sequences, T positions, width d. "Token" me
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def mean_sq(x: torch.Tensor) -> torch.Tensor:
@@ -92,11 +95,11 @@ def jacobian_rms(out: torch.Tensor, inputs: Sequence[torch.Tensor], n_proj: int 
     return (total / (n_proj * out.numel())).sqrt().float()
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman rank correlation (average ranks for ties); nan when a side is constant."""
     import numpy as np
 
-    def ranks(a: Sequence[float]) -> np.ndarray:
+    def ranks(a: Sequence[float] | np.ndarray) -> np.ndarray:
         a = np.asarray(a, dtype=float)
         order = a.argsort(kind="stable")
         r = np.empty(len(a))

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -47,6 +47,9 @@ from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.statistic import Captured, Stream, chosen
 from normlab.fsutil import append_jsonl
 from normlab.model.capture import main_stream
+
+if TYPE_CHECKING:
+    from normlab.model.transformer import TransformerLM
 
 ATTENTION_KEYS = ("max_logit", "min_entropy", "mean_entropy")  # what the lab's attention records
 
@@ -58,7 +61,7 @@ class TrainingDiagnostics:
                  every: int, fixed_rows: int = 1) -> None:
         if every < 1:
             raise ValueError(f"every={every}: must be >= 1")
-        self.model = getattr(model, "_orig_mod", model)  # hooks go on the eager module
+        self.model: Any = getattr(model, "_orig_mod", model)  # hooks go on the eager module
         self.run_dir, self.every = Path(run_dir), every
         self.path = self.run_dir / "diagnostics.jsonl"
         self.x = fixed_batch[0][:fixed_rows]
@@ -137,10 +140,10 @@ class TrainingDiagnostics:
             a.record = False
 
     # ------------------------------------------------------------------ internals
-    def _attention(self) -> list[nn.Module]:
+    def _attention(self) -> list[Any]:  # the blocks' CausalSelfAttention modules
         return [b.attn.branch for b in self.model.blocks if hasattr(b.attn.branch, "record")]
 
-    def _group_norms(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+    def _group_norms(self, tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:
         """sqrt of the per-group sum of squared Frobenius norms: (L + 2,) tensor."""
         norms = torch.stack(torch._foreach_norm(tensors)).float()
         sq = torch.zeros(self.n_groups, device=norms.device).index_add_(0, self.group.to(norms.device), norms**2)
@@ -201,7 +204,7 @@ class TrainingDiagnostics:
         return ref
 
 
-def first_nonfinite(model: nn.Module, forward_backward: Any, step: int) -> dict[str, Any] | None:
+def first_nonfinite(model: TransformerLM, forward_backward: Any, step: int) -> dict[str, Any] | None:
     """Run one training step's ``forward_backward()`` with capture hooks; name the first
     place a non-finite value appears, in the order the computation visits it.
 

@@ -56,7 +56,7 @@ def known() -> str:
 def family_of(hf_config: Any, source: str) -> Family:
     """The Family of a transformers config, refined by options that change the computation."""
     kind = getattr(hf_config, "model_type", None)
-    fam = FAMILIES.get(kind)
+    fam = FAMILIES.get(kind) if isinstance(kind, str) else None
     if fam is None:
         raise UserError(f"{source}: unknown architecture model_type={kind!r}; known: {known()}")
     if kind == "gpt_neox" and not getattr(hf_config, "use_parallel_residual", True):

@@ -45,6 +45,7 @@ def make_batch(subject: Subject, ids: list[int], max_tokens: int, seed: int = 0
     pick[:, T - len(subject.suffix):] = False
     pick[0, len(subject.prefix)] = True  # at least one target
     y = torch.where(pick, x, torch.full_like(x, -100))
+    assert subject.mask_id is not None  # a masked model without one is refused when it is opened
     return x.masked_fill(pick, subject.mask_id), y
 
 
@@ -104,7 +105,7 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor, progress: Any = 
     for p in subject.model.parameters():
         if p.requires_grad:
             def reduce(q: torch.Tensor, i: int | None = owner.get(id(p))) -> None:
-                if i is not None:
+                if i is not None and q.grad is not None:  # (it is: the hook runs after accumulation)
                     sq[i] += q.grad.detach().double().pow(2).sum().cpu()
                 q.grad = None  # reduced: never keep a second copy of the weights
             handles.append(p.register_post_accumulate_grad_hook(reduce))

@@ -121,7 +121,7 @@ def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir
                                   f"{cfg.kv_heads} kv heads" if cfg.kv_heads != cfg.n_head else "") if x)
     fam = Family("normlab TransformerLM", pl, cfg.norm, notes, importable=True)
     ctx = min(context or cfg.context, cfg.context)
-    attn = [b.attn.branch for b in model.blocks]
+    attn: list[Any] = [b.attn.branch for b in model.blocks]  # type: ignore[union-attr]  # ModuleList yields Modules
 
     @contextlib.contextmanager
     def attention() -> Iterator[dict[int, torch.Tensor]]:
@@ -179,13 +179,14 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
     auto = AutoModelForCausalLM if fam.causal else AutoModelForMaskedLM
     # eager attention: every family supports it (Gemma's soft-capping included) and it is the
     # path whose q and k we can read (see _hf_attention).
-    hf = auto.from_pretrained(model, dtype=DTYPES[dtype], attn_implementation="eager").to(device).eval()
+    # (transformers' own types give from_pretrained a decorator's signature, not its own)
+    hf = auto.from_pretrained(model, dtype=DTYPES[dtype], attn_implementation="eager").to(device).eval()  # type: ignore[arg-type]
     layers = _find_layers(hf, config)
     full = tok("a", add_special_tokens=True)["input_ids"]
     core = tok("a", add_special_tokens=False)["input_ids"]
     at = next((i for i in range(len(full) - len(core) + 1) if full[i:i + len(core)] == core), 0)
     prefix, suffix = full[:at], full[at + len(core):]
-    max_pos = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 1024)
+    max_pos = getattr(config, "max_position_embeddings", 0) or getattr(config, "n_positions", 1024)
     ctx = min(context or 512, max_pos)
     d = getattr(config, "hidden_size", None) or config.n_embd
 
@@ -251,7 +252,7 @@ def _hf_attention(layers: list[nn.Module]) -> Iterator[dict[int, torch.Tensor]]:
     try:
         yield out
     finally:
-        if had:
+        if had and old is not None:
             mapping["eager"] = old
         else:
             mapping.pop("eager", None)

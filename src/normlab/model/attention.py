@@ -16,6 +16,9 @@ from normlab.model.config import ModelConfig
 class Rotary(nn.Module):
     """Rotary position embedding (Su et al. 2021), rotating pairs (i, i + Dh/2) of q and k."""
 
+    cos: torch.Tensor  # buffers, declared for type checkers
+    sin: torch.Tensor
+
     def __init__(self, head_dim: int, context: int, base: float = 10000.0) -> None:
         super().__init__()
         inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
@@ -55,7 +58,7 @@ class CausalSelfAttention(nn.Module):
         self.split = (d, kv, kv)
         self.qkv = nn.Linear(d, d + 2 * kv, bias=cfg.bias)
         self.proj = nn.Linear(d, d, bias=cfg.bias)
-        self.proj.residual = True  # marks a residual output projection for init (GPT-2 scaling)
+        self.proj.residual = True  # type: ignore[assignment]  # marks a residual projection for init (GPT-2 scaling)
         self.dropout = cfg.dropout
         self.drop = nn.Dropout(cfg.dropout)
         make = qk_norm
@@ -136,7 +139,7 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.ff_width, bias=cfg.bias)    # W_1
         self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)  # W_2
-        self.proj.residual = True
+        self.proj.residual = True  # type: ignore[assignment]  # (torch types attributes as tensors or modules)
         self.drop = nn.Dropout(cfg.dropout)
 
     def act_rows(self) -> slice:
@@ -154,7 +157,7 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, 2 * cfg.ff_width, bias=cfg.bias)
         self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)
-        self.proj.residual = True
+        self.proj.residual = True  # type: ignore[assignment]  # (torch types attributes as tensors or modules)
         self.drop = nn.Dropout(cfg.dropout)
 
     def act_rows(self) -> slice:

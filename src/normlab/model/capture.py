@@ -21,12 +21,15 @@ and dict entries keep the latest call; use :meth:`Capture.clear` between calls.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 from torch import nn
 
 from normlab.model.catalogue import norm_types
+
+if TYPE_CHECKING:
+    from normlab.model.transformer import TransformerLM
 
 
 def main_stream(h: Any) -> torch.Tensor:
@@ -56,7 +59,7 @@ class Capture:
 
 
 @contextmanager
-def capture(model: nn.Module, *, blocks: bool = True, branches: bool = True,
+def capture(model: TransformerLM, *, blocks: bool = True, branches: bool = True,
             norms: bool = True) -> Iterator[Capture]:
     """Record activations of ``model`` (a TransformerLM) while the context is open.
 

@@ -3,14 +3,16 @@
 This is the only module that fills the registries of ``model/registries.py``; nothing
 registers itself when imported. Code that needs a filled registry imports it from here.
 Adding a placement is its class (in ``placements.py`` or anywhere), its formula test and
-one line below.
+one line below; an installed package adds its own through ``normlab.plugins``.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
+from normlab import plugins
 from normlab.model import attention, init, layout, norms, placements, streams
+from normlab.model.placement import Placement
 from normlab.model.registries import FFNS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
 __all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "norm_types"]
@@ -45,6 +47,14 @@ INITS.add("xavier", init.XavierInit())
 
 FFNS.add("gelu", attention.MLP)
 FFNS.add("swiglu", attention.SwiGLU)
+
+# Installed plugins add theirs at the first lookup (docs/plugins.md); none is imported here.
+PLACEMENTS.fill_later(plugins.filler("placements", Placement))
+LAYOUTS.fill_later(plugins.filler("layouts"))
+NORMS.fill_later(plugins.filler("norms"))
+QK_NORMS.fill_later(plugins.filler("qk_norms"))
+INITS.fill_later(plugins.filler("inits", init.InitScheme))
+FFNS.fill_later(plugins.filler("ffns", nn.Module))
 
 
 def norm_types() -> tuple[type[nn.Module], ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -62,7 +63,7 @@ class XavierInit(InitScheme):
 
 
 @torch.no_grad()
-def init_weights(model: nn.Module, scheme: InitScheme) -> None:
+def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits below the TransformerLM it fills
     """Initialise every tensor of ``model`` (a TransformerLM) with ``scheme`` (the one ``model.init`` names).
 
     | tensor                         | gpt2                  | xavier                          |

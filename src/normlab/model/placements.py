@@ -226,6 +226,7 @@ class Admin(Placement):
     final_norm = False
     # omega > 1 amplifies the shortcut; only the LN after each sub-layer brings it back.
     needs_norm = True
+    omega: torch.Tensor  # a buffer, declared for type checkers
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)

@@ -7,7 +7,7 @@ weight row on the unit sphere. Neither can be mixed with other placements in one
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -141,8 +141,9 @@ class NGPT(Placement):
     source = "nGPT (Loshchilov et al. 2024)"
     final_norm = False
     needs_full_kv = True  # s_qk has one row per query head
+    fc_gain: torch.Tensor  # a buffer (FFN sites), declared for type checkers
 
-    def __init__(self, branch: nn.Module, site: Site) -> None:
+    def __init__(self, branch: Any, site: Site) -> None:  # attention (set_qk) or FFN (fc, act_rows)
         super().__init__(branch, site)
         cfg = site.cfg
         self.alpha = ScaledParam((cfg.d_model,), 0.05, 1.0 / math.sqrt(cfg.d_model))

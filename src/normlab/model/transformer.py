@@ -62,7 +62,8 @@ class TransformerLM(nn.Module):
                             and type(m).after_step is not Placement.after_step]
         # Data-dependent constants (Admin's omega) come from one pass over random tokens
         # drawn from a private generator, so building a model never consumes the global RNG.
-        if any(type(p).calibrate.__func__ is not Placement.calibrate.__func__ for p in self._placements()):
+        if any(type(p).calibrate.__func__ is not Placement.calibrate.__func__  # type: ignore[attr-defined]
+               for p in self._placements()):  # (mypy types a classmethod read off a class as a plain callable)
             gen = torch.Generator().manual_seed(CALIBRATION_SEED)
             T = min(cfg.context, 64)
             self.calibrate(torch.randint(0, cfg.vocab_size, (8, T), generator=gen))

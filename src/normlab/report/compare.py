@@ -78,7 +78,7 @@ def _runs(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Pa
         f"{g} ({d}): {describe(r.config)}" for (g, (r,)), d in zip(groups.items(), labels))
     head = heading("compare", what="runs", names=list(groups), question=q)
     page = Page(head.title, out, progress=progress)
-    best = {g: (r.summary or {}).get("best_val_loss") for g, (r,) in groups.items()}
+    best: dict[str, Any] = {g: (r.summary or {}).get("best_val_loss") for g, (r,) in groups.items()}
     ranked = sorted((g for g in best if _finite(best[g])), key=lambda g: best[g])
     if ranked:
         a = f"{ranked[0]} is lowest: best val loss {num(best[ranked[0]])}"

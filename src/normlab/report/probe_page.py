@@ -92,9 +92,9 @@ def depth_slopes(rows: Rows) -> dict[str, tuple[float, float, int]]:
     return out
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Rank correlation (average ranks for ties)."""
-    def ranks(v: Sequence[float]) -> np.ndarray:
+    def ranks(v: Sequence[float] | np.ndarray) -> np.ndarray:
         a = np.asarray(v, float)
         order = a.argsort()
         r = np.empty_like(a)

@@ -10,7 +10,7 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -233,7 +233,7 @@ def results_table(page: Page, study: StudyData, metric: str, title: str = "Resul
                  r.seeds, r.diverged, f"{r.final}/{r.trials}"] for r in rows])
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

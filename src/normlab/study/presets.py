@@ -20,7 +20,7 @@ SCALES = ("smoke", "cpu", "gpu")
 
 # Model and loop per scale. cpu: d=128, 4 heads, context 64, batch 16 trains at about
 # 7k tokens/s on one core (docs/studies.md), i.e. ~6 steps/s for a 6-block model.
-_MODEL = {
+_MODEL: dict[str, dict[str, Any]] = {
     "smoke": {"d_model": 32, "n_head": 2, "context": 32},
     "cpu": {"d_model": 128, "n_head": 4, "context": 64},
     "gpu": {"d_model": 384, "n_head": 6, "context": 256, "dropout": 0.2},

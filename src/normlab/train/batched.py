@@ -86,8 +86,8 @@ class _Trial:
 
         self.cfg, self.run_dir, self.model, self.loggers = cfg, run_dir, model, loggers
         self.st = LoopState()
-        self.status, self.diverged_at = "completed", None
-        self.summary: dict[str, Any] | None = None
+        self.status, self.diverged_at = "completed", None  # type: str, int | None
+        self.summary: dict[str, Any] = {}  # summary.json's content, set when the trial finishes
         self.first_bad = -1  # first diverged step (1-based), -1 while none
 
 

@@ -14,10 +14,9 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import nn
 
 from normlab.config import RunConfig
 from normlab.data.batches import train_batch
@@ -26,6 +25,9 @@ from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
 from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
+
+if TYPE_CHECKING:
+    from normlab.model.transformer import TransformerLM
 
 
 @dataclass
@@ -63,13 +65,13 @@ def _finite(v: float) -> float | None:
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, model: nn.Module, optimizer: torch.optim.Optimizer,
+    def __init__(self, cfg: RunConfig, model: TransformerLM, optimizer: torch.optim.Optimizer,
                  corpus: Any, val: list[tuple[torch.Tensor, torch.Tensor]], run_dir: Path,
                  device: torch.device, dist: Dist, loggers: list[Any], quiet: bool) -> None:
         self.cfg, self.model, self.opt, self.corpus = cfg, model, optimizer, corpus
         self.val, self.run_dir, self.device, self.dist = val, run_dir, device, dist
         self.loggers, self.quiet = loggers, quiet
-        self.fwd: nn.Module = model
+        self.fwd: Any = model  # or its DDP / torch.compile wrapper
         if dist.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -202,7 +204,7 @@ class Trainer:
                 status, diverged_at = "diverged", int(w.first_bad)
                 self._report_divergence(st, w, out, diverged_at)
                 break
-            if out.diag:
+            if out.diag and self.diag is not None:
                 self.diag.after_step(s1, {"train/loss": float(out.loss), "lr": out.lr,
                                           "grad_norm": float(out.grad_norm)})
             if plan.log:
@@ -225,7 +227,7 @@ class Trainer:
         abandoned it during forward/backward (gradients dropped, dropout RNG restored)."""
         s1 = s + 1
         lr = self.set_lr(s)
-        if diag_on:
+        if diag_on and self.diag is not None:
             self.diag.before_forward(s1)
         # Dropout draws from the global generators: keep their state so that an abandoned
         # step leaves the checkpoint exactly as a completed step s would have.
@@ -239,7 +241,7 @@ class Trainer:
             if rng is not None:
                 checkpoint.set_rng_state(rng)
             return None
-        if diag_on:  # the gradients as backward left them, before clipping (its contract)
+        if diag_on and self.diag is not None:  # the gradients as backward left them, before clipping (its contract)
             self.diag.after_backward(s1)
         grad_norm = optimizer_step(self.model, self.opt, self.params, self.clip)
         w.add(s1, loss, grad_norm, self.cfg.train.diverge_loss)

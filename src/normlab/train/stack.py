@@ -95,15 +95,16 @@ class Stack:
         ``torch._fused_adamw_``, the kernel of the solo loop's ``AdamW(fused=True)``, per
         parameter group. Returns the unclipped norms (K,)."""
         ps, h = self.params, self.hyper
+        grads = {n: g for n, p in ps.items() if (g := p.grad) is not None}  # all of them, after backward
         norms = []
         for i, lr in enumerate(lrs):
-            total = clip_grads_([ps[n].grad[i] for n in self.order], h["clip"][i])
+            total = clip_grads_([grads[n][i] for n in self.order], h["clip"][i])
             norms.append(total)
             step_t = torch.tensor(float(step), device=total.device)  # AdamW's state["step"] after its += 1
             for decays in (True, False):
                 names = [n for n in ps if (n in self.decay) == decays]
                 if names:
-                    torch._fused_adamw_([ps[n][i] for n in names], [ps[n].grad[i] for n in names],
+                    torch._fused_adamw_([ps[n][i] for n in names], [grads[n][i] for n in names],
                                         [self.m[n][i] for n in names], [self.v[n][i] for n in names], [],
                                         [step_t] * len(names), amsgrad=False, lr=lr, beta1=h["b1"][i],
                                         beta2=h["b2"][i], weight_decay=h["wd"][i] if decays else 0.0,

@@ -16,12 +16,16 @@ Same kernels, same operand order, so a batched trial rounds as its solo run does
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from normlab.train.config import OptimConfig
 from normlab.train.schedules import lr_at
+
+if TYPE_CHECKING:
+    from normlab.model.transformer import TransformerLM
 
 
 def lr_now(o: OptimConfig, step: int, total: int) -> float:
@@ -53,7 +57,7 @@ def diverged(loss: torch.Tensor, grad_norm: torch.Tensor, limit: float | torch.T
     return ~torch.isfinite(loss) | ~torch.isfinite(grad_norm) | (loss > limit)
 
 
-def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, params: list[nn.Parameter],
+def optimizer_step(model: TransformerLM, opt: torch.optim.Optimizer, params: list[nn.Parameter],
                    clip: float) -> torch.Tensor:
     """One solo update: clip, AdamW, drop the gradients, the placements' weight hooks
     (nGPT re-normalises). Returns the global gradient norm before clipping."""
