@@ -28,9 +28,13 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from normlab.diagnostics.analyze import analyze_run
     from normlab.errors import UserError
+    from normlab.fscheck import existing_dir, writable_dir
 
     if args.batches < 1 or args.batch_size < 1:
         raise UserError("--batches and --batch-size must be >= 1")
+    existing_dir(args.run, "RUN", "a training run directory")
+    writable_dir(args.out or Path(args.run) / "analysis", "--out" if args.out else "RUN/analysis (choose "
+                 "another with --out)")
     res = analyze_run(args.run, args.checkpoint, args.batches, args.batch_size, args.out)
     print(f"val loss {res['val_loss']:.4f}")
     print(f"{'layer':>5} {'deletion_loss':>14} {'delta':>8} {'influence':>10} {'angle':>7}")

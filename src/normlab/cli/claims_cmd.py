@@ -32,6 +32,9 @@ def _claims(args: argparse.Namespace) -> int:
 
     from normlab.claims import run_claims
     from normlab.claims.output import print_table
+    from normlab.fscheck import writable_dir
+
+    writable_dir(args.out, "--out")  # before any measurement
 
     def say(msg: str) -> None:
         print(f"claims: {msg}", file=sys.stderr, flush=True)

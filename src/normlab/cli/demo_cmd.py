@@ -24,11 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from normlab.data import load_corpus
     from normlab.data.config import DataConfig
+    from normlab.fscheck import existing_dir, writable_dir
     from normlab.report import build_report
     from normlab.study.presets import study_preset
     from normlab.study.runner import run_study, status_text
 
+    writable_dir(args.store, "--store")  # before the corpus download and the study
     if args.data_dir:
+        existing_dir(args.data_dir, "--data-dir", "a directory holding tinyshakespeare.txt")
         # The environment, not the config: it reaches the worker processes and keeps the
         # trials' config hashes (their ids) independent of where this machine keeps the file.
         os.environ["NORMLAB_DATA_DIR"] = str(Path(args.data_dir).resolve())

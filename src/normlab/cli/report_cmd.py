@@ -21,9 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from normlab.fscheck import existing_dir, writable_dir
     from normlab.report.compare import compare_page
     from normlab.report.pages import build_report
 
+    for path in args.paths:
+        existing_dir(path, "PATH", "a run directory, a probe --out directory or a study store")
+    one = len(args.paths) == 1
+    writable_dir(args.out or (Path(args.paths[0]) / "report" if one else "compare"), "--out" if args.out or not one
+                 else "PATH/report (choose another with --out)")
     progress = not args.quiet
     if len(args.paths) == 1:
         path = build_report(args.paths[0], progress=progress, out=args.out)

@@ -97,13 +97,16 @@ class Store:
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
         self.root = Path(path)
         self.db_path = self.root / "study.sqlite"
+        if self.root.exists() and not self.root.is_dir():
+            raise UserError(f"{self.root}: is a file, not a study store directory; give the store's directory")
         if not self.db_path.exists() or not (self.root / "spec.json").exists():
             raise UserError(f"{self.root}: no study store here (create one with "
                             f"`normlab study run SPEC --store {self.root}`)")
         self._busy = busy_timeout_s
         self._conn: sqlite3.Connection | None = None
+        self.spec: dict[str, Any] = _read_spec(self.root / "spec.json")
+        _check_db(self.db_path)
         self._check_version(self.conn)
-        self.spec: dict[str, Any] = json.loads((self.root / "spec.json").read_text())
 
     # -- connection ------------------------------------------------------------------
     @property
@@ -131,18 +134,22 @@ class Store:
                runs_dir: str = "runs") -> "Store":
         """Create (or reopen) the store of ``spec`` and insert its trials; idempotent and safe
         when two processes do it at once. A store holding a different study is refused."""
+        from normlab.fscheck import sqlite_errors, writable_dir
         from normlab.fsutil import atomic_write_text
 
-        root = Path(path)
-        root.mkdir(parents=True, exist_ok=True)
+        root = writable_dir(path, "--store")
         text = json.dumps(spec, indent=2, sort_keys=True)
         spec_path = root / "spec.json"
         if spec_path.exists():
-            if json.loads(spec_path.read_text()) != json.loads(text):
-                raise UserError(f"{root}: this store holds a different study "
-                                f"({json.loads(spec_path.read_text()).get('name')!r}, or the same one "
-                                "with other settings); pick a new --store, or rerun without a spec to resume it")
-        conn = _connect(root / "study.sqlite", 60.0)
+            held = _read_spec(spec_path)
+            if held != json.loads(text):
+                raise UserError(f"{root}: this store holds a different study ({held.get('name')!r}, or the "
+                                "same one with other settings); pick a new --store, or rerun without a spec "
+                                "to resume it")
+            _check_db(root / "study.sqlite")  # a complete store: damage is reported, never written over
+        root.mkdir(parents=True, exist_ok=True)
+        with sqlite_errors(root / "study.sqlite", "restore it from a backup, or start a new --store"):
+            conn = _connect(root / "study.sqlite", 60.0)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -289,6 +296,35 @@ class Store:
             c.execute("UPDATE trials SET status='pending', heartbeat=NULL WHERE id=?", (claim.id,))
             _event(c, claim.id, claim.attempt, "lost", worker, now, reason)
         return "pending"
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    from normlab.fscheck import read_json_table
+
+    return read_json_table(path, "restore it from a backup, or start a new --store")
+
+
+def _check_db(path: Path) -> None:
+    """Refuse a study.sqlite that is not an intact store database (one line, never replaced)."""
+    from normlab.fscheck import sqlite_errors
+    from normlab.fsutil import CorruptFileError
+
+    if not path.is_file():  # connecting would create an empty database in its place
+        raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
+                               "or start a new --store")
+    with sqlite_errors(path, "restore it from a backup, or start a new --store"):
+        conn = _connect(path, 60.0)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{path}: written by a newer normlab (store schema v{version}; this "
+                                f"version reads v{SCHEMA_VERSION}); upgrade normlab to use this store")
+            bad = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+            if bad:
+                raise sqlite3.DatabaseError(f"quick_check: {bad[0]}")
+            conn.execute("SELECT COUNT(*) FROM trials").fetchone()
+        finally:
+            conn.close()
 
 
 def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
