@@ -43,23 +43,24 @@ def _why_not_writable(d: Path) -> str | None:
     return "permission denied"
 
 
-def writable_dir(path: str | Path, flag: str) -> Path:
+def writable_dir(path: str | Path, flag: str, fix: str | None = None) -> Path:
     """Check that ``path`` is, or can be made, a directory normlab can write files in.
 
-    ``flag`` names the argument in the message (``--out``, ``--store``, ``RUN``). Nothing is
-    created: the nearest existing ancestor must be a writable directory.
+    ``flag`` names the argument in the message (``--out``, ``--store``, ``RUN``); ``fix``
+    replaces the default advice (choose another ``flag``). Nothing is created: the nearest
+    existing ancestor must be a writable directory.
     """
     p = Path(path)
+    fix = fix or f"choose another {flag}"
     if os.path.lexists(p) and not p.is_dir():
-        raise UserError(f"{flag} {p}: is a file, not a directory; choose another {flag} (or move the file away)")
+        raise UserError(f"{flag} {p}: is a file, not a directory; {fix} (or move the file away)")
     q = _nearest_existing(p)
     if not q.is_dir():
-        raise UserError(f"{flag} {p}: {q} is a file, so no directory can be made under it; choose another {flag}")
+        raise UserError(f"{flag} {p}: {q} is a file, so no directory can be made under it; {fix}")
     why = _why_not_writable(q)
     if why:
         where = "" if q == p else f" ({q})"
-        raise UserError(f"{flag} {p}: cannot write there{where}: {why}; choose a writable {flag} "
-                        "or fix the permissions")
+        raise UserError(f"{flag} {p}: cannot write there{where}: {why}; {fix}, or fix the permissions")
     return p
 
 
@@ -94,8 +95,9 @@ def refusal(e: OSError) -> str | None:
         return None
     where = e.filename if e.filename is not None else "a file"
     fix = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space",
-           errno.EEXIST: "move it away or choose another path"}.get(e.errno, "choose another path or fix "
-                                                                               "the permissions")
+           errno.EEXIST: "move it away or choose another path", errno.EISDIR: "give a file, not a directory",
+           errno.ENOTDIR: "a part of that path is a file, not a directory; give another path",
+           errno.ENAMETOOLONG: "give a shorter path"}.get(e.errno, "choose another path or fix the permissions")
     return f"{where}: {e.strerror or os.strerror(e.errno or 0)}; {fix}, then rerun"
 
 

@@ -29,9 +29,11 @@ def _report(args: argparse.Namespace) -> int:
 
     for path in args.paths:
         existing_dir(path, "PATH", "a run directory, a probe --out directory or a study store")
-    one = len(args.paths) == 1
-    writable_dir(args.out or (Path(args.paths[0]) / "report" if one else "compare"), "--out" if args.out or not one
-                 else "PATH/report (choose another with --out)")
+    if args.out:
+        writable_dir(args.out, "--out")
+    else:  # the default place: beside the one PATH, or ./compare
+        one = Path(args.paths[0]) / "report" if len(args.paths) == 1 else Path("compare")
+        writable_dir(one, "report", "give --out DIR elsewhere")
     progress = not args.quiet
     if len(args.paths) == 1:
         path = build_report(args.paths[0], progress=progress, out=args.out)

@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     from normlab.fscheck import writable_dir
     from normlab.study.runner import run_study, status_text
 
-    writable_dir(args.store, "--store")
+    writable_dir(args.store, "--store", "choose another --store (a store is written as it runs)")
     spec = _load(args)
     if args.dry_run:
         from normlab.study.spec import spec_from_dict

@@ -58,7 +58,7 @@ def _train(args: argparse.Namespace) -> int:
             print(f"{run_dir}: already {done['status']} at step {done['steps']}; nothing to do (to train "
                   f"further: normlab train --resume {run_dir} --steps N, N > {cfg.train.steps})", file=sys.stderr)
             return 0
-        fscheck.writable_dir(run_dir, "--resume")
+        fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         from dataclasses import replace
 

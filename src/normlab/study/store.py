@@ -137,7 +137,7 @@ class Store:
         from normlab.fscheck import sqlite_errors, writable_dir
         from normlab.fsutil import atomic_write_text
 
-        root = writable_dir(path, "--store")
+        root = writable_dir(path, "--store", "choose another --store (a store is written as it runs)")
         text = json.dumps(spec, indent=2, sort_keys=True)
         spec_path = root / "spec.json"
         if spec_path.exists():
@@ -312,6 +312,10 @@ def _check_db(path: Path) -> None:
     if not path.is_file():  # connecting would create an empty database in its place
         raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
                                "or start a new --store")
+    with open(path, "rb") as fh:  # before connecting: SQLite would make an empty file a new database
+        if fh.read(16) != b"SQLite format 3\0":
+            raise CorruptFileError(f"{path}: damaged study database (not an SQLite file); restore it from a "
+                                   "backup, or start a new --store (normlab never replaces it)")
     with sqlite_errors(path, "restore it from a backup, or start a new --store"):
         conn = _connect(path, 60.0)
         try:
@@ -330,6 +334,8 @@ def _check_db(path: Path) -> None:
 def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is taken
     # before reading what to change (no lost updates between two claimers).
+    if path.is_file() and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        return _connect_read_only(path)
     conn = sqlite3.connect(path, timeout=busy_s, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -337,6 +343,21 @@ def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
         raise UserError(f"{path}: SQLite could not use WAL mode (got {mode}); put the store on a local disk")
     conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL survives process crashes
     return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A store on a read-only file system (a published copy, a read-only share) can still be read
+    (``study status``, ``report --out``): nobody can write it, so SQLite may treat it as
+    immutable and need no WAL files beside it. Writers fail later with one line (the CLI checks
+    ``--store`` first)."""
+    import urllib.parse
+
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size:  # committed rows not yet in the main file: immutable would miss them
+        raise UserError(f"{path}: on a read-only file system with unmerged changes in {wal.name}; copy the store "
+                        "to a writable disk and read the copy")
+    return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?immutable=1", uri=True,
+                           isolation_level=None)
 
 
 class _immediate:
