@@ -107,10 +107,7 @@ def resume_train(run_dir: Path, step: int | None) -> str:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from normlab import fscheck
     from normlab.train.sample import sample_run
-
-    fscheck.existing_dir(args.run, "RUN", "a run directory")
 
     text = sample_run(args.run, args.prompt, args.tokens, args.temperature,
                       args.top_k or None, args.seed, args.checkpoint, args.device)
