@@ -198,6 +198,10 @@ def _check(case: dict, key: tuple[str, str], kind: str, want: int) -> None:
 
 WRONG_AND_DAMAGED = [(key, kind, argv, want) for key, cases in CASES.items() for kind, argv, want in cases
                      if kind != "ro"]
+# an output under an existing file (a part of the path is a file): the same one line
+WRONG_AND_DAMAGED += [(key, "under-a-file", [a.replace("{bad}", "{bad}/sub") for a in argv], want)
+                      for key, cases in CASES.items() if key in OUTPUTS for kind, argv, want in cases
+                      if kind == "wrong" and "{bad}" in argv]
 
 
 @pytest.mark.parametrize("key, kind, template, want", WRONG_AND_DAMAGED,
@@ -211,6 +215,17 @@ def test_wrong_or_damaged_path_is_one_line_exit_2_and_changes_nothing(world, key
         assert "damaged" in case["err"], case["err"]
     assert digest(world["root"]) == before, f"{case['argv']} changed files"
     assert not world["new"].parent.exists(), f"{case['argv']} created {world['new'].parent}"
+
+
+def test_only_file_system_refusals_become_one_line():
+    import errno
+
+    from normlab.fscheck import refusal
+
+    line = refusal(OSError(errno.EROFS, os.strerror(errno.EROFS), "/x/y"))
+    assert line and line.startswith("/x/y: ") and "\n" not in line
+    assert refusal(OSError(errno.ENOENT, "No such file", "/x")) is None  # a missing file here is a bug: traceback
+    assert refusal(OSError("no errno")) is None
 
 
 def test_damaged_best_names_itself_and_the_other_checkpoint(world):

@@ -40,6 +40,10 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"normlab demo: study 'pre-vs-post' ({args.scale}) into {args.store}; "
           f"{len(spec.trials())} trials, rerun to resume if interrupted")
     store = run_study(spec, args.store, workers=args.workers)
+    if store.counts().get("interrupted"):  # Ctrl-C reached the trials first (one worker: in this process)
+        from normlab.cli import interrupted
+
+        return interrupted("demo", "finished trials are kept; rerun the same command to resume")
     print(status_text(store))
     page = build_report(args.store)
     print()
