@@ -312,10 +312,11 @@ def _check_db(path: Path) -> None:
     if not path.is_file():  # connecting would create an empty database in its place
         raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
                                "or start a new --store")
-    with open(path, "rb") as fh:  # before connecting: SQLite would make an empty file a new database
-        if fh.read(16) != b"SQLite format 3\0":
-            raise CorruptFileError(f"{path}: damaged study database (not an SQLite file); restore it from a "
-                                   "backup, or start a new --store (normlab never replaces it)")
+    # SQLite would make an empty file a new database. (stat, never open: closing a descriptor of the
+    # file would drop the POSIX locks this process's other connections hold on it.)
+    if path.stat().st_size == 0:
+        raise CorruptFileError(f"{path}: damaged study database (empty file); restore it from a backup, or "
+                               "start a new --store (normlab never replaces it)")
     with sqlite_errors(path, "restore it from a backup, or start a new --store"):
         conn = _connect(path, 60.0)
         try:
