@@ -102,8 +102,8 @@ def resume_train(run_dir: Path, step: int | None) -> str:
 
     if not (run_dir / "config.json").is_file():
         return f"{run_dir} was not started yet; rerun the same command"
-    at = f"at step {step}, checkpointed" if step is not None else "checkpointed"
-    return f"{at}; resume with: normlab train --resume {shlex.quote(str(run_dir))}"
+    at = f"at step {step}, checkpointed; " if step is not None else ""  # None: stopped before the loop
+    return f"{at}resume with: normlab train --resume {shlex.quote(str(run_dir))}"
 
 
 def _sample(args: argparse.Namespace) -> int:
