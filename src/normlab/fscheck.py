@@ -133,8 +133,12 @@ def sqlite_errors(path: str | Path, fix: str) -> Iterator[None]:
         yield
     except sqlite3.Error as e:
         msg = str(e)
-        if isinstance(e, sqlite3.OperationalError) and any(
-                w in msg for w in ("readonly", "read-only", "unable to open", "disk I/O", "locking protocol")):
+        if any(w in msg for w in ("not a database", "malformed", "corrupt", "no such table", "quick_check")):
+            raise CorruptFileError(f"{path}: damaged database ({msg}); {fix}") from None
+        if any(w in msg for w in ("readonly", "read-only", "unable to open", "disk I/O", "locking protocol")):
             raise UserError(f"{path}: cannot open the database ({msg}); it must be on a writable local disk: "
                             "fix the permissions or copy it somewhere writable") from None
-        raise CorruptFileError(f"{path}: damaged database ({msg}); {fix}") from None
+        if "locked" in msg or "busy" in msg:
+            raise UserError(f"{path}: {msg} (another process held it past the timeout); wait for it and "
+                            "rerun") from None
+        raise  # anything else is a bug: keep the traceback

@@ -12,6 +12,7 @@ work on a read-only run. Every file under the test's directory is hashed before 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -170,6 +171,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _damage_db(db: Path, how: str) -> None:
+    if how == "foreign":  # a sound SQLite file, but not a store's
+        import sqlite3
+
+        db.unlink()
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute("CREATE TABLE notes (x)")
+            conn.commit()
+        return
     data = db.read_bytes()
     db.write_bytes({"half": data[: len(data) // 2], "garbage": b"not a database " * 64, "empty": b"",
                     "header": b"\0" * 100 + data[100:]}[how])
@@ -235,7 +244,7 @@ def test_damaged_best_names_itself_and_the_other_checkpoint(world):
     assert run_case(["sample", str(world["damaged_run"]), "--tokens", "2", "--checkpoint", "latest"])["rc"] == 0
 
 
-@pytest.mark.parametrize("how", ["empty", "header", "garbage"])
+@pytest.mark.parametrize("how", ["empty", "header", "garbage", "foreign"])
 def test_every_kind_of_database_damage_is_reported_not_replaced(world, tmp_path, how):
     store = tmp_path / "store"
     shutil.copytree(world["store"], store)

@@ -318,7 +318,7 @@ def _check_db(path: Path) -> None:
         raise CorruptFileError(f"{path}: damaged study database (empty file); restore it from a backup, or "
                                "start a new --store (normlab never replaces it)")
     with sqlite_errors(path, "restore it from a backup, or start a new --store"):
-        conn = _connect(path, 60.0)
+        conn = _connect(path, 60.0, read_only=True)  # the check itself must not change the file (WAL mode, say)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -332,11 +332,16 @@ def _check_db(path: Path) -> None:
             conn.close()
 
 
-def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
+def _connect(path: Path, busy_s: float, read_only: bool = False) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is taken
     # before reading what to change (no lost updates between two claimers).
     if path.is_file() and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
         return _connect_read_only(path)
+    if read_only:
+        import urllib.parse
+
+        return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=busy_s,
+                               isolation_level=None)
     conn = sqlite3.connect(path, timeout=busy_s, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
