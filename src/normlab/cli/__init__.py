@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupted(command: str, what: str) -> int:
+    """Ctrl-C: one line saying where things stand (the command that resumes), exit status 130."""
+    print(f"normlab {command}: interrupted; {what}", file=sys.stderr)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     from normlab.errors import UserError
 
@@ -61,9 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"normlab {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("normlab: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # `normlab ... | head` closed our stdout: not an error. Point stdout at devnull so
         # the interpreter's final flush does not raise again.
@@ -71,3 +74,13 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        from normlab.fscheck import refusal
+
+        line = refusal(e)  # the file system refused (read-only, full, permissions): one line
+        if line is None:
+            raise  # anything else is a bug: keep the traceback
+        print(f"normlab {args.command}: error: {line}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return interrupted(args.command, "rerun the same command")

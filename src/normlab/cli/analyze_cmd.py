@@ -28,9 +28,15 @@ def _analyze(args: argparse.Namespace) -> int:
 
     from normlab.diagnostics.analyze import analyze_run
     from normlab.errors import UserError
+    from normlab.fscheck import existing_dir, writable_dir
 
     if args.batches < 1 or args.batch_size < 1:
         raise UserError("--batches and --batch-size must be >= 1")
+    existing_dir(args.run, "RUN", "a training run directory")
+    if args.out:
+        writable_dir(args.out, "--out")
+    else:
+        writable_dir(Path(args.run) / "analysis", "analysis", "give --out DIR elsewhere")
     res = analyze_run(args.run, args.checkpoint, args.batches, args.batch_size, args.out)
     print(f"val loss {res['val_loss']:.4f}")
     print(f"{'layer':>5} {'deletion_loss':>14} {'delta':>8} {'influence':>10} {'angle':>7}")
@@ -45,8 +51,9 @@ def _lr_sensitivity(args: argparse.Namespace) -> int:
     import json
 
     from normlab.diagnostics.sensitivity import lr_sensitivity, per_lr_losses, run_point
+    from normlab.fscheck import existing_dir
 
-    points = [run_point(r) for r in args.runs]
+    points = [run_point(existing_dir(r, "RUN", "a training run directory")) for r in args.runs]
     triples = [(p["lr"], p["final_loss"], p["init_loss"]) for p in points]
     result = {"lr_sensitivity": lr_sensitivity(triples), "per_lr": per_lr_losses(triples), "runs": points}
     if args.json:

@@ -32,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--repeats and --window-steps must be >= 1, --warmup >= 0")
     if args.device not in ("cpu",) and not args.device.startswith("cuda"):
         raise UserError(f"--device {args.device!r}: use cpu or cuda")
+    if args.out is not None:
+        from normlab.fscheck import writable_file
+
+        writable_file(args.out, "--out")  # before minutes of timing, not after
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():

@@ -36,6 +36,9 @@ def _claims(args: argparse.Namespace) -> int:
 
     from normlab.claims import run_claims
     from normlab.claims.output import print_table
+    from normlab.fscheck import writable_dir
+
+    writable_dir(args.out, "--out")  # before any measurement
 
     results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds, scale=args.scale,
                          workers=args.workers, train=not args.no_train, progress=not args.quiet,

@@ -24,11 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from normlab.data import load_corpus
     from normlab.data.config import DataConfig
+    from normlab.fscheck import existing_dir, writable_dir
     from normlab.report import build_report
     from normlab.study.presets import study_preset
     from normlab.study.runner import run_study, status_text
 
+    writable_dir(args.store, "--store")  # before the corpus download and the study
     if args.data_dir:
+        existing_dir(args.data_dir, "--data-dir", "a directory holding tinyshakespeare.txt")
         # The environment, not the config: it reaches the worker processes and keeps the
         # trials' config hashes (their ids) independent of where this machine keeps the file.
         os.environ["NORMLAB_DATA_DIR"] = str(Path(args.data_dir).resolve())
@@ -37,6 +40,10 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"normlab demo: study 'pre-vs-post' ({args.scale}) into {args.store}; "
           f"{len(spec.trials())} trials, rerun to resume if interrupted")
     store = run_study(spec, args.store, workers=args.workers)  # progress lines on stderr, bar on a terminal
+    if store.counts().get("interrupted"):  # Ctrl-C reached the trials first (one worker: in this process)
+        from normlab.cli import interrupted
+
+        return interrupted("demo", "finished trials are kept; rerun the same command to resume")
     print(status_text(store))
     page = build_report(args.store, progress=True)
     print()

@@ -43,9 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from normlab.fscheck import writable_dir
     from normlab.inspect import inspect_model
 
-    out = Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name
+    out = writable_dir(Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name,
+                       "--out")
     s = inspect_model(args.model, out, args.text, context=args.context, max_tokens=args.max_tokens,
                       dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
                       quiet=args.quiet, force=args.force)
@@ -65,8 +67,10 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from normlab.fscheck import writable_dir
     from normlab.inspect.convert import import_model
 
+    writable_dir(args.dir, "DIR")
     path = import_model(args.model, args.dir, context=args.context)
     print(path)
     return 0

@@ -47,18 +47,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _probe(args: argparse.Namespace) -> int:
     import json
     import time
-    from pathlib import Path
 
     from normlab.diagnostics.fits import format_summary, summarize
     from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
     from normlab.errors import UserError
+    from normlab.fscheck import writable_dir
     from normlab.fsutil import atomic_write_text
     from normlab.schema import to_dict
 
     cfg = ProbeConfig(placements=args.placements, depths=args.depths, d_model=args.d_model, n_head=args.n_head,
                       d_ff=args.d_ff, init=args.init, norm=args.norm, seeds=args.seeds, batches=args.batches,
                       batch_size=args.batch_size, context=args.context, data=args.data, n_proj=args.n_proj)
-    out = Path(args.out)
+    out = writable_dir(args.out, "--out")  # before the work: a probe is never computed only to be lost
     existing = [n for n in OUTPUTS + ("report",) if (out / n).exists()]
     if existing and not args.force:
         raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "

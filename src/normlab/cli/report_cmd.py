@@ -21,9 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from normlab.fscheck import existing_dir, writable_dir
     from normlab.report.compare import compare_page
     from normlab.report.pages import build_report
 
+    for path in args.paths:
+        existing_dir(path, "PATH", "a run directory, a probe --out directory or a study store")
+    if args.out:
+        writable_dir(args.out, "--out")
+    else:  # the default place: beside the one PATH, or ./compare
+        one = Path(args.paths[0]) / "report" if len(args.paths) == 1 else Path("compare")
+        writable_dir(one, "report", "give --out DIR elsewhere")
     progress = not args.quiet
     if len(args.paths) == 1:
         path = build_report(args.paths[0], progress=progress, out=args.out)

@@ -68,8 +68,10 @@ def _load(args: argparse.Namespace):  # -> StudySpec | None
 
 
 def _run(args: argparse.Namespace) -> int:
+    from normlab.fscheck import writable_dir
     from normlab.study.runner import run_study, status_text
 
+    writable_dir(args.store, "--store", "choose another --store (a store is written as it runs)")
     spec = _load(args)
     if args.dry_run:
         from normlab.study.spec import spec_from_dict
@@ -83,12 +85,32 @@ def _run(args: argparse.Namespace) -> int:
         for t in trials:
             print(f"  {t.id}  " + "  ".join(f"{k}={v}" for k, v in t.params.items()))
         return 0
-    store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
-                      threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
-                      batch=args.batch, progress=not args.quiet)
+    from normlab.cli import interrupted
+
+    try:
+        store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
+                          threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
+                          batch=args.batch, progress=not args.quiet)
+    except KeyboardInterrupt:
+        return interrupted("study", resume_study(args))
+    if store.counts().get("interrupted"):  # Ctrl-C reached the trials first; they checkpointed
+        return interrupted("study", resume_study(args))
     print(status_text(store))
     # 1: some trial failed, or workers died and left trials unfinished (rerun to resume them)
     return 1 if store.counts().get("failed") or store.unfinished() else 0
+
+
+def resume_study(args: argparse.Namespace) -> str:
+    """The command that resumes an interrupted ``study run`` with the same executor settings."""
+    import shlex
+
+    cmd = ["normlab", "study", "run", "--store", args.store]
+    for flag, value, default in (("--executor", args.executor, "local"), ("--workers", args.workers, None),
+                                 ("--threads-per-run", args.threads_per_run, 1), ("--batch", args.batch, None),
+                                 ("--ray-address", args.ray_address, None), ("--lease", args.lease, 60.0)):
+        if value != default:
+            cmd += [flag, str(value)]
+    return f"finished trials are kept; resume with: {shlex.join(cmd)}"
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from normlab.cli.common import add_config_args
 
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from normlab import fscheck
     from normlab.errors import UserError
     from normlab.train.run import default_run_dir, finished, load_run_config, run_training
 
@@ -49,12 +51,14 @@ def _train(args: argparse.Namespace) -> int:
                                ("--diag-every", args.diag_every), ("--init-from", args.init_from)) if v]
         if used:
             raise UserError(f"--resume uses RUN/config.json; drop {', '.join(used)}")
+        fscheck.existing_dir(args.resume, "--resume", "a run directory (`normlab train --out RUN` makes one)")
         cfg, run_dir = load_run_config(args.resume), args.resume
         done = finished(run_dir)
         if done and args.steps in (None, cfg.train.steps):
             print(f"{run_dir}: already {done['status']} at step {done['steps']}; nothing to do (to train "
                   f"further: normlab train --resume {run_dir} --steps N, N > {cfg.train.steps})", file=sys.stderr)
             return 0
+        fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         from dataclasses import replace
 
@@ -73,15 +77,33 @@ def _train(args: argparse.Namespace) -> int:
 
             cfg = apply_init_from(cfg, args.init_from, explicit_fields(args.config, args.placement, args.overrides))
         run_dir = args.out or default_run_dir()
-    s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet,
-                     steps=args.steps if args.resume else None)
+        fscheck.writable_dir(run_dir, "--out")
+    try:
+        s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet,
+                         steps=args.steps if args.resume else None)
+    except KeyboardInterrupt:  # before the loop took over Ctrl-C (loading data, building the model)
+        s = {"status": "interrupted"}
+    if s["status"] == "interrupted":
+        from normlab.cli import interrupted
+
+        return interrupted("train", resume_train(Path(run_dir), s.get("steps")))
     val = "n/a" if s["final_val_loss"] is None else f"{s['final_val_loss']:.4f}"
     best = "n/a" if s["best_val_loss"] is None else f"{s['best_val_loss']:.4f}"
     extra = f" at step {s['diverged_at_step']}" if s["status"] == "diverged" else ""
     tps = f"{s['tokens_per_s']:.0f}" if s.get("tokens_per_s") else "n/a"
     print(f"{run_dir}: {s['status']}{extra}, {s['steps']} steps, val loss {val} (best {best}), "
           f"{s['wall_time_s']:.1f} s, {tps} tokens/s", file=sys.stderr)
-    return 130 if s["status"] == "interrupted" else 0
+    return 0
+
+
+def resume_train(run_dir: Path, step: int | None) -> str:
+    """What to say after Ctrl-C: the command that resumes RUN, or that nothing was written yet."""
+    import shlex
+
+    if not (run_dir / "config.json").is_file():
+        return f"{run_dir} was not started yet; rerun the same command"
+    at = f"at step {step}, checkpointed; " if step is not None else ""  # None: stopped before the loop
+    return f"{at}resume with: normlab train --resume {shlex.quote(str(run_dir))}"
 
 
 def _sample(args: argparse.Namespace) -> int:

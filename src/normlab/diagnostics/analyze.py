@@ -20,28 +20,25 @@ from normlab.errors import UserError
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any]:
-    """(model in eval mode, RunConfig) from RUN/checkpoints/<checkpoint> (falls back to latest)."""
-    from safetensors.torch import load_model
-
-    from normlab.config import RunConfig
+    """(model in eval mode, RunConfig) from RUN/checkpoints/<checkpoint> (latest when the run has no
+    best). A damaged checkpoint is an error naming it, never passed over for the other one."""
     from normlab.model.transformer import TransformerLM
+    from normlab.train import checkpoint as ckpt
+    from normlab.train.run import load_run_config
 
     run = Path(run_dir)
     if not (run / "config.json").exists():
         raise UserError(f"{run}: not a run directory (no config.json)")
-    cfg = RunConfig.from_json((run / "config.json").read_text(encoding="utf-8"))
-    for name in dict.fromkeys([checkpoint, "latest", "best"]):
-        for folder in (run / "checkpoints" / name, run / "checkpoints" / f"{name}.old"):
-            if (folder / "model.safetensors").is_file():
-                model_cfg = cfg.model
-                if (folder / "model_config.json").is_file():
-                    from normlab.model.io import load_config
+    cfg = load_run_config(run, "RUN")
+    folder = ckpt.pick(run, checkpoint)
+    model_cfg = cfg.model
+    if (folder / "model_config.json").is_file():
+        from normlab.model.io import load_config
 
-                    model_cfg = load_config(folder)
-                model = TransformerLM(model_cfg)
-                load_model(model, str(folder / "model.safetensors"))
-                return model.eval(), cfg
-    raise UserError(f"{run}: no checkpoint with model.safetensors under checkpoints/{checkpoint} or latest")
+        model_cfg = load_config(folder)
+    model = TransformerLM(model_cfg)
+    ckpt.load(folder, model, restore_rng=False)  # checks every file against the manifest first
+    return model.eval(), cfg
 
 
 @torch.no_grad()

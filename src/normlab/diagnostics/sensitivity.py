@@ -12,7 +12,6 @@ any run that ends worse than it started. Several runs at one lr (seeds) are aver
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -57,7 +56,9 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
         raise UserError(f"{run}: not a run directory (no config.json)") from None
     summary: dict[str, Any] = {}
     if (run / "summary.json").exists():
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        from normlab.fscheck import read_json_table
+
+        summary = read_json_table(run / "summary.json", "rerun or --resume the run to rewrite it")
     status = summary.get("status", "missing")
     final = summary.get("final_val_loss") if status != "diverged" else None
     init = None

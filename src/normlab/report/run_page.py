@@ -101,9 +101,15 @@ def layer_section(page: Page, run_dir: Path) -> None:
             res = json.loads(path.read_text(encoding="utf-8"))
         else:
             from normlab.diagnostics.analyze import analyze_run
+            from normlab.fscheck import writable_dir
 
+            cache = run_dir / "analysis"
+            try:
+                writable_dir(cache, "analysis")
+            except UserError:  # a read-only run (a published copy): the cache goes beside the page
+                cache = page.out_dir / "analysis"
             page.say("analysing the final checkpoint for the layer figures (once; cached in analysis/)")
-            res = analyze_run(run_dir)
+            res = analyze_run(run_dir, out=cache)
     except (UserError, json.JSONDecodeError) as e:
         page.text(f"Layer similarity and deletion skipped: {e}", "muted")
         return

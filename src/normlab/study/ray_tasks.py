@@ -47,10 +47,15 @@ class UnsafeRunArchive(ValueError):
     """A shipped-back run directory holding something other than files and folders inside it."""
 
 
-def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptions
+def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptions,
+              study: dict[str, Any] | None = None
               ) -> tuple[dict[str, Any] | None, str | None, bytes | None, dict[str, Any]]:
-    """A Ray task: run one trial; (summary, error, tarred run dir if not shared, where it ran)."""
-    from normlab.study.worker import run_claimed
+    """A Ray task: run one trial; (summary, error, tarred run dir if not shared, where it ran).
+
+    ``study`` ({"spec": {name, metric}, "params": axis values}) names the trial for its loggers
+    exactly as a local worker does (W&B group, TensorBoard hparams; ``study_env``), wherever
+    the task trains (the run directory, or a scratch copy on a node without the store)."""
+    from normlab.study.worker import run_claimed, study_env
 
     shared = Path(store_root).is_dir()
     scratch = None if shared else Path(tempfile.mkdtemp(prefix="normlab-trial-"))
@@ -60,7 +65,9 @@ def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptio
             if busy:
                 return None, busy, None, {}
             where = _record_node(target, shared)
-            summary, error = run_claimed(Claim("ray", 0, {}, config_json, target), opts)
+            claim = Claim("ray", 0, dict((study or {}).get("params", {})), config_json, target)
+            with study_env((study or {}).get("spec", {}), [claim] if study else []):
+                summary, error = run_claimed(claim, opts)
         packed = _pack(target) if scratch is not None and target.exists() else None
         return summary, error, packed, where
     finally:
@@ -207,7 +214,8 @@ def drive(store_root: str | Path, opts: WorkerOptions, *, workers: int, address:
                     claim = store.claim(me, opts.lease_s, opts.retries)
                     if claim is None:
                         break
-                    inflight[task.remote(claim.config_json, str(claim.run_dir), str(root), opts)] = claim
+                    inflight[task.remote(claim.config_json, str(claim.run_dir), str(root), opts,
+                                         trial_study(store.spec, claim))] = claim
                     beat.items.append((claim.id, claim.attempt))
                 if not inflight:
                     if store.unfinished() == 0:
@@ -227,6 +235,13 @@ def drive(store_root: str | Path, opts: WorkerOptions, *, workers: int, address:
         store.close()
         if started:
             ray.shutdown()
+
+
+def trial_study(spec: dict[str, Any], claim: Claim) -> dict[str, Any]:
+    """What a Ray task needs to name its trial for the loggers: the study's name and metric, the
+    trial's axis values (the store's spec is not shipped: it can be large, and tasks never read it)."""
+    return {"spec": {"name": spec.get("name"), "metric": spec.get("metric", "best_val_loss")},
+            "params": claim.params}
 
 
 def _record(store: Store, me: str, claim: Claim, ref: Any, opts: WorkerOptions) -> None:

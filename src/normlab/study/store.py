@@ -97,13 +97,16 @@ class Store:
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
         self.root = Path(path)
         self.db_path = self.root / "study.sqlite"
+        if self.root.exists() and not self.root.is_dir():
+            raise UserError(f"{self.root}: is a file, not a study store directory; give the store's directory")
         if not self.db_path.exists() or not (self.root / "spec.json").exists():
             raise UserError(f"{self.root}: no study store here (create one with "
                             f"`normlab study run SPEC --store {self.root}`)")
         self._busy = busy_timeout_s
         self._conn: sqlite3.Connection | None = None
+        self.spec: dict[str, Any] = _read_spec(self.root / "spec.json")
+        _check_db(self.db_path)
         self._check_version(self.conn)
-        self.spec: dict[str, Any] = json.loads((self.root / "spec.json").read_text())
 
     # -- connection ------------------------------------------------------------------
     @property
@@ -131,18 +134,22 @@ class Store:
                runs_dir: str = "runs") -> "Store":
         """Create (or reopen) the store of ``spec`` and insert its trials; idempotent and safe
         when two processes do it at once. A store holding a different study is refused."""
+        from normlab.fscheck import sqlite_errors, writable_dir
         from normlab.fsutil import atomic_write_text
 
-        root = Path(path)
-        root.mkdir(parents=True, exist_ok=True)
+        root = writable_dir(path, "--store", "choose another --store (a store is written as it runs)")
         text = json.dumps(spec, indent=2, sort_keys=True)
         spec_path = root / "spec.json"
         if spec_path.exists():
-            if json.loads(spec_path.read_text()) != json.loads(text):
-                raise UserError(f"{root}: this store holds a different study "
-                                f"({json.loads(spec_path.read_text()).get('name')!r}, or the same one "
-                                "with other settings); pick a new --store, or rerun without a spec to resume it")
-        conn = _connect(root / "study.sqlite", 60.0)
+            held = _read_spec(spec_path)
+            if held != json.loads(text):
+                raise UserError(f"{root}: this store holds a different study ({held.get('name')!r}, or the "
+                                "same one with other settings); pick a new --store, or rerun without a spec "
+                                "to resume it")
+            _check_db(root / "study.sqlite")  # a complete store: damage is reported, never written over
+        root.mkdir(parents=True, exist_ok=True)
+        with sqlite_errors(root / "study.sqlite", "restore it from a backup, or start a new --store"):
+            conn = _connect(root / "study.sqlite", 60.0)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -291,9 +298,50 @@ class Store:
         return "pending"
 
 
-def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
+def _read_spec(path: Path) -> dict[str, Any]:
+    from normlab.fscheck import read_json_table
+
+    return read_json_table(path, "restore it from a backup, or start a new --store")
+
+
+def _check_db(path: Path) -> None:
+    """Refuse a study.sqlite that is not an intact store database (one line, never replaced)."""
+    from normlab.fscheck import sqlite_errors
+    from normlab.fsutil import CorruptFileError
+
+    if not path.is_file():  # connecting would create an empty database in its place
+        raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
+                               "or start a new --store")
+    # SQLite would make an empty file a new database. (stat, never open: closing a descriptor of the
+    # file would drop the POSIX locks this process's other connections hold on it.)
+    if path.stat().st_size == 0:
+        raise CorruptFileError(f"{path}: damaged study database (empty file); restore it from a backup, or "
+                               "start a new --store (normlab never replaces it)")
+    with sqlite_errors(path, "restore it from a backup, or start a new --store"):
+        conn = _connect(path, 60.0, read_only=True)  # the check itself must not change the file (WAL mode, say)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{path}: written by a newer normlab (store schema v{version}; this "
+                                f"version reads v{SCHEMA_VERSION}); upgrade normlab to use this store")
+            bad = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+            if bad:
+                raise sqlite3.DatabaseError(f"quick_check: {bad[0]}")
+            conn.execute("SELECT COUNT(*) FROM trials").fetchone()
+        finally:
+            conn.close()
+
+
+def _connect(path: Path, busy_s: float, read_only: bool = False) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is taken
     # before reading what to change (no lost updates between two claimers).
+    if path.is_file() and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        return _connect_read_only(path)
+    if read_only:
+        import urllib.parse
+
+        return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=busy_s,
+                               isolation_level=None)
     conn = sqlite3.connect(path, timeout=busy_s, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -301,6 +349,21 @@ def _connect(path: Path, busy_s: float) -> sqlite3.Connection:
         raise UserError(f"{path}: SQLite could not use WAL mode (got {mode}); put the store on a local disk")
     conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL survives process crashes
     return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A store on a read-only file system (a published copy, a read-only share) can still be read
+    (``study status``, ``report --out``): nobody can write it, so SQLite may treat it as
+    immutable and need no WAL files beside it. Writers fail later with one line (the CLI checks
+    ``--store`` first)."""
+    import urllib.parse
+
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size:  # committed rows not yet in the main file: immutable would miss them
+        raise UserError(f"{path}: on a read-only file system with unmerged changes in {wal.name}; copy the store "
+                        "to a writable disk and read the copy")
+    return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?immutable=1", uri=True,
+                           isolation_level=None)
 
 
 class _immediate:

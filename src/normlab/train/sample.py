@@ -21,10 +21,7 @@ def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float
 
     run_dir = Path(run_dir)
     cfg = load_run_config(run_dir, "sample")
-    order = [which] + [n for n in ("best", "latest") if n != which]
-    found = next((c for c in (checkpoint.find(run_dir / "checkpoints" / n) for n in order) if c), None)
-    if found is None:
-        raise UserError(f"{run_dir}: no checkpoint under checkpoints/ (best or latest); train it first")
+    found = checkpoint.pick(run_dir, which)  # a damaged one is an error, never silently passed over
     if tokens < 0:
         raise UserError(f"--tokens={tokens}: must be >= 0")
     dev = pick_device(device)

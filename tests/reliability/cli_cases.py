@@ -1,0 +1,39 @@
+"""Run CLI commands in one process and report how each ended (imported by test_paths.py, and run
+as a script inside a private mount namespace for the read-only cases).
+
+``python cli_cases.py CASES.json RESULTS.json``: CASES is a list of argv lists; RESULTS gets,
+per case, the exit status, stderr, and the traceback text when one escaped ``normlab.cli.main``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import traceback
+
+
+def run_case(argv: list[str]) -> dict:
+    """``normlab ARGV`` in this process: {"rc", "err", "traceback"} (traceback None when none escaped)."""
+    from normlab.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    tb = None
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = main(argv)
+        except SystemExit as e:  # argparse
+            rc = e.code if isinstance(e.code, int) else 1
+        except BaseException:  # noqa: B036 (a traceback is exactly what the test looks for)
+            rc, tb = 1, traceback.format_exc()
+    return {"argv": argv, "rc": rc, "err": err.getvalue(), "traceback": tb}
+
+
+if __name__ == "__main__":
+    import torch
+
+    torch.set_num_threads(1)
+    cases = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    with open(sys.argv[2], "w", encoding="utf-8") as fh:
+        json.dump([run_case(argv) for argv in cases], fh)
