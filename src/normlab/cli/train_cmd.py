@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from normlab.cli.common import add_config_args
 
@@ -82,7 +83,7 @@ def _train(args: argparse.Namespace) -> int:
         s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet,
                          steps=args.steps if args.resume else None)
     except KeyboardInterrupt:  # before the loop took over Ctrl-C (loading data, building the model)
-        s = {"status": "interrupted"}
+        s = {"status": "interrupted", "steps": None}
     if s["status"] == "interrupted":
         from normlab.cli import interrupted
 
@@ -96,7 +97,7 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def resume_train(run_dir: Path, step: int | None) -> str:
+def resume_train(run_dir: Path, step: Any) -> str:
     """What to say after Ctrl-C: the command that resumes RUN, or that nothing was written yet."""
     import shlex
 

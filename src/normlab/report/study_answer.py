@@ -61,7 +61,7 @@ def compare_two(a: str, pa: Sequence[Point], b: str, pb: Sequence[Point], unit: 
     assert e.estimate is not None
     lower, gap = (a, e.estimate) if e.estimate > 0 else (b, -e.estimate)
     text = f"{head}: {lower} lower by {num(gap, 3)} {unit}"
-    if e.lo is None or e.n_min < MIN_SEEDS:
+    if e.lo is None or e.hi is None or e.n_min < MIN_SEEDS:
         return text + f" (fewer than {MIN_SEEDS} seeds a side: not weighed against seed noise)"
     lo, hi = (e.lo, e.hi) if lower == a else (-e.hi, -e.lo)
     verdict = "a real difference" if lo > 0 else "within seed noise"
