@@ -47,10 +47,12 @@ def _stop(proc: subprocess.Popen) -> str:
 
 
 def _resume_command(err: str, command: str) -> list[str]:
+    # Progress lines may come first; the interruption is one line, and the last.
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"normlab {command}: interrupted; "), err
-    assert "resume with: normlab " in lines[0], err
-    argv = shlex.split(lines[0].split("resume with: ", 1)[1])
+    said = [ln for ln in lines if "interrupted" in ln]
+    assert said == lines[-1:] and said[0].startswith(f"normlab {command}: interrupted; "), err
+    assert "resume with: normlab " in said[0], err
+    argv = shlex.split(said[0].split("resume with: ", 1)[1])
     assert argv[0] == "normlab"
     return argv[1:]
 

@@ -9,6 +9,7 @@ tests/train/test_resume.py (a real ``normlab train`` process killed after a chec
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 from pathlib import Path
@@ -144,7 +145,7 @@ def _corrupt(path: Path, how: str) -> None:
 @pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 @pytest.mark.parametrize("name", ["model.safetensors", "optimizer.safetensors", "rng.safetensors"])
 @pytest.mark.parametrize("how", ["truncate", "bitflip"])
-def test_damaged_checkpoint_is_never_loaded_and_resume_still_matches(name, how, tmp_path, reference, capsys):
+def test_damaged_checkpoint_is_never_loaded_and_resume_still_matches(name, how, tmp_path, reference, caplog):
     run = tmp_path / "run"
     _run_and_die_at(run, _kill_at_step(25))  # latest = step 20
     ckpt = run / "checkpoints" / "latest"
@@ -152,8 +153,9 @@ def test_damaged_checkpoint_is_never_loaded_and_resume_still_matches(name, how, 
     assert checkpoint.find(ckpt) is None
     with pytest.raises(checkpoint.UserError, match=name):
         checkpoint.load(ckpt, tiny_model())
-    summary = run_training(None, run, resume=True, quiet=True)  # restarts from 0, same numbers
-    assert "restarting the run from step 0" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="normlab"):
+        summary = run_training(None, run, resume=True, quiet=True)  # restarts from 0, same numbers
+    assert any("restarting the run from step 0" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert summary["status"] == "completed" and comparable(run) == reference
 
 

@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from normlab.log import setup
+
+    setup(args.command, quiet=bool(getattr(args, "quiet", False)))  # status on stderr; stdout is the output
     try:
         return int(args.func(args) or 0)
     except UserError as e:

@@ -16,6 +16,7 @@ Everything is validated (model, tokenizer, text length) before OUT is created.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -108,7 +109,7 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
                         "the tokenizer does not belong to this model")
     fam = subject.family
     if not quiet:
-        print(f"{subject.name}: {fam.describe()}", file=sys.stderr)
+        logging.getLogger(__name__).info(f"{subject.name}: {fam.describe()}")
     x, y = make_batch(subject, ids, max_tokens, seed)
     torch.manual_seed(seed)
     bar = None

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import base64
 import html
+import logging
 import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +55,7 @@ def fmt(v: Any, digits: int = 4) -> str:
 
 
 def _progress(msg: str) -> None:
-    print(f"normlab report: {msg}", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).info(msg)  # the CLI shows it as "normlab report: ..."
 
 
 @dataclass

@@ -21,7 +21,7 @@ memory than is free or more than ``REFUSE_S`` seconds, and to warn above ``WARN_
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from dataclasses import dataclass
 
@@ -119,4 +119,4 @@ def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1) -> Non
     if sec > REFUSE_S:
         raise UserError(f"model.context={m.context}: {what}; {fix}")
     if sec > WARN_S:
-        print(f"normlab: warning: {what}", file=sys.stderr)
+        logging.getLogger(__name__).warning(what)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -125,10 +126,8 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     ckpt = checkpoint.find(run_dir / "checkpoints" / "latest") if resume else None
     if resume and ckpt is None and (run_dir / "checkpoints" / "latest").exists() and dist.main:
         # A damaged checkpoint is never loaded; starting over reproduces the same metrics.
-        import sys
-
-        print(f"normlab: warning: {checkpoint.problem(run_dir / 'checkpoints' / 'latest')}; "
-              "restarting the run from step 0", file=sys.stderr)
+        logging.getLogger(__name__).warning(f"{checkpoint.problem(run_dir / 'checkpoints' / 'latest')}; "
+                                            "restarting the run from step 0")
     env = environment(device, cfg.seed, dist)
     if dist.main:
         run_dir.mkdir(parents=True, exist_ok=True)
