@@ -136,8 +136,11 @@ def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir
                 if "max_logit" in a.stats:
                     out[i] = a.stats["max_logit"]
 
+    def forward(ids: torch.Tensor) -> torch.Tensor:
+        return model(ids)[0]
+
     name = (run_dir or folder).name
-    return Subject(name, fam, model, list(model.blocks), model, encode, ctx, cfg.d_model,
+    return Subject(name, fam, model, list(model.blocks), forward, encode, ctx, cfg.d_model,
                    attention=attention, info={"lab": True, "source": str(run_dir or folder),
                                                "vocab_size": cfg.vocab_size})
 
