@@ -1,0 +1,27 @@
+"""Every option and positional of every subcommand says what it is in ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+from normlab.cli import build_parser
+
+
+def _walk(p: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items():
+                yield from _walk(sub, f"{path} {name}")
+        elif not isinstance(a, argparse._HelpAction):
+            yield path, a
+
+
+def test_every_option_has_a_help_text() -> None:
+    seen = list(_walk(build_parser(), "normlab"))
+    commands = {path for path, _ in seen}
+    # the walk reaches nested subcommands (a walk that stopped at the top would pass vacuously)
+    assert {"normlab probe", "normlab analyze", "normlab study status", "normlab lr-sensitivity"} <= commands
+    missing = [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in seen
+               if not (a.help and a.help.strip()) and a.help is not argparse.SUPPRESS]
+    assert not missing, "options without a help text: " + ", ".join(missing)
