@@ -25,3 +25,16 @@ def test_every_option_has_a_help_text() -> None:
     missing = [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in seen
                if not (a.help and a.help.strip()) and a.help is not argparse.SUPPRESS]
     assert not missing, "options without a help text: " + ", ".join(missing)
+
+
+def test_demo_time_agrees_with_the_readme() -> None:
+    import re
+    from pathlib import Path
+
+    parser = build_parser()
+    demo = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["demo"]
+    scale = next(a for a in demo._actions if "--scale" in a.option_strings).help
+    said = re.search(r"about (\d+) min", scale)
+    assert said, scale
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"`make demo` takes about {said[1]} minutes" in readme
