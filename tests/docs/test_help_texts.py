@@ -38,3 +38,18 @@ def test_demo_time_agrees_with_the_readme() -> None:
     assert said, scale
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"`make demo` takes about {said[1]} minutes" in readme
+
+
+def test_default_output_folders_are_ignored_by_git() -> None:
+    from pathlib import Path
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    defaults = {str(a.default).split("/")[0] for p in subs.values() for a in p._actions
+                if a.dest in ("out", "store") and isinstance(a.default, str)}
+    assert {"probe", "claims", "studies"} <= defaults  # read from the parser, not restated
+    # written by code rather than as an argparse default: train's runs/, inspect/<name>, report's compare/
+    folders = defaults | {"runs", "inspect", "compare"}
+    ignore = (Path(__file__).resolve().parents[2] / ".gitignore").read_text(encoding="utf-8").split()
+    missing = [f for f in sorted(folders) if f"{f}/" not in ignore and f"/{f}/" not in ignore]
+    assert not missing, f"default output folders missing from .gitignore: {missing}"
