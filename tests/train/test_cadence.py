@@ -176,5 +176,7 @@ def test_presets_keep_their_pinned_interval() -> None:
     from normlab.config import resolve
 
     assert resolve("nanogpt-cpu").train.eval_every == 250
-    assert resolve("nanogpt-cpu", overrides=["train.eval_every=none"]).train.eval_every is None
-    assert Cadence.of(resolve(None, overrides=["train.steps=400"]).train).eval_every == 50
+    assert resolve("nanogpt-cpu", overrides=["train.eval_every=none"]).train.eval_every == 1400 // 8
+    cfg = resolve(None, overrides=["train.steps=400"])
+    assert Cadence.of(cfg.train).eval_every == 50 and cfg.to_dict()["train"]["eval_every"] == 50  # recorded
+    assert resolve(None).to_dict()["train"]["eval_every"] == 250  # the old default, so old trial ids hold

@@ -8,9 +8,10 @@ and a ``latest`` checkpoint whatever the intervals are:
 |-----------|------|
 | eval      | ``eval_every > 0`` and step % eval_every == 0, or the last step |
 
-``train.eval_every = none`` (the default) follows the run's length: ``steps // 8`` (at
-least 1), about eight validations per run whatever ``train.steps`` is; 2000 steps give
-the old fixed 250. Presets and study presets pin their own interval.
+``train.eval_every = none`` (the default) follows the run's length: ``TrainConfig``
+resolves it to ``steps // 8`` (at least 1), about eight validations per run whatever
+``train.steps`` is; 2000 steps give the old fixed 250. Presets and study presets pin
+their own interval.
 | log       | step % log_every == 0, or an eval step (a validation loss is always written) |
 | ckpt      | ``checkpoint_every > 0`` and step % checkpoint_every == 0, or the last step |
 | diag      | ``diag_every > 0`` and step % diag_every == 0 |
@@ -27,14 +28,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from normlab.train.config import TrainConfig
-
-
-AUTO_EVALS = 8  # validations per run when train.eval_every is none
-
-
-def eval_interval(steps: int, eval_every: int | None) -> int:
-    """``train.eval_every`` as a number: the user's, or ``steps // AUTO_EVALS`` (at least 1)."""
-    return max(1, steps // AUTO_EVALS) if eval_every is None else eval_every
 
 
 @dataclass(frozen=True)
@@ -71,7 +64,8 @@ class Cadence:
 
     @classmethod
     def of(cls, t: TrainConfig) -> Cadence:
-        return cls(t.steps, eval_interval(t.steps, t.eval_every), t.log_every, t.checkpoint_every, t.diag_every)
+        assert t.eval_every is not None  # TrainConfig resolves none to a number
+        return cls(t.steps, t.eval_every, t.log_every, t.checkpoint_every, t.diag_every)
 
     def is_eval(self, step: int) -> bool:
         return (self.eval_every > 0 and step % self.eval_every == 0) or step == self.steps

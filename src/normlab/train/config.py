@@ -38,6 +38,9 @@ class OptimConfig(Section):
         self.check(self.z_loss >= 0, "z_loss", "must be >= 0, e.g. 1e-4")
 
 
+AUTO_EVALS = 8  # validations per run when train.eval_every is left unset
+
+
 @dataclass
 class TrainConfig(Section):
     """The training loop: length, evaluation, checkpoints, device and numerics."""
@@ -68,6 +71,12 @@ class TrainConfig(Section):
             self.check(getattr(self, name) >= 0, name, "must be >= 0")
         self.check(self.eval_every is None or self.eval_every >= 0, "eval_every",
                    "must be >= 0 (0 = only at the end), or none to follow train.steps")
+        if self.eval_every is None:
+            # Resolved once, from the final train.steps (TOML, --set and a study's axes are merged
+            # as data before the TrainConfig is built; a run preset is a built config, so presets
+            # pin theirs), so config.json records the interval used and 2000 steps keep the
+            # config, and a study trial's id, of the old fixed 250.
+            self.eval_every = max(1, self.steps // AUTO_EVALS)
         self.check(self.batch_size % self.grad_accum == 0, "grad_accum",
                    f"must divide train.batch_size={self.batch_size}")
         self.check(self.diverge_loss > 0, "diverge_loss", "must be > 0, e.g. 20")
