@@ -59,7 +59,7 @@ def test_formula_by_hand(scaled_pre) -> None:
             assert sub.options.scale == 0.25
             x = x + 0.25 * sub.branch(sub.norm(x))
     ref = model.lm_head(model.norm_f(x))
-    assert torch.allclose(model(idx), ref, atol=1e-10, rtol=0)
+    assert torch.allclose(model(idx)[0], ref, atol=1e-10, rtol=0)
 
 
 def test_options_are_validated_and_listed(scaled_pre, capsys) -> None:

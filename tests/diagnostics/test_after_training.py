@@ -25,6 +25,8 @@ def test_lr_sensitivity_by_hand() -> None:
     assert lr_sensitivity([(1e-3, None, init), (1e-2, 1.0, init)]) == pytest.approx(1.5)
     with pytest.raises(UserError):
         lr_sensitivity([])
+    with pytest.raises(UserError, match=r"needs runs at >= 2 learning rates, got only lr=0\.001"):
+        lr_sensitivity([(1e-3, 2.0, init), (1e-3, 2.4, init)])
 
 
 def test_analyze_model_deletion_and_pairs() -> None:
@@ -86,4 +88,8 @@ def test_train_analyze_and_lr_sensitivity_cli(tmp_path, data_dir, capsys) -> Non
     assert main(["lr-sensitivity", *runs, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["lr_sensitivity"] >= 0 and len(res["per_lr"]) == 2
+    # One lr (two runs of it): an error naming the fix, not a 0.0000 that reads as "insensitive".
+    assert main(["lr-sensitivity", runs[0], runs[0]]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and ">= 2 learning rates" in err and "--set optim.lr=" in err
     assert main(["analyze", str(tmp_path / "nope")]) == 2

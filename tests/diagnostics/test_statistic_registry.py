@@ -53,7 +53,7 @@ def test_registered_statistic_is_in_probe_rows(throwaway) -> None:
         model.run(idx, states=states)
     for li, x in enumerate(states):
         assert mine[(li, "stream", "x", "test_mean")] == pytest.approx(x.mean().item(), rel=1e-5, abs=1e-7)
-    assert rows[(0, "model", "test_logit_max", "test_logit_max")] == pytest.approx(model(idx).max().item(),
+    assert rows[(0, "model", "test_logit_max", "test_logit_max")] == pytest.approx(model(idx)[0].max().item(),
                                                                                     rel=1e-6)
 
 

@@ -28,13 +28,13 @@ def test_logits_match_transformers(family: str, placement: str) -> None:
     idx = torch.randint(0, tiny.VOCAB, (3, 24), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         ref = hf(idx).logits
-        got = ours(idx)
+        got, _ = ours(idx)
         assert ref.abs().max() > 0.1  # not a trivially small output
         assert torch.allclose(got, ref, atol=1e-5, rtol=0), (got - ref).abs().max()
         # A hand-planted difference: one entry of layer 1's W_V (a row shared by two query heads with GQA).
         cfg = ours.cfg
         ours.blocks[1].attn.branch.qkv.weight[cfg.d_model + cfg.kv_heads * cfg.head_dim + 3, 5] += 0.5
-        assert not torch.allclose(ours(idx), ref, atol=1e-5, rtol=0)
+        assert not torch.allclose(ours(idx)[0], ref, atol=1e-5, rtol=0)
 
 
 def test_inspect_only_families_are_refused_with_the_reason() -> None:

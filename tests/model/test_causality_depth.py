@@ -31,11 +31,11 @@ def test_causal(placement: str) -> None:
                 b.attn.gate.fill_(0.5)
                 b.ffn.gate.fill_(0.5)
     idx = torch.randint(0, 13, (2, 8))
-    base = model(idx)
+    base, _ = model(idx)
     for t in (0, 3, 6):
         other = idx.clone()
         other[:, t + 1:] = (other[:, t + 1:] + 1 + torch.arange(7 - t)) % 13
-        out = model(other)
+        out, _ = model(other)
         assert torch.allclose(out[:, :t + 1], base[:, :t + 1], atol=1e-6, rtol=0), f"future leaks into t<={t}"
         assert not torch.allclose(out[:, t + 1:], base[:, t + 1:])  # the change itself is visible
 

@@ -137,7 +137,7 @@ def test_single_stream_block_matches_formula(name: str) -> None:
     final = {"pre", "sandwich", "post_branch", "lns", "layerscale"}
     ref = ln(x, model.norm_f) if name in final else x
     assert isinstance(model.norm_f, torch.nn.Identity) == (name not in final)
-    assert torch.allclose(model(idx), ref @ model.wte.weight.T, atol=TOL, rtol=0)
+    assert torch.allclose(model(idx)[0], ref @ model.wte.weight.T, atol=TOL, rtol=0)
 
 
 def test_rezero_gate_formula() -> None:
@@ -164,7 +164,7 @@ def test_resi_dual_formula() -> None:
     assert torch.allclose(h[0], x, atol=TOL, rtol=0) and torch.allclose(h[1], d, atol=TOL, rtol=0)
     out = x + ln(d, model.stream.norm)  # x_L + LN(d_L), no final norm by default
     assert isinstance(model.norm_f, torch.nn.Identity)
-    assert torch.allclose(model(idx), out @ model.wte.weight.T, atol=TOL, rtol=0)
+    assert torch.allclose(model(idx)[0], out @ model.wte.weight.T, atol=TOL, rtol=0)
 
 
 def test_ngpt_formula() -> None:
@@ -175,7 +175,7 @@ def test_ngpt_formula() -> None:
         h = unit(h + sub.alpha() * (unit(F_(sub, h)) - h))
     assert torch.allclose(run_model(model, idx), h, atol=TOL, rtol=0)
     z = (h @ model.wte.weight.T) * model.stream.s_z()
-    assert torch.allclose(model(idx), z, atol=TOL, rtol=0)
+    assert torch.allclose(model(idx)[0], z, atol=TOL, rtol=0)
     a = model.blocks[0].attn.branch
     assert float(a.scale) == pytest.approx(math.sqrt(4))  # softmax scale sqrt(d_head), d_head = 4
 

@@ -36,4 +36,17 @@ def test_save_then_load_gives_the_same_model(tmp_path):
     loaded = TransformerLM.load(tmp_path / "m")
     assert loaded.cfg == m.cfg
     idx = torch.randint(0, 11, (2, 8))
-    assert torch.equal(loaded(idx), m(idx))
+    assert torch.equal(loaded(idx)[0], m(idx)[0])
+
+
+def test_one_return_convention() -> None:
+    # model(idx) and model(idx, targets) return the same shape of result, so unpacking a
+    # call without targets never splits the batch (B = 2 would unpack silently otherwise).
+    m = TransformerLM(ModelConfig(vocab_size=11, context=8, n_layer=1, d_model=16, n_head=2)).eval()
+    idx = torch.randint(0, 11, (2, 8))
+    logits, loss = m(idx)
+    assert logits.shape == (2, 8, 11) and loss is None
+    logits2, loss2 = m(idx, targets=idx)
+    assert torch.equal(logits2, logits)
+    want = torch.nn.functional.cross_entropy(logits.view(-1, 11), idx.view(-1))
+    assert loss2 is not None and torch.allclose(loss2, want)

@@ -38,7 +38,7 @@ def test_save_load_round_trip(tmp_path, kw: dict) -> None:
     loaded = TransformerLM.load(tmp_path / "ck")
     assert loaded.cfg == model.cfg
     idx = torch.randint(0, 13, (2, 8))
-    assert torch.equal(loaded(idx), model(idx))
+    assert torch.equal(loaded(idx)[0], model(idx)[0])
     for (n1, t1), (n2, t2) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert n1 == n2 and torch.equal(t1, t2), n1
     if kw["placement"] == "admin":
@@ -106,9 +106,9 @@ def test_hf_gpt2_parity() -> None:
         idx = torch.randint(0, 57, (3, 16))
         with torch.no_grad():
             ref = hf(idx).logits
-            assert torch.allclose(ours(idx), ref, atol=1e-5, rtol=0)
+            assert torch.allclose(ours(idx)[0], ref, atol=1e-5, rtol=0)
             from_sd = from_hf_gpt2(hf.state_dict(), config=hf_cfg).eval()
-            assert torch.allclose(from_sd(idx), ref, atol=1e-5, rtol=0)
+            assert torch.allclose(from_sd(idx)[0], ref, atol=1e-5, rtol=0)
     with pytest.raises(UserError, match="needs config="):
         from_hf_gpt2(hf.state_dict())
     with pytest.raises(UserError, match="activation_function='relu'"):

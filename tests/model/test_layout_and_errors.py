@@ -19,7 +19,7 @@ def same_weights_logits(a: ModelConfig, b: ModelConfig) -> tuple[torch.Tensor, t
     mb = TransformerLM(b).eval()
     mb.load_state_dict(ma.state_dict())
     idx = torch.randint(0, 13, (2, 8))
-    return ma(idx), mb(idx)
+    return ma(idx)[0], mb(idx)[0]
 
 
 @pytest.mark.parametrize("L,frac,n_post", [(8, 0.25, 2), (12, 0.25, 3), (6, 0.5, 3), (4, 0.0, 0), (3, 1.0, 3),
@@ -102,3 +102,19 @@ def test_bad_tokens() -> None:
         model(torch.tensor([[-1, 2]]))
     with pytest.raises(UserError, match=r"expected shape \(B, T\)"):
         model(torch.zeros(4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("typed,meant", [("prenorm", "pre"), ("pre_ln", "pre"), ("Pre-LN", "pre"), ("preln", "pre"),
+                                         ("postnorm", "post"), ("post_ln", "post"), ("sandw", "sandwich"),
+                                         ("deepnrm", "deepnorm"), ("Deep-Norm", "deepnorm"), ("postt", "post")])
+def test_suggestion_reads_the_literature_spellings(typed: str, meant: str) -> None:
+    # difflib alone suggests 'deepnorm' for 'prenorm'; spelling variants come first.
+    with pytest.raises(ConfigError, match=rf"model\.placement='{typed}': unknown name \(did you mean '{meant}'\?\)"):
+        TransformerLM(ModelConfig(placement=typed, **SMALL))
+
+
+def test_no_suggestion_when_nothing_is_close() -> None:
+    from normlab.errors import closest_name
+
+    assert closest_name("zzz", ["post", "pre"]) is None
+    assert closest_name("p", ["post", "pre"]) is None  # too short for a prefix, two candidates anyway

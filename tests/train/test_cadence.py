@@ -159,3 +159,24 @@ def test_ddp_ranks_sync_at_diagnostics_steps(tmp_path, tiny) -> None:
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
     assert [r["step"] for r in tiny.comparable(run)] == [4, 6]
     assert [json.loads(line)["step"] for line in (run / "diagnostics.jsonl").read_text().splitlines()] == [3, 6]
+
+
+@pytest.mark.parametrize("steps, want", [(2000, 250), (200, 25), (20, 2), (7, 1), (1, 1), (20000, 2500)])
+def test_eval_interval_follows_the_steps_unless_set(steps: int, want: int) -> None:
+    # Unset (none): about 8 validations whatever the length; 2000 steps keep the old 250.
+    c = Cadence.of(TrainConfig(steps=steps))
+    assert c.eval_every == want
+    assert len([s for s in range(1, steps + 1) if c.what(s).eval]) == steps // want + (steps % want != 0)
+    # Set, it is kept whatever the length (0: only the last step).
+    assert Cadence.of(TrainConfig(steps=steps, eval_every=250)).eval_every == 250
+    assert [s for s in range(1, steps + 1) if Cadence.of(TrainConfig(steps=steps, eval_every=0)).what(s).eval] == [steps]
+
+
+def test_presets_keep_their_pinned_interval() -> None:
+    from normlab.config import resolve
+
+    assert resolve("nanogpt-cpu").train.eval_every == 250
+    assert resolve("nanogpt-cpu", overrides=["train.eval_every=none"]).train.eval_every == 1400 // 8
+    cfg = resolve(None, overrides=["train.steps=400"])
+    assert Cadence.of(cfg.train).eval_every == 50 and cfg.to_dict()["train"]["eval_every"] == 50  # recorded
+    assert resolve(None).to_dict()["train"]["eval_every"] == 250  # the old default, so old trial ids hold

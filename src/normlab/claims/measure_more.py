@@ -79,13 +79,13 @@ def one_step_change(placement: str, L: int, seed: int, lr: float = 1e-4) -> dict
     model.calibrate(idx)
     share = _branch_share(model, idx) if placement == "deepnorm" else math.nan
     with torch.no_grad():
-        f0 = model(ev).float()
+        f0 = model(ev)[0].float()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     _, loss = model(idx, tgt)
     loss.backward()
     opt.step()
     with torch.no_grad():
-        f1 = model(ev).float()
+        f1 = model(ev)[0].float()
     return {"change": float((f1 - f0).norm() / f0.norm()), "branch_share": share}
 
 
@@ -159,8 +159,8 @@ def gpt2_parity(seed: int) -> dict[str, float] | None:
     post.load_state_dict({k: v for k, v in pre.state_dict().items() if "norm_f" not in k}, strict=False)
     with torch.no_grad():
         ref = hf(idx).logits
-        d_pre = float((pre(idx) - ref).abs().max())
-        d_post = float((post(idx) - ref).abs().max())
+        d_pre = float((pre(idx)[0] - ref).abs().max())
+        d_post = float((post(idx)[0] - ref).abs().max())
     return {"log10_diff_pre": math.log10(max(d_pre, 1e-30)), "log10_diff_post": math.log10(max(d_post, 1e-30)),
             "logit_scale": float(ref.abs().max())}
 

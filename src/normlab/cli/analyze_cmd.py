@@ -10,9 +10,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Load RUN's model (checkpoints/best, else latest) and write "
                        "RUN/analysis/{analysis.csv,layer_pairs.csv,analysis.json}.")
     p.add_argument("run", metavar="RUN", help="a training run directory")
-    p.add_argument("--checkpoint", default="best", choices=("best", "latest"))
+    p.add_argument("--checkpoint", default="best", choices=("best", "latest"),
+                   help="which checkpoint of RUN to load: best (lowest val loss, default) or latest")
     p.add_argument("--batches", type=int, default=4, help="validation batches (default 4)")
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per validation batch (default 8)")
     p.add_argument("--out", metavar="DIR", help="output directory (default RUN/analysis)")
     p.set_defaults(func=_analyze)
     p = sub.add_parser("lr-sensitivity", help="Wortsman et al.'s LR sensitivity of a learning-rate sweep",

@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "printed as ratios vs the fastest peer. See docs/performance.md.")
     p.add_argument("--sizes", "--size", default="tiny,baby,deep", help="comma list of tiny, baby, deep, or all")
     p.add_argument("--device", default="cpu", help="cpu or cuda (cuda is skipped when no GPU is present)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="parameter and activation dtype (default float32)")
     p.add_argument("--peers", default="normlab,xtransformers,hf-gpt2",
                    help="comma list: normlab, xtransformers, hf-gpt2 (or variants normlab-fused, xt-pre, "
                         "xt-sandwich)")

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "directory. Prints the family and its placement in the lab's terms, then measures "
                        "on text tokenised with the model's own tokenizer and writes OUT/probe.csv, "
                        "summary.json, probe_config.json and OUT/analysis/ (render with `normlab report OUT`).")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="Hugging Face id, save_pretrained directory, normlab run, "
+                   "checkpoint or model directory (docs/inspect.md)")
     p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on (default: Tiny Shakespeare, "
                    "last 10%%, from --data-dir / $NORMLAB_DATA_DIR)")
     p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>)")

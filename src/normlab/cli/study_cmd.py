@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--quiet", action="store_true", help="no progress on stderr (a bar on a terminal, else lines)")
     r.set_defaults(func=_run)
     s = ssub.add_parser("status", help="counts by status and the results table of a store")
-    s.add_argument("store", metavar="DIR")
+    s.add_argument("store", metavar="DIR", help="the study store directory (--store of study run)")
     s.set_defaults(func=_status)
     ps = ssub.add_parser("presets", help="list study presets")
     ps.set_defaults(func=_presets)

@@ -33,6 +33,10 @@ def per_lr_losses(points: Iterable[tuple[float, float | None, float]]) -> dict[f
 def lr_sensitivity(points: Iterable[tuple[float, float | None, float]]) -> float:
     """Wortsman et al.'s LR sensitivity of a sweep given (lr, final_loss, init_loss) triples."""
     losses = per_lr_losses(points)
+    if len(losses) < 2:  # one lr: the formula gives 0 by construction, which reads as "insensitive"
+        lr = next(iter(losses))
+        raise UserError(f"lr sensitivity needs runs at >= 2 learning rates, got only lr={lr:g}; train the "
+                        "same config at several, e.g. --set optim.lr=1e-3 and --set optim.lr=3e-3")
     vals = list(losses.values())
     return sum(vals) / len(vals) - min(vals)
 

@@ -28,10 +28,13 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
     out = Path(out)
     if out.exists():
         raise UserError(f"{out}: already exists; choose a new directory")
+    from normlab.inspect.hub import hub_source
+
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    src = hub_source(model)
     try:
-        config = AutoConfig.from_pretrained(model)
+        config = AutoConfig.from_pretrained(model, **src)
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{model}: no model config found ({str(e).splitlines()[0]})") from None
     fam = family_of(config, model)
@@ -42,10 +45,10 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
     if Path(model).is_dir() and not any((Path(model) / f).is_file() for f in TOKENIZER_FILES):
         raise UserError(f"{model}: no tokenizer found (none of {', '.join(TOKENIZER_FILES)})")
     try:
-        tok = AutoTokenizer.from_pretrained(model)
+        tok = AutoTokenizer.from_pretrained(model, **src)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"{model}: no tokenizer found ({str(e).splitlines()[0][:160]})") from None
-    hf = AutoModelForCausalLM.from_pretrained(model, dtype="float32").eval()
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype="float32", **src).eval()
     lab = from_hf(hf, **({"context": context} if context else {}))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

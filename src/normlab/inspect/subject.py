@@ -136,8 +136,11 @@ def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir
                 if "max_logit" in a.stats:
                     out[i] = a.stats["max_logit"]
 
+    def forward(ids: torch.Tensor) -> torch.Tensor:
+        return model(ids)[0]
+
     name = (run_dir or folder).name
-    return Subject(name, fam, model, list(model.blocks), model, encode, ctx, cfg.d_model,
+    return Subject(name, fam, model, list(model.blocks), forward, encode, ctx, cfg.d_model,
                    attention=attention, info={"lab": True, "source": str(run_dir or folder),
                                                "vocab_size": cfg.vocab_size})
 
@@ -159,10 +162,13 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
         raise UserError("inspecting a Hugging Face model needs transformers: pip install 'normlab[hf]'") from None
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
+    from normlab.inspect.hub import hub_source
+
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # ours is over the layers
+    src = hub_source(model)
     try:
-        config = AutoConfig.from_pretrained(model)
+        config = AutoConfig.from_pretrained(model, **src)
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{model}: no model config found ({str(e).splitlines()[0]})") from None
     fam = family_of(config, model)
@@ -170,7 +176,7 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
         raise UserError(f"{model}: no tokenizer found (none of {', '.join(TOKENIZER_FILES)}); save one beside "
                         "the weights with tokenizer.save_pretrained(DIR)")
     try:
-        tok = AutoTokenizer.from_pretrained(model)
+        tok = AutoTokenizer.from_pretrained(model, **src)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"{model}: no tokenizer found ({str(e).splitlines()[0][:160]}); save one beside the "
                         "weights with tokenizer.save_pretrained(DIR)") from None
@@ -180,7 +186,8 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
     # eager attention: every family supports it (Gemma's soft-capping included) and it is the
     # path whose q and k we can read (see _hf_attention).
     # (transformers' own types give from_pretrained a decorator's signature, not its own)
-    hf = auto.from_pretrained(model, dtype=DTYPES[dtype], attn_implementation="eager").to(device).eval()  # type: ignore[arg-type]
+    hf = auto.from_pretrained(model, dtype=DTYPES[dtype], attn_implementation="eager",  # type: ignore[arg-type]
+                              **src).to(device).eval()
     layers = _find_layers(hf, config)
     full = tok("a", add_special_tokens=True)["input_ids"]
     core = tok("a", add_special_tokens=False)["input_ids"]

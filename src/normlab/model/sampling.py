@@ -16,7 +16,7 @@ def generate(model: nn.Module, idx: torch.Tensor, new_tokens: int, context: int,
     (Fan et al. 2018) before sampling.
     """
     for _ in range(new_tokens):
-        logits = model(idx[:, -context:])[:, -1, :].float()          # (B, V)
+        logits = model(idx[:, -context:])[0][:, -1, :].float()       # (B, V)
         if temperature <= 0:
             nxt = logits.argmax(dim=-1, keepdim=True)
         else:

@@ -35,7 +35,8 @@ class Block(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    """``model(idx)`` -> logits (B, T, V); ``model(idx, targets)`` -> (logits, mean CE loss).
+    """``logits, loss = model(idx, targets=None)``: always a pair; logits (B, T, V), loss the
+    mean cross-entropy against ``targets`` (B, T), or None without targets.
 
     Building resolves and checks every name of ``cfg`` once (``model/build.py``).
     """
@@ -121,8 +122,11 @@ class TransformerLM(nn.Module):
                 states.append(h)
         return self.head(h)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, check: bool = True):
-        """``run`` after the input check; with ``targets`` also the mean cross-entropy.
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
+                check: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``run`` after the input check -> ``(logits, loss)``; ``loss`` is the mean
+        cross-entropy against ``targets``, None without them. One return shape for both
+        calls, so ``logits, loss = model(idx)`` can never unpack the batch dimension.
 
         ``check=False`` skips the token check, which reads values: for callers whose tokens
         are known good (batched training under ``vmap``, which cannot read values).
@@ -131,7 +135,7 @@ class TransformerLM(nn.Module):
             self.check_tokens(idx, "idx")
         logits = self.run(idx)
         if targets is None:
-            return logits
+            return logits, None
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
 

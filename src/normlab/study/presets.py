@@ -104,7 +104,9 @@ def init_gradients(scale: str = "cpu") -> StudySpec:
     depths = _pick(scale, {"smoke": [2, 4], "cpu": [2, 4, 8, 16, 32], "gpu": [2, 4, 8, 16, 32, 64]},
                    "init-gradients")
     base = {"model": {"d_model": 128 if scale != "smoke" else 32, "n_head": 4, "context": 64, "init": "xavier"},
-            "train": {"batch_size": 8, "steps": 1}}
+            # eval_every: probe trials never validate; pinned to the old default so that the
+            # trial ids of existing stores hold (left unset it would follow steps=1)
+            "train": {"batch_size": 8, "steps": 1, "eval_every": 250}}
     return StudySpec(name="init-gradients", base=base, trial="probe", metric="w2_grad_last",
                      axes={"model.placement": _placements(["post", "pre", "sandwich", "deepnorm"]),
                            "model.n_layer": depths},

@@ -7,6 +7,11 @@ and a ``latest`` checkpoint whatever the intervals are:
 | step kind | when |
 |-----------|------|
 | eval      | ``eval_every > 0`` and step % eval_every == 0, or the last step |
+
+``train.eval_every = none`` (the default) follows the run's length: ``TrainConfig``
+resolves it to ``steps // 8`` (at least 1), about eight validations per run whatever
+``train.steps`` is; 2000 steps give the old fixed 250. Presets and study presets pin
+their own interval.
 | log       | step % log_every == 0, or an eval step (a validation loss is always written) |
 | ckpt      | ``checkpoint_every > 0`` and step % checkpoint_every == 0, or the last step |
 | diag      | ``diag_every > 0`` and step % diag_every == 0 |
@@ -59,6 +64,7 @@ class Cadence:
 
     @classmethod
     def of(cls, t: TrainConfig) -> Cadence:
+        assert t.eval_every is not None  # TrainConfig resolves none to a number
         return cls(t.steps, t.eval_every, t.log_every, t.checkpoint_every, t.diag_every)
 
     def is_eval(self, step: int) -> bool:

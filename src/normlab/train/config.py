@@ -38,6 +38,9 @@ class OptimConfig(Section):
         self.check(self.z_loss >= 0, "z_loss", "must be >= 0, e.g. 1e-4")
 
 
+AUTO_EVALS = 8  # validations per run when train.eval_every is left unset
+
+
 @dataclass
 class TrainConfig(Section):
     """The training loop: length, evaluation, checkpoints, device and numerics."""
@@ -46,7 +49,8 @@ class TrainConfig(Section):
     steps: int = doc("optimizer steps", 2000)
     batch_size: int = doc("sequences per optimizer step (before gradient accumulation split)", 12)
     grad_accum: int = doc("micro-batches per step; batch_size must be divisible by it", 1)
-    eval_every: int = doc("validate every N steps (and at the end)", 250)
+    eval_every: int | None = doc("validate every N steps (and at the end); none = train.steps // 8 "
+                                 "(at least 1), so 2000 steps validate every 250", None)
     eval_batches: int = doc("fixed validation batches per evaluation", 20)
     log_every: int = doc("write a metrics line every N steps", 10)
     checkpoint_every: int = doc("save latest checkpoint every N steps (0 = only at the end)", 500)
@@ -63,8 +67,16 @@ class TrainConfig(Section):
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "eval_batches", "log_every"):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
-        for name in ("eval_every", "checkpoint_every", "diag_every", "threads"):
+        for name in ("checkpoint_every", "diag_every", "threads"):
             self.check(getattr(self, name) >= 0, name, "must be >= 0")
+        self.check(self.eval_every is None or self.eval_every >= 0, "eval_every",
+                   "must be >= 0 (0 = only at the end), or none to follow train.steps")
+        if self.eval_every is None:
+            # Resolved once, from the final train.steps (TOML, --set and a study's axes are merged
+            # as data before the TrainConfig is built; a run preset is a built config, so presets
+            # pin theirs), so config.json records the interval used and 2000 steps keep the
+            # config, and a study trial's id, of the old fixed 250.
+            self.eval_every = max(1, self.steps // AUTO_EVALS)
         self.check(self.batch_size % self.grad_accum == 0, "grad_accum",
                    f"must divide train.batch_size={self.batch_size}")
         self.check(self.diverge_loss > 0, "diverge_loss", "must be > 0, e.g. 20")

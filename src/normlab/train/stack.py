@@ -54,8 +54,8 @@ class Stack:
     def _loss_one(self, p: dict, b: dict, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> tuple:
         # forward's token-range check reads values, which vmap cannot do; the tokens come
         # from the corpus, so check=False. tie_weights keeps the tied head on wte's slice.
-        logits = torch.func.functional_call(self.base, {**p, **b}, (x,), {"check": False},
-                                            tie_weights=True)  # (B, T, V)
+        logits, _ = torch.func.functional_call(self.base, {**p, **b}, (x,), {"check": False},
+                                               tie_weights=True)  # (B, T, V)
         ce = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1))
         if not self.z_on:
             return ce, ce
