@@ -186,8 +186,8 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
     # eager attention: every family supports it (Gemma's soft-capping included) and it is the
     # path whose q and k we can read (see _hf_attention).
     # (transformers' own types give from_pretrained a decorator's signature, not its own)
-    hf = auto.from_pretrained(model, dtype=DTYPES[dtype], attn_implementation="eager",  # type: ignore[arg-type]
-                              **src).to(device).eval()
+    hf: Any = auto.from_pretrained(model, dtype=DTYPES[dtype], attn_implementation="eager", **src)
+    hf = hf.to(device).eval()
     layers = _find_layers(hf, config)
     full = tok("a", add_special_tokens=True)["input_ids"]
     core = tok("a", add_special_tokens=False)["input_ids"]
