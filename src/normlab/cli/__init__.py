@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from normlab.log import setup
 
-    setup(args.command, quiet=bool(getattr(args, "quiet", False)))  # status on stderr; stdout is the output
+    setup(args.command)  # status on stderr, stdout is the output (a command's --quiet silences its progress only)
     try:
         return int(args.func(args) or 0)
     except UserError as e:

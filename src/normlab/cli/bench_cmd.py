@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print("normlab bench: no CUDA device here; --device cuda skipped")
+        logging.getLogger(__name__).warning("no CUDA device here; --device cuda skipped")
         return 0
     from normlab.bench.peers import SIZES
     from normlab.bench.suite import run_suite

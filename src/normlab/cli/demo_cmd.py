@@ -4,6 +4,7 @@ experiment, study preset ``pre-vs-post``), then its evidence report and the head
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from pathlib import Path
 
@@ -38,8 +39,8 @@ def _demo(args: argparse.Namespace) -> int:
         os.environ["NORMLAB_DATA_DIR"] = str(Path(args.data_dir).resolve())
     load_corpus(DataConfig())  # download and verify once, before workers start
     spec = study_preset("pre-vs-post", args.scale)
-    print(f"normlab demo: study 'pre-vs-post' ({args.scale}) into {args.store}; "
-          f"{len(spec.trials())} trials, rerun to resume if interrupted")
+    logging.getLogger(__name__).info(f"study 'pre-vs-post' ({args.scale}) into {args.store}; "
+                                     f"{len(spec.trials())} trials, rerun to resume if interrupted")
     store = run_study(spec, args.store, workers=args.workers)  # progress lines on stderr, bar on a terminal
     if store.counts().get("interrupted"):  # Ctrl-C reached the trials first (one worker: in this process)
         from normlab.cli import interrupted

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,8 +62,8 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos_next'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "
               f"{r['deletion_loss'][li - 1] - r['loss']:>+9.4f} {r['grad_norm_block'][li - 1]:>10.3g} "
               f"{r['attn_max_logit'][li - 1]:>9.3g}")
-    print(f"wrote {out}/probe.csv, summary.json, probe_config.json, analysis/ in {s['wall_time_s']:.1f} s",
-          file=sys.stderr)
+    logging.getLogger(__name__).info(f"wrote {out}/probe.csv, summary.json, probe_config.json, analysis/ "
+                                     f"in {s['wall_time_s']:.1f} s")
     return 0
 
 

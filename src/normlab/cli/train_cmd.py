@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,9 @@ def _train(args: argparse.Namespace) -> int:
         cfg, run_dir = load_run_config(args.resume), args.resume
         done = finished(run_dir)
         if done and args.steps in (None, cfg.train.steps):
-            print(f"{run_dir}: already {done['status']} at step {done['steps']}; nothing to do (to train "
-                  f"further: normlab train --resume {run_dir} --steps N, N > {cfg.train.steps})", file=sys.stderr)
+            logging.getLogger(__name__).info(
+                f"{run_dir}: already {done['status']} at step {done['steps']}; nothing to do (to train "
+                f"further: normlab train --resume {run_dir} --steps N, N > {cfg.train.steps})")
             return 0
         fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
