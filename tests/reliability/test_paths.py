@@ -86,7 +86,7 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                            ("ro", ["analyze", "{run}", "--out", "{ro}/new"], 2)],
     ("lr-sensitivity", "runs"): [("wrong", ["lr-sensitivity", "{bad}"], 2),
                                  ("damaged", ["lr-sensitivity", "{damaged_run}"], 2),
-                                 ("ro", ["lr-sensitivity", "{ro}/run"], 0)],
+                                 ("ro", ["lr-sensitivity", "{ro}/run", "{ro}/run_lr"], 0)],
     ("bench", "--out"): [("wrong", ["bench", *BENCH, "--out", "{dir}"], 2),
                          ("ro", ["bench", *BENCH, "--out", "{ro}/b.json"], 2)],
     ("inspect", "model"): [("wrong", ["inspect", "{bad}", "--out", "{new}", "--quiet"], 2)],
@@ -151,6 +151,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
         run_training(tiny_cfg("train.steps=10", "train.eval_every=5"), w["run"], quiet=True)
+        # a second learning rate: lr-sensitivity needs runs at two or more
+        run_training(tiny_cfg("train.steps=10", "train.eval_every=5", "optim.lr=3e-3"), root / "run_lr", quiet=True)
     w["dir"].mkdir()
     w["bad"].write_bytes(b"precious\n")
     w["spec"].write_text('name = "p"\nseeds = [0]\n[base.train]\nsteps = 2\n[axes]\n"model.placement" = ["pre"]\n')
@@ -283,6 +285,7 @@ def test_read_only_directories_are_one_line_exit_2_and_readers_still_work(world,
         pytest.skip(reason)
     ro = tmp_path / "ro"
     shutil.copytree(world["run"], ro / "run")
+    shutil.copytree(world["root"] / "run_lr", ro / "run_lr")
     shutil.copytree(world["run"], ro / "part")
     (ro / "part" / "summary.json").unlink()  # an unfinished run: --resume would write to it
     shutil.copytree(world["store"], ro / "store")

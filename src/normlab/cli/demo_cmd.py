@@ -32,6 +32,10 @@ def _demo(args: argparse.Namespace) -> int:
     from normlab.study.runner import run_study, status_text
 
     writable_dir(args.store, "--store")  # before the corpus download and the study
+    if (Path(args.store) / "study.sqlite").exists():
+        from normlab.study.store import Store
+
+        Store(args.store).close()  # a damaged store is refused now, not after the download
     if args.data_dir:
         existing_dir(args.data_dir, "--data-dir", "a directory holding tinyshakespeare.txt")
         # The environment, not the config: it reaches the worker processes and keeps the
