@@ -116,16 +116,15 @@ def _with_planned_vocab(cfg: RunConfig) -> RunConfig:
     Shakespeare's) stands in for it: the embedding is a small part of a step's cost.
     """
     data, vocab = cfg.data, cfg.model.vocab_size
-    if cfg.train.init_from:
-        pass
-    elif data.tokenizer == "byte":
-        vocab = 256
-    elif data.tokenizer == "bpe":
-        vocab = data.bpe_vocab
-    elif data.tokenizer.endswith(".json"):
-        from normlab.data.tokenizers import make_tokenizer
+    if not cfg.train.init_from:  # (with init_from the checkpoint's vocabulary stays)
+        if data.tokenizer == "byte":
+            vocab = 256
+        elif data.tokenizer == "bpe":
+            vocab = data.bpe_vocab
+        elif data.tokenizer.endswith(".json"):
+            from normlab.data.tokenizers import make_tokenizer
 
-        vocab = make_tokenizer(data.tokenizer).vocab_size  # also a bad path, in one line, before the corpus
+            vocab = make_tokenizer(data.tokenizer).vocab_size  # a bad path fails here, before the corpus
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab))
 
 

@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,6 +24,11 @@ from normlab.config import RunConfig
 from normlab.errors import UserError
 from normlab.fsutil import atomic_write_json, read_jsonl, write_jsonl
 from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
+
+if TYPE_CHECKING:
+    from normlab.data.corpus import Corpus
+    from normlab.model.transformer import TransformerLM
+    from normlab.train.env import Dist
 
 STATUSES = ("completed", "diverged", "failed", "interrupted")
 __all__ = ["STATUSES", "default_run_dir", "execute", "finished", "is_run_dir", "load_run_config",
@@ -40,18 +45,30 @@ def default_run_dir(root: str | Path = "runs") -> Path:
     return path
 
 
-@dataclass
+@dataclass(frozen=True)
+class Data:
+    """The corpus of a plan, its fixed validation batches, and the config with the tokenizer's
+    vocabulary (the config RUN/config.json records)."""
+
+    cfg: RunConfig
+    corpus: Corpus
+    val: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
 class Job:
-    """What one process trains with: the plan's config (vocabulary fixed), data and model."""
+    """What this process trains: the plan, its data, the model and optimizer, and its place in DDP."""
 
     plan: Plan
-    cfg: RunConfig
-    corpus: Any
-    val: list[tuple[torch.Tensor, torch.Tensor]]
-    model: Any = None
-    optimizer: Any = None
-    dist: Any = None
-    device: torch.device | None = None
+    data: Data
+    model: TransformerLM
+    optimizer: torch.optim.Optimizer
+    dist: Dist
+    device: torch.device
+
+    @property
+    def cfg(self) -> RunConfig:
+        return self.data.cfg
 
 
 def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False,
@@ -63,7 +80,8 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     returned as is, unless ``steps`` raises its train.steps: then it continues from its
     final checkpoint to ``steps`` (the lr schedule is recomputed for the new total).
     Divergence returns normally with status "diverged"; Ctrl-C or SIGTERM returns status
-    "interrupted" after a checkpoint.
+    "interrupted" after a checkpoint. Bad input is refused before the corpus is read and
+    before RUN is touched (``normlab.train.plan.prepare``).
     """
     plan = prepare(cfg, run_dir, resume=resume, steps=steps)
     if plan.done is not None:
@@ -73,13 +91,13 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
 
 def execute(plan: Plan, *, quiet: bool = False) -> dict:
     """Run a prepared plan (``prepare``): the steps that read the corpus, join DDP and write RUN."""
-    job = load_data(plan)
-    build(job)
+    data = load_data(plan)
+    job = build(plan, data)
     loggers, start = open_run(job)
     return train(job, loggers, start, quiet)
 
 
-def load_data(plan: Plan) -> Job:
+def load_data(plan: Plan) -> Data:
     """Read (or download) the corpus, check that both splits hold a window, fix the vocabulary
     from the tokenizer and cut the fixed validation batches."""
     from normlab.data import load_corpus
@@ -96,28 +114,28 @@ def load_data(plan: Plan) -> Job:
     else:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
     val = val_batches(corpus.val, cfg.model.context, cfg.train.batch_size, cfg.train.eval_batches)
-    return Job(plan, cfg, corpus, val)
+    return Data(cfg, corpus, val)
 
 
-def build(job: Job) -> None:
+def build(plan: Plan, data: Data) -> Job:
     """Join the process group, then build the seeded model (or DIR's weights) and its optimizer."""
     from normlab.model.transformer import TransformerLM
     from normlab.train.env import init_dist
     from normlab.train.optim import make_optimizer
 
-    cfg = job.cfg
-    job.dist, job.device = init_dist(cfg.train.device)
+    cfg = data.cfg
+    dist, device = init_dist(cfg.train.device)
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
-    job.model = TransformerLM(cfg.model).to(job.device)
+    model = TransformerLM(cfg.model).to(device)
     if cfg.train.init_from:
         from normlab.train.init_from import load_init
 
-        load_init(job.model, cfg)  # a resumed run then loads its own checkpoint over it
-    if job.dist.rank:
-        torch.manual_seed(cfg.seed + 7919 * job.dist.rank)  # own dropout masks per rank
-    job.optimizer = make_optimizer(job.model, cfg.optim)
+        load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
+    if dist.rank:
+        torch.manual_seed(cfg.seed + 7919 * dist.rank)  # own dropout masks per rank
+    return Job(plan, data, model, make_optimizer(model, cfg.optim), dist, device)
 
 
 def open_run(job: Job) -> tuple[list[Any], Any]:
@@ -129,7 +147,6 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
     from normlab.train.loop import LoopState
 
     cfg, run_dir, dist, resume = job.cfg, job.plan.run_dir, job.dist, job.plan.resume
-    assert job.device is not None  # set by build()
     st = LoopState()
     latest = run_dir / "checkpoints" / "latest"
     ckpt = checkpoint.find(latest) if resume else None
@@ -162,8 +179,8 @@ def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
     from normlab.train.loop import Trainer
 
     cfg, run_dir, dist, model = job.cfg, job.plan.run_dir, job.dist, job.model
-    assert job.device is not None  # set by build()
-    trainer = Trainer(cfg, model, job.optimizer, job.corpus, job.val, run_dir, job.device, dist, loggers, quiet)
+    trainer = Trainer(cfg, model, job.optimizer, job.data.corpus, job.data.val, run_dir, job.device, dist, loggers,
+                      quiet)
     summary: dict[str, Any] = {}
     try:
         status, st, diverged_at = trainer.run(st)
