@@ -59,7 +59,7 @@ def resolve(preset: str | None = None, config: str | Path | None = None,
     toml = load_toml(config) if config else {}
     flags = {k: v for k, v in (options or {}).items() if v is not None}
     for key in flags:
-        field_type(RunConfig, key)  # a misspelt key is a bug of the caller: fail loudly, early
+        field_type(RunConfig, key)  # an unknown key is refused by name, as with --set
 
     def layered(start: dict[str, Any]) -> dict[str, Any]:
         data = copy.deepcopy(merge(start, toml))  # a copy: --set writes into nested tables, and
