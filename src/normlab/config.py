@@ -1,13 +1,20 @@
-"""RunConfig from the command line: presets, TOML and ``--set`` overrides.
+"""RunConfig from the command line: presets, TOML, ``--set`` overrides and option flags.
 
-Resolution order (later wins): dataclass defaults < preset < TOML file < ``--placement``
-< ``--set key=value`` overrides. The result is validated as a whole and can be dumped to
-JSON and read back to an equal object.
+Resolution order (later wins): dataclass defaults < preset < the model of ``train.init_from``
+< TOML file < ``--placement`` < ``--set key=value`` < ``options`` (the typed values of
+flags such as ``--steps N``, keyed by the field they set). When any layer sets
+``train.init_from`` (``--init-from DIR`` is such a flag), DIR's model section replaces the
+preset's, beneath everything the user typed (see ``normlab.train.init_from``). The result
+is validated as a whole and can be dumped to JSON and read back to an equal object. This
+is the only way a command line becomes a config: ``normlab config`` and ``normlab train``
+both call it, so the first shows what the second runs.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +28,7 @@ from normlab.errors import ConfigError, UserError
 from normlab.model.config import ModelConfig
 from normlab.presets import PRESETS
 from normlab.runconfig import RunConfig
-from normlab.schema import apply_overrides, merge, to_dict
+from normlab.schema import apply_overrides, field_type, merge, set_dotted, to_dict
 from normlab.train.config import OptimConfig, TrainConfig
 
 
@@ -41,14 +48,36 @@ def load_toml(path: str | Path, label: str = "--config") -> dict[str, Any]:
 
 
 def resolve(preset: str | None = None, config: str | Path | None = None,
-            placement: str | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Build the RunConfig a command line asks for (see the module docstring for the order)."""
-    data = to_dict(PRESETS.get(preset, "--preset")()) if preset else {}
-    if config:
-        data = merge(data, load_toml(config))
-    if placement:
-        data = merge(data, {"model": {"placement": placement}})
-    data = apply_overrides(RunConfig, data, list(overrides or []))
+            placement: str | None = None, overrides: list[str] | None = None,
+            options: Mapping[str, Any] | None = None) -> RunConfig:
+    """Build the RunConfig a command line asks for (see the module docstring for the order).
+
+    ``options`` maps dotted keys to typed values (``{"train.steps": 100}``); None values are
+    left out, so a flag that was not given changes nothing.
+    """
+    base = to_dict(PRESETS.get(preset, "--preset")()) if preset else {}
+    toml = load_toml(config) if config else {}
+    flags = {k: v for k, v in (options or {}).items() if v is not None}
+    for key in flags:
+        field_type(RunConfig, key)  # an unknown key is refused by name, as with --set
+
+    def layered(start: dict[str, Any]) -> dict[str, Any]:
+        data = copy.deepcopy(merge(start, toml))  # a copy: --set writes into nested tables, and
+        # the layers are read twice when train.init_from is set
+        if placement:
+            data = merge(data, {"model": {"placement": placement}})
+        data = apply_overrides(RunConfig, data, list(overrides or []))
+        for key, value in flags.items():
+            set_dotted(data, key, value)
+        return data
+
+    data = layered(base)
+    train = data.get("train")
+    init_dir = train.get("init_from") if isinstance(train, dict) else None
+    if isinstance(init_dir, str) and init_dir.strip():  # known once every layer is read: rebuild on DIR
+        from normlab.train.init_from import init_layer
+
+        data = layered(init_layer(base, init_dir))
     return RunConfig.from_dict(data)
 
 

@@ -50,6 +50,9 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                           ("damaged", ["demo", "--store", "{demo_store}", "--scale", "smoke"], 2)],
     ("demo", "--data-dir"): [("wrong", ["demo", "--store", "{new}", "--scale", "smoke", "--data-dir", "{bad}"], 2)],
     ("config", "--config"): [("wrong", ["config", "--config", "{dir}"], 2)],
+    ("config", "--init-from"): [("wrong", ["config", "--init-from", "{bad}"], 2)],
+    # config prints the config and reads no corpus: the data dir is checked by train (below)
+    ("config", "--data-dir"): [("wrong", ["config", "--data-dir", "{bad}"], 0)],
     ("train", "--config"): [("wrong", ["train", "--out", "{new}", "--config", "{dir}", *TRAIN], 2)],
     ("train", "--out"): [("wrong", ["train", "--out", "{bad}", *TRAIN], 2),
                          ("ro", ["train", "--out", "{ro}/new", *TRAIN], 2)],

@@ -42,7 +42,8 @@ def test_list_option_without_brackets_shows_the_list_syntax(tmp_path, tiny, caps
     assert not out.exists()
 
 
-def test_a_step_that_cannot_fit_this_machine_is_refused_with_the_numbers(tmp_path, capsys, data_dir):
+def test_a_step_that_cannot_fit_this_machine_is_refused_with_the_numbers(tmp_path, capsys):
+    # no corpus needed: the budget is checked before the corpus is read (or downloaded)
     out = tmp_path / "run"
     rc = main(["train", "--quiet", "--out", str(out), "--set", "model.context=100000", "--set", "train.device=cpu",
                "--set", "train.threads=1"])

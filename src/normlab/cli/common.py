@@ -38,7 +38,32 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="override one option, e.g. --set model.n_layer=12 (repeatable)")
 
 
+# The flags that set one config field each: (flag, metavar, field, argparse type, help). They
+# reach the config through resolve()'s last layer, so `normlab config` and `normlab train` agree.
+RUN_OPTIONS = (
+    ("--steps", "N", "train.steps", int, "total optimizer steps (= train.steps)"),
+    ("--data-dir", "DIR", "data.data_dir", str, "directory holding tinyshakespeare.txt (= data.data_dir)"),
+    ("--diag-every", "K", "train.diag_every", int, "in-training diagnostics every K steps (= train.diag_every)"),
+    ("--init-from", "DIR", "train.init_from", str, "start from DIR's weights and model config (a `normlab import` "
+                                                   "or save_model directory; = train.init_from); see docs/training.md"),
+)
+
+
+def add_run_options(p: argparse.ArgumentParser, helps: dict[str, str] | None = None) -> None:
+    """The RUN_OPTIONS flags; ``helps`` replaces a flag's help text (train's --steps also extends)."""
+    for flag, metavar, _, tp, help in RUN_OPTIONS:
+        p.add_argument(flag, metavar=metavar, type=tp, help=(helps or {}).get(flag, help))
+
+
+def run_options(args: argparse.Namespace) -> dict[str, object]:
+    """{field: value} of the RUN_OPTIONS flags given on the command line (absent ones left out)."""
+    values = {field: getattr(args, flag[2:].replace("-", "_"), None) for flag, _, field, _, _ in RUN_OPTIONS}
+    return {field: v for field, v in values.items() if v is not None}
+
+
 def config_from_args(args: argparse.Namespace) -> "RunConfig":
+    """The RunConfig of a command line: defaults < preset < (init-from model) < TOML < --placement
+    < --set < the RUN_OPTIONS flags (see normlab.config.resolve)."""
     from normlab.config import resolve
 
-    return resolve(args.preset, args.config, args.placement, args.overrides)
+    return resolve(args.preset, args.config, args.placement, args.overrides, options=run_options(args))

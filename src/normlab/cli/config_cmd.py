@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli.common import add_config_args, config_from_args
+from normlab.cli.common import add_config_args, add_run_options, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,10 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "still override it). `normlab config --preset NAME` prints everything one sets.")
     p.set_defaults(func=_presets)
     p = sub.add_parser("config", help="print the resolved config as JSON (or --explain every option)",
-                       description="Print the RunConfig that --preset, --config, --placement and --set resolve to "
-                                   "(defaults < preset < TOML < --placement < --set), as JSON; --explain lists every "
-                                   "option instead.")
+                       description="Print the RunConfig that `normlab train` with the same options would run, "
+                                   "as JSON (defaults < preset < --init-from's model < TOML < --placement < --set < "
+                                   "--steps, --data-dir, --diag-every, --init-from); --explain lists every option "
+                                   "instead. model.vocab_size is set from the tokenizer when training starts.")
     add_config_args(p)
+    add_run_options(p)
     p.add_argument("--explain", action="store_true", help="list every option with its type, default and meaning")
     p.set_defaults(func=_config)
 
@@ -50,6 +52,6 @@ def _config(args: argparse.Namespace) -> int:
         return 0
     from normlab.model.build import resolve_model
 
-    resolve_model(cfg.model)  # names and placement options are checked where a model is built
+    resolve_model(cfg.model)  # names and placement options: the first check `normlab train` makes
     print(cfg.to_json())
     return 0

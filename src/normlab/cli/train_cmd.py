@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from normlab.cli.common import add_config_args
+from normlab.cli.common import RUN_OPTIONS, add_config_args, add_run_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,13 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_args(p)
     p.add_argument("--out", metavar="RUN", help="run directory (default: a new runs/<timestamp>)")
     p.add_argument("--resume", metavar="RUN", help="continue RUN from its latest checkpoint")
-    p.add_argument("--steps", metavar="N", type=int,
-                   help="total optimizer steps (= train.steps); with --resume, extends a finished run to N")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (= data.data_dir)")
-    p.add_argument("--diag-every", metavar="K", type=int, help="in-training diagnostics every K steps")
-    p.add_argument("--init-from", metavar="DIR", help="start from DIR's weights and model config (a `normlab "
-                   "import` or save_model directory); see docs/training.md")
+    add_run_options(p, {"--steps": "total optimizer steps (= train.steps); with --resume, extends a finished "
+                                   "run to N"})
     p.set_defaults(func=_train)
 
     p = sub.add_parser("sample", help="generate text from a trained run",
@@ -43,47 +39,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from normlab import fscheck
+    """Resolve the config, prepare (every check, no I/O), then run: see normlab.train.plan."""
+    from normlab.cli.common import config_from_args, run_options
     from normlab.errors import UserError
-    from normlab.train.run import default_run_dir, finished, load_run_config, run_training
+    from normlab.train.run import default_run_dir, execute, prepare
 
     if args.resume:
-        used = [f for f, v in (("--config", args.config), ("--preset", args.preset), ("--placement", args.placement),
-                               ("--set", args.overrides), ("--out", args.out), ("--data-dir", args.data_dir),
-                               ("--diag-every", args.diag_every), ("--init-from", args.init_from)) if v]
+        flags = [("--config", args.config), ("--preset", args.preset), ("--placement", args.placement),
+                 ("--set", args.overrides), ("--out", args.out)]
+        used = [f for f, v in flags if v]
+        given = run_options(args)  # --steps with --resume extends the run (see prepare)
+        used += [flag for flag, _, field, *_ in RUN_OPTIONS if field in given and flag != "--steps"]
         if used:
             raise UserError(f"--resume uses RUN/config.json; drop {', '.join(used)}")
-        fscheck.existing_dir(args.resume, "--resume", "a run directory (`normlab train --out RUN` makes one)")
-        cfg, run_dir = load_run_config(args.resume), args.resume
-        done = finished(run_dir)
-        if done and args.steps in (None, cfg.train.steps):
-            logging.getLogger(__name__).info(
-                f"{run_dir}: already {done['status']} at step {done['steps']}; nothing to do (to train "
-                f"further: normlab train --resume {run_dir} --steps N, N > {cfg.train.steps})")
-            return 0
-        fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
+        cfg, run_dir = None, args.resume
     else:
-        from dataclasses import replace
-
-        from normlab.config import resolve
-
-        cfg = resolve(args.preset, args.config, args.placement, args.overrides)
-        # The two shortcut flags win over everything, like --set (dataclasses re-validate).
-        if args.data_dir:
-            cfg = replace(cfg, data=replace(cfg.data, data_dir=args.data_dir))
-        if args.diag_every is not None:
-            cfg = replace(cfg, train=replace(cfg.train, diag_every=args.diag_every))
-        if args.steps is not None:
-            cfg = replace(cfg, train=replace(cfg.train, steps=args.steps))
-        if args.init_from:
-            from normlab.train.init_from import apply_init_from, explicit_fields
-
-            cfg = apply_init_from(cfg, args.init_from, explicit_fields(args.config, args.placement, args.overrides))
-        run_dir = args.out or default_run_dir()
-        fscheck.writable_dir(run_dir, "--out")
+        cfg, run_dir = config_from_args(args), args.out or default_run_dir()
+    plan = prepare(cfg, run_dir, resume=bool(args.resume), steps=args.steps if args.resume else None)
+    if plan.done is not None:
+        logging.getLogger(__name__).info(
+            f"{run_dir}: already {plan.done['status']} at step {plan.done['steps']}; nothing to do (to train "
+            f"further: normlab train --resume {run_dir} --steps N, N > {plan.cfg.train.steps})")
+        return 0
     try:
-        s = run_training(cfg, run_dir, resume=bool(args.resume), quiet=args.quiet,
-                         steps=args.steps if args.resume else None)
+        s = execute(plan, quiet=args.quiet)
     except KeyboardInterrupt:  # before the loop took over Ctrl-C (loading data, building the model)
         s = {"status": "interrupted", "steps": None}
     if s["status"] == "interrupted":

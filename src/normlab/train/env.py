@@ -43,9 +43,14 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def world_size() -> int:
+    """Processes in this job: torchrun's WORLD_SIZE, 1 without it (known before joining)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_dist(device_name: str) -> tuple[Dist, torch.device]:
     """Join the torchrun process group when WORLD_SIZE > 1 (gloo on CPU, nccl on CUDA)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = world_size()
     if world <= 1:
         return Dist(), pick_device(device_name)
     import torch.distributed as td

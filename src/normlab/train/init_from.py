@@ -3,9 +3,10 @@
 DIR is anything ``TransformerLM.load`` reads (``model.safetensors`` +
 ``model_config.json``): a ``normlab import`` output (a Hugging Face checkpoint), a
 ``save_model`` directory, or a run's ``checkpoints/best``. The run's model section is DIR's
-config, with the model keys the user set (``--config``, ``--placement``, ``--set``) on top,
-so a checkpoint can be trained further as it is or with another placement whose parameters
-have the same names (pre -> post_branch, lns, ...). When DIR holds a ``tokenizer.json`` and
+config, with the model keys the user set (``--config``, ``--placement``, ``--set``) on top
+(``init_layer`` is one layer of ``normlab.config.resolve``), so a checkpoint can be trained
+further as it is or with another placement whose parameters have the same names (pre ->
+post_branch, lns, ...). When DIR holds a ``tokenizer.json`` and
 the user did not choose a tokenizer, the corpus is tokenised with it. The model's
 vocabulary is kept (a tokenizer may use fewer ids than a padded embedding).
 """
@@ -18,41 +19,28 @@ from typing import Any
 from normlab.errors import UserError
 
 
-def apply_init_from(cfg: Any, init_dir: str | Path, explicit: dict[str, set[str]]) -> Any:
-    """The RunConfig of a run started from DIR; ``explicit`` = per section, the fields the user set."""
-    from normlab.config import RunConfig
+def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
+    """The config layer of ``train.init_from=DIR`` on top of ``base`` (a preset's plain data).
+
+    DIR's model section replaces the preset's (a preset sizes a fresh model, not this one),
+    DIR's tokenizer.json becomes ``data.tokenizer``, and ``train.init_from`` names DIR. The
+    layers the user typed (TOML, ``--placement``, ``--set``) go on top of this in
+    ``normlab.config.resolve``, so a key set there wins over DIR's.
+    """
     from normlab.model.io import WEIGHTS, load_config
-    from normlab.schema import from_dict, merge, to_dict
+    from normlab.schema import to_dict
 
     folder = Path(init_dir)
     if not (folder / WEIGHTS).is_file():
         raise UserError(f"--init-from {folder}: no {WEIGHTS} there; give a `normlab import` or save_model "
                         "directory, or a run's checkpoints/best")
-    data = to_dict(cfg)
-    mine = {k: data["model"][k] for k in explicit.get("model", ()) if k in data["model"]}
-    data["model"] = merge(to_dict(load_config(folder)), mine)
+    data = dict(base)  # new tables below: base itself is left as it was
+    data["model"] = to_dict(load_config(folder))
     tok = folder / "tokenizer.json"
-    if tok.is_file() and "tokenizer" not in explicit.get("data", {}):
-        data["data"]["tokenizer"] = str(tok)
-    data["train"]["init_from"] = str(folder)
-    return from_dict(RunConfig, data)
-
-
-def explicit_fields(config: str | None, placement: str | None, overrides: list[str] | None) -> dict[str, set[str]]:
-    """Per section, the fields a command line sets (TOML, --placement, --set); not a preset's or defaults."""
-    from normlab.config import load_toml
-
-    out: dict[str, set[str]] = {}
-    for section, table in (load_toml(config) if config else {}).items():
-        if isinstance(table, dict):
-            out.setdefault(section, set()).update(table)
-    if placement:
-        out.setdefault("model", set()).add("placement")
-    for item in overrides or []:
-        section, _, field = item.split("=", 1)[0].strip().partition(".")
-        if field:
-            out.setdefault(section, set()).add(field.split(".")[0])
-    return out
+    if tok.is_file():
+        data["data"] = {**data.get("data", {}), "tokenizer": str(tok)}
+    data["train"] = {**data.get("train", {}), "init_from": str(folder)}
+    return data
 
 
 def load_init(model: Any, cfg: Any) -> None:

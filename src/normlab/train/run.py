@@ -1,8 +1,10 @@
-"""``run_training``: validate everything, then own a run directory from start to summary.
+"""``run_training``: prepare, read the data, build, open RUN, train; each a step below.
 
-Order matters for the promise "bad input never damages RUN": the corpus is loaded, the
-splits checked, the model built and the loggers resolved *before* anything under RUN is
-created or rewritten. Only rank 0 writes files under DDP.
+Order matters for the promise "bad input never damages RUN": ``prepare``
+(``normlab.train.plan``) checks names, options, the budget and the paths before the corpus
+is read (or downloaded); the corpus is then loaded and the splits checked, and the model
+built, *before* anything under RUN is created or rewritten. Only rank 0 writes files
+under DDP.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ import dataclasses
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from normlab.config import RunConfig
 from normlab.errors import UserError
 from normlab.fsutil import atomic_write_json, read_jsonl, write_jsonl
+from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
+
+if TYPE_CHECKING:
+    from normlab.data.corpus import Corpus
+    from normlab.model.transformer import TransformerLM
+    from normlab.train.env import Dist
 
 STATUSES = ("completed", "diverged", "failed", "interrupted")
+__all__ = ["STATUSES", "default_run_dir", "execute", "finished", "is_run_dir", "load_run_config",
+           "make_summary", "prepare", "run_training"]
 
 
 def default_run_dir(root: str | Path = "runs") -> Path:
@@ -34,24 +45,30 @@ def default_run_dir(root: str | Path = "runs") -> Path:
     return path
 
 
-def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
-    """RUN/config.json; ``label`` names the argument that gave RUN in the error."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise UserError(f"{label} {run_dir}: no config.json there; is it a normlab run directory "
-                        "(`normlab train --out DIR` makes one)?")
-    return RunConfig.from_json(path.read_text(encoding="utf-8"))
+@dataclass(frozen=True)
+class Data:
+    """The corpus of a plan, its fixed validation batches, and the config with the tokenizer's
+    vocabulary (the config RUN/config.json records)."""
+
+    cfg: RunConfig
+    corpus: Corpus
+    val: list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def is_run_dir(run_dir: Path) -> bool:
-    """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
-    return any((run_dir / n).exists() for n in ("config.json", "metrics.jsonl", "checkpoints"))
+@dataclass(frozen=True)
+class Job:
+    """What this process trains: the plan, its data, the model and optimizer, and its place in DDP."""
 
+    plan: Plan
+    data: Data
+    model: TransformerLM
+    optimizer: torch.optim.Optimizer
+    dist: Dist
+    device: torch.device
 
-def finished(run_dir: str | Path) -> dict | None:
-    """The summary of a run that has nothing left to do (completed or diverged), else None."""
-    done = _read_summary(Path(run_dir))
-    return done if done and done.get("status") in ("completed", "diverged") else None
+    @property
+    def cfg(self) -> RunConfig:
+        return self.data.cfg
 
 
 def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False,
@@ -63,72 +80,80 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     returned as is, unless ``steps`` raises its train.steps: then it continues from its
     final checkpoint to ``steps`` (the lr schedule is recomputed for the new total).
     Divergence returns normally with status "diverged"; Ctrl-C or SIGTERM returns status
-    "interrupted" after a checkpoint.
+    "interrupted" after a checkpoint. Bad input is refused before the corpus is read and
+    before RUN is touched (``normlab.train.plan.prepare``).
     """
+    plan = prepare(cfg, run_dir, resume=resume, steps=steps)
+    if plan.done is not None:
+        return plan.done  # nothing left to do
+    return execute(plan, quiet=quiet)
+
+
+def execute(plan: Plan, *, quiet: bool = False) -> dict:
+    """Run a prepared plan (``prepare``): the steps that read the corpus, join DDP and write RUN."""
+    data = load_data(plan)
+    job = build(plan, data)
+    loggers, start = open_run(job)
+    return train(job, loggers, start, quiet)
+
+
+def load_data(plan: Plan) -> Data:
+    """Read (or download) the corpus, check that both splits hold a window, fix the vocabulary
+    from the tokenizer and cut the fixed validation batches."""
     from normlab.data import load_corpus
     from normlab.data.batches import check_fits, val_batches
-    from normlab.model.transformer import TransformerLM
-    from normlab.train import checkpoint
-    from normlab.train.env import close_dist, environment, init_dist
-    from normlab.train.loggers import make_loggers, require_loggers
-    from normlab.train.loop import LoopState, Trainer
-    from normlab.train.optim import make_optimizer
 
-    run_dir = Path(run_dir)
-    if resume:
-        cfg = load_run_config(run_dir)
-        done = finished(run_dir)
-        if done and steps in (None, cfg.train.steps):
-            return done  # nothing left to do; a finished run is never retrained
-        if steps is not None:
-            cfg = _extended(cfg, run_dir, steps, done)
-    elif cfg is None:
-        raise UserError("run_training: a RunConfig is required unless resume=True")
-    elif run_dir.exists() and is_run_dir(run_dir):
-        raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
-
-    # ---- validate everything before touching RUN ----
-    require_loggers(list(cfg.train.loggers))  # a missing package fails here, not after config.json
+    cfg = plan.cfg
     corpus = load_corpus(cfg.data)
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
     if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.train.init_from)
-        from normlab.train.init_from import fit_vocab, load_init
+        from normlab.train.init_from import fit_vocab
 
         cfg = fit_vocab(cfg, corpus.vocab_size)
     else:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
+    val = val_batches(corpus.val, cfg.model.context, cfg.train.batch_size, cfg.train.eval_batches)
+    return Data(cfg, corpus, val)
+
+
+def build(plan: Plan, data: Data) -> Job:
+    """Join the process group, then build the seeded model (or DIR's weights) and its optimizer."""
+    from normlab.model.transformer import TransformerLM
+    from normlab.train.env import init_dist
+    from normlab.train.optim import make_optimizer
+
+    cfg = data.cfg
     dist, device = init_dist(cfg.train.device)
-    if not dist.enabled:  # every rank would have to agree on a refusal; DDP users size their own runs
-        from normlab.train.budget import check_step_fits
-
-        check_step_fits(cfg, device)
-    if cfg.train.batch_size % (cfg.train.grad_accum * dist.world):
-        raise UserError(f"train.batch_size={cfg.train.batch_size}: must be divisible by grad_accum x "
-                        f"processes = {cfg.train.grad_accum * dist.world}")
-    if cfg.train.compile and device.type == "cpu":
-        from normlab.train.env import check_cpp_compiler
-
-        check_cpp_compiler()  # before RUN is touched: a failed start leaves no half-made run
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
     model = TransformerLM(cfg.model).to(device)
     if cfg.train.init_from:
+        from normlab.train.init_from import load_init
+
         load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
     if dist.rank:
         torch.manual_seed(cfg.seed + 7919 * dist.rank)  # own dropout masks per rank
-    optimizer = make_optimizer(model, cfg.optim)
-    val = val_batches(corpus.val, cfg.model.context, cfg.train.batch_size, cfg.train.eval_batches)
+    return Job(plan, data, model, make_optimizer(model, cfg.optim), dist, device)
 
-    # ---- from here on RUN is ours ----
+
+def open_run(job: Job) -> tuple[list[Any], Any]:
+    """From here on RUN is ours: write config.json and env.json, load the latest checkpoint
+    when resuming, drop log lines after it, start the loggers. Returns (loggers, loop state)."""
+    from normlab.train import checkpoint
+    from normlab.train.env import environment
+    from normlab.train.loggers import make_loggers
+    from normlab.train.loop import LoopState
+
+    cfg, run_dir, dist, resume = job.cfg, job.plan.run_dir, job.dist, job.plan.resume
     st = LoopState()
-    ckpt = checkpoint.find(run_dir / "checkpoints" / "latest") if resume else None
-    if resume and ckpt is None and (run_dir / "checkpoints" / "latest").exists() and dist.main:
+    latest = run_dir / "checkpoints" / "latest"
+    ckpt = checkpoint.find(latest) if resume else None
+    if resume and ckpt is None and latest.exists() and dist.main:
         # A damaged checkpoint is never loaded; starting over reproduces the same metrics.
-        logging.getLogger(__name__).warning(f"{checkpoint.problem(run_dir / 'checkpoints' / 'latest')}; "
-                                            "restarting the run from step 0")
-    env = environment(device, cfg.seed, dist)
+        logging.getLogger(__name__).warning(f"{checkpoint.problem(latest)}; restarting the run from step 0")
+    env = environment(job.device, cfg.seed, dist)
     if dist.main:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_json(run_dir / "config.json", json.loads(cfg.to_json()))
@@ -138,13 +163,24 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
             env = first
         atomic_write_json(run_dir / "env.json", env)
     if ckpt is not None:
-        state = checkpoint.load(ckpt, model, optimizer)
+        state = checkpoint.load(ckpt, job.model, job.optimizer)
         st = LoopState(**state["loop"])
     if dist.main:
         _truncate(run_dir / "metrics.jsonl", st.step)
         _truncate(run_dir / "diagnostics.jsonl", st.step)
     loggers = make_loggers(list(cfg.train.loggers), run_dir, json.loads(cfg.to_json())) if dist.main else []
-    trainer = Trainer(cfg, model, optimizer, corpus, val, run_dir, device, dist, loggers, quiet)
+    return loggers, st
+
+
+def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
+    """The loop from ``st`` to the end, then summary.json; a failure still leaves a summary
+    (status failed), and the process group is left in every case."""
+    from normlab.train.env import close_dist
+    from normlab.train.loop import Trainer
+
+    cfg, run_dir, dist, model = job.cfg, job.plan.run_dir, job.dist, job.model
+    trainer = Trainer(cfg, model, job.optimizer, job.data.corpus, job.data.val, run_dir, job.device, dist, loggers,
+                      quiet)
     summary: dict[str, Any] = {}
     try:
         status, st, diverged_at = trainer.run(st)
@@ -171,30 +207,10 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     return summary
 
 
-def _extended(cfg: RunConfig, run_dir: Path, steps: int, done: dict | None) -> RunConfig:
-    """``cfg`` with train.steps raised to ``steps`` for ``--resume RUN --steps N``."""
-    from normlab.train import checkpoint
-
-    if done and done.get("status") == "diverged":
-        raise UserError(f"--steps {steps}: {run_dir} diverged at step {done.get('diverged_at_step')}; "
-                        "its weights are not finite, so train a new run instead")
-    ckpt = checkpoint.find(run_dir / "checkpoints" / "latest")
-    at = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
-    if steps < max(at, cfg.train.steps if done else 0):
-        raise UserError(f"--steps {steps}: {run_dir} has trained {at} of train.steps={cfg.train.steps}; "
-                        "give a larger total")
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
-
-
 def _truncate(path: Path, upto: int) -> None:
     """Drop log lines after the checkpoint step (resume rewrites them) and any torn last line."""
     if path.exists():
         write_jsonl(path, [r for r in read_jsonl(path) if r.get("step", 0) <= upto])
-
-
-def _read_summary(run_dir: Path) -> dict | None:
-    p = run_dir / "summary.json"
-    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
 
 def make_summary(status: str, st: Any, diverged_at: int | None, cfg: RunConfig, model: torch.nn.Module,

@@ -1,0 +1,146 @@
+"""``prepare``: every decision and check of a run that needs no corpus, no process group and
+no write.
+
+A run starts in this order: the config is resolved (``normlab.config.resolve``), then
+``prepare`` decides what the run is (new, resumed, extended by ``--steps``, or finished
+with nothing left to do) and checks the model's names and options, the loggers, the
+compiler, the batch split over the processes, the step budget and the run directory's
+path. Only a plan that passed all of that reaches the corpus (which may be downloaded),
+DDP and RUN (``normlab.train.run``). A typo therefore costs nothing: no download, no
+process group, no file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+from normlab.runconfig import RunConfig
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked run: its config, its directory, and whether it continues one."""
+
+    cfg: RunConfig
+    run_dir: Path
+    resume: bool
+    done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
+
+
+def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
+    """RUN/config.json; ``label`` names the argument that gave RUN in the error."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise UserError(f"{label} {run_dir}: no config.json there; is it a normlab run directory "
+                        "(`normlab train --out DIR` makes one)?")
+    return RunConfig.from_json(path.read_text(encoding="utf-8"))
+
+
+def is_run_dir(run_dir: Path) -> bool:
+    """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
+    return any((run_dir / n).exists() for n in ("config.json", "metrics.jsonl", "checkpoints"))
+
+
+def finished(run_dir: str | Path) -> dict | None:
+    """The summary of a run that has nothing left to do (completed or diverged), else None."""
+    p = Path(run_dir) / "summary.json"
+    done = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+    return done if done and done.get("status") in ("completed", "diverged") else None
+
+
+def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
+            steps: int | None = None) -> Plan:
+    """Decide what the run is and check everything that can be checked before any I/O.
+
+    Fresh (``resume=False``): ``cfg`` is required and RUN must not hold a run yet. Resume:
+    RUN/config.json is the authority (``cfg`` is ignored); a finished run comes back with
+    ``done`` set, unless ``steps`` raises its train.steps, which extends it. Reads nothing
+    but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
+    """
+    from normlab import fscheck
+
+    run_dir = Path(run_dir)
+    if resume:
+        fscheck.existing_dir(run_dir, "--resume", "a run directory (`normlab train --out RUN` makes one)")
+        cfg = load_run_config(run_dir)
+        done = finished(run_dir)
+        if done and steps in (None, cfg.train.steps):
+            return Plan(cfg, run_dir, True, done)  # a finished run is never retrained
+        if steps is not None:
+            cfg = _extended(cfg, run_dir, steps, done)
+    elif cfg is None:
+        raise UserError("run_training: a RunConfig is required unless resume=True")
+    elif run_dir.exists() and is_run_dir(run_dir):
+        raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
+    check_config(cfg)
+    if resume:
+        fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
+    else:
+        fscheck.writable_dir(run_dir, "--out")
+    return Plan(cfg, run_dir, resume)
+
+
+def check_config(cfg: RunConfig) -> None:
+    """The checks of a resolved config that need no corpus: names first, then the machine."""
+    from normlab.model.build import resolve_model
+    from normlab.train.env import pick_device, world_size
+    from normlab.train.loggers import require_loggers
+
+    resolve_model(cfg.model)  # placement, norm, init and FFN names and the placements' options
+    require_loggers(list(cfg.train.loggers))  # a missing package fails here, not after config.json
+    world = world_size()
+    if cfg.train.batch_size % (cfg.train.grad_accum * world):
+        raise UserError(f"train.batch_size={cfg.train.batch_size}: must be divisible by grad_accum x "
+                        f"processes = {cfg.train.grad_accum * world}")
+    device = pick_device(cfg.train.device)  # under DDP the rank's own CUDA device comes later
+    if cfg.train.compile and device.type == "cpu":
+        from normlab.train.env import check_cpp_compiler
+
+        check_cpp_compiler()
+    if world == 1:  # every rank would have to agree on a refusal; DDP users size their own runs
+        from normlab.train.budget import check_step_fits
+
+        check_step_fits(_with_planned_vocab(cfg), device)
+
+
+def _with_planned_vocab(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with the vocabulary the run will have, as far as it is known without the corpus.
+
+    byte and bpe fix it, a tokenizer.json holds it, a checkpoint keeps its own; a char
+    vocabulary is the corpus's set of characters, so model.vocab_size (65, Tiny
+    Shakespeare's) stands in for it: the embedding is a small part of a step's cost.
+    """
+    data, vocab = cfg.data, cfg.model.vocab_size
+    if not cfg.train.init_from:  # (with init_from the checkpoint's vocabulary stays)
+        if data.tokenizer == "byte":
+            vocab = 256
+        elif data.tokenizer == "bpe":
+            vocab = data.bpe_vocab
+        elif data.tokenizer.endswith(".json"):
+            from normlab.data.tokenizers import make_tokenizer
+
+            vocab = make_tokenizer(data.tokenizer).vocab_size  # a bad path fails here, before the corpus
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab))
+
+
+def _extended(cfg: RunConfig, run_dir: Path, steps: int, done: dict | None) -> RunConfig:
+    """``cfg`` with train.steps raised to ``steps`` for ``--resume RUN --steps N``.
+
+    The stored eval_every is kept (config.json records the interval the run used).
+    """
+    from normlab.train import checkpoint
+
+    if done and done.get("status") == "diverged":
+        raise UserError(f"--steps {steps}: {run_dir} diverged at step {done.get('diverged_at_step')}; "
+                        "its weights are not finite, so train a new run instead")
+    ckpt = checkpoint.find(run_dir / "checkpoints" / "latest")
+    at = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
+    if steps < max(at, cfg.train.steps if done else 0):
+        raise UserError(f"--steps {steps}: {run_dir} has trained {at} of train.steps={cfg.train.steps}; "
+                        "give a larger total")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
