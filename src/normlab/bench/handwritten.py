@@ -40,7 +40,7 @@ class HandGPT(nn.Module):
     def __init__(self, vocab: int, context: int, n_layer: int, d: int, heads: int) -> None:
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(context, d)
-        self.blocks = nn.ModuleList(_Block(d, heads) for _ in range(n_layer))
+        self.layers = nn.ModuleList(_Block(d, heads) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d)
         for name, p in self.named_parameters():
             if p.dim() == 1:
@@ -53,6 +53,6 @@ class HandGPT(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.tok(idx) + self.pos(torch.arange(idx.size(1), device=idx.device))
-        for block in self.blocks:
-            x = block(x)
+        for layer in self.layers:
+            x = layer(x)
         return F.linear(self.ln_f(x), self.tok.weight)  # the head is the token embedding
