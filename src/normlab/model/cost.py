@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 Model = Union["TransformerLM", ModelConfig]
 
 
-def _model(what: Model) -> TransformerLM:
-    """``what`` itself if it is a model, else the TransformerLM of a config, built on meta."""
+def meta_model(what: Model) -> TransformerLM:
+    """``what`` itself if it is a model, else the TransformerLM of a config built on the meta
+    device (shapes only; build once to ask it several questions)."""
     from normlab.model.transformer import TransformerLM
 
     if isinstance(what, TransformerLM):
@@ -55,7 +56,7 @@ def _model(what: Model) -> TransformerLM:
 
 def parameters(what: Model) -> int:
     """Trainable and frozen parameters of a model or config, a tied tensor counted once."""
-    return sum(p.numel() for p in _model(what).parameters())
+    return sum(p.numel() for p in meta_model(what).parameters())
 
 
 def forward_flops(what: Model, context: int | None = None) -> dict[str, float]:
@@ -64,7 +65,7 @@ def forward_flops(what: Model, context: int | None = None) -> dict[str, float]:
     and values); see the module docstring for the formula per tensor."""
     from normlab.model.attention import CausalSelfAttention
 
-    model = _model(what)
+    model = meta_model(what)
     T = context if context is not None else model.cfg.context
     linear = attention = 0.0
     for m in model.modules():
@@ -83,6 +84,6 @@ def step_flops(what: Model, batch: int, context: int | None = None) -> float:
 
 def flops_per_token(what: Model, context: int | None = None) -> float:
     """Training FLOPs per token at sequence length ``context`` (attention makes it grow with T)."""
-    model = _model(what)
+    model = meta_model(what)
     T = context if context is not None else model.cfg.context
     return step_flops(model, 1, T) / T

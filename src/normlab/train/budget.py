@@ -52,12 +52,13 @@ def estimate(cfg: RunConfig, world: int = 1) -> StepEstimate:
 
     m, t = cfg.model, cfg.train
     d, L, T, V, ff = m.d_model, m.n_layer, m.context, m.vocab_size, m.ff_width
-    params = cost.parameters(m)                             # the resolved model, built on meta
+    model = cost.meta_model(m)                              # the resolved model, shapes only
+    params = cost.parameters(model)
     rows = t.batch_size // (t.grad_accum * world)          # sequences in one micro-batch
     acts = rows * T * (L * (16 * d + 2 * ff) + 2 * V)       # values kept for backward
     if m.dropout > 0:                                        # math attention: B H T T probabilities
         acts += 2 * rows * m.n_head * T * T * L
-    flops = cost.step_flops(m, batch=t.batch_size // world)
+    flops = cost.step_flops(model, batch=t.batch_size // world)
     return StepEstimate(bytes=16 * params + 4 * acts, flops=flops)
 
 
