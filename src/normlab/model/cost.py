@@ -1,8 +1,8 @@
 """What a model costs: its parameter count and the FLOPs of a training step, read off the
 built model (the one owner of both numbers; the step budget and the bench call it).
 
-Both functions take a ``TransformerLM`` or a ``ModelConfig``. A config is built on the
-``meta`` device (no memory, no arithmetic), so the numbers come from the modules the
+Every function takes a ``TransformerLM`` or a ``ModelConfig``. A config is built on the
+``meta`` device (``meta_model``: no memory, no arithmetic), so the numbers come from the modules the
 config really resolves to: grouped-query attention's narrower W_K and W_V, SwiGLU's
 two input matrices, RoPE's missing position table, a tied head counted once, each
 placement's own norms and gains.
@@ -18,8 +18,8 @@ FLOPs count matrix products only, 2 per multiply-add, for one sequence of T toke
 Backward is twice the forward (gradients of the input and of the weight of each
 product; for attention, 4 products against the forward's 2), so a training step is
 ``3 * forward * B``. Embedding lookups, norms, biases, activations, RoPE rotations,
-softmax and the loss are not counted: they are O(T d) element-wise work, as
-``torch.utils.flop_counter`` does not count them either. The T x T square is counted
+softmax and the loss are not counted: they are element-wise work (a few percent of
+the total at these shapes), and ``torch.utils.flop_counter`` does not count them either. The T x T square is counted
 whole, as the flop counter counts ``scaled_dot_product_attention`` (and as PaLM, appendix
 B, does), although a causal kernel may skip the masked half. Every linear layer is taken
 to see every token once (true of every built-in placement and FFN).
