@@ -18,8 +18,8 @@ FLOPs count matrix products only, 2 per multiply-add, for one sequence of T toke
 Backward is twice the forward (gradients of the input and of the weight of each
 product; for attention, 4 products against the forward's 2), so a training step is
 ``3 * forward * B``. Embedding lookups, norms, biases, activations, RoPE rotations,
-softmax and the loss are not counted: they are element-wise work (a few percent of
-the total at these shapes), and ``torch.utils.flop_counter`` does not count them either. The T x T square is counted
+softmax and the loss are not counted: they are element-wise work, not products,
+and ``torch.utils.flop_counter`` does not count them either. The T x T square is counted
 whole, as the flop counter counts ``scaled_dot_product_attention`` (and as PaLM, appendix
 B, does), although a causal kernel may skip the masked half. Every linear layer is taken
 to see every token once (true of every built-in placement and FFN).
