@@ -1,5 +1,5 @@
-"""Throughput of normlab vs x-transformers and HF GPT-2 at tiny, baby and deep (float32),
-then normlab at baby in bfloat16 autocast vs float32 (target >= 1.8x).
+"""Throughput of normlab vs a hand-written Pre-LN GPT, x-transformers and HF GPT-2 at tiny,
+baby and deep (float32), then normlab at baby in bfloat16 autocast vs float32 (target >= 1.8x).
 
     python benchmarks/throughput.py [--repeats 5] [--window-steps 10] [--out bench.json]
 """
@@ -32,7 +32,7 @@ def main() -> None:
     a = ap.parse_args()
     rows = []
     if not a.bf16_only:
-        rows = run_suite(a.sizes.split(","), ["normlab", "xtransformers", "hf-gpt2"], "cpu", "float32",
+        rows = run_suite(a.sizes.split(","), ["normlab", "hand", "xtransformers", "hf-gpt2"], "cpu", "float32",
                          a.repeats, a.window_steps, out=a.out)["verdicts"]
     dev = torch.device("cpu")
     peaks = {d: matmul_peak(getattr(torch, d), dev) for d in ("float32", "bfloat16")}

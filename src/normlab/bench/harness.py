@@ -8,12 +8,9 @@ CUDA windows end with a synchronize. Interleaving matters on shared or turbo-clo
 machines: timed one after the other, the same peer measured 15k or 21k tok/s depending on
 whether it ran first or after another peer.
 
-FLOPs per train step (Kaplan et al. 2020; PaLM, Chowdhery et al. 2022, appendix B):
-    6 * N * B * T  +  12 * L * d * T * B * T
-N = parameters that take part in matrix products (all parameters minus the position
-table; a tied output head counts once), B*T tokens per step; the second term is the
-attention scores and weighted sum (forward 2 matmuls of 2*T*d per token, x3 for backward),
-counted over the full T x T square as PaLM does. MFU = achieved / measured matmul peak.
+FLOPs per train step: ``normlab.model.cost.step_flops`` of normlab's model at the size
+(3x the forward matrix products, attention's T x T products included; every peer is
+built at that shape, so one count serves them all). MFU = achieved / measured matmul peak.
 """
 
 from __future__ import annotations
@@ -22,12 +19,12 @@ import contextlib
 import resource
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
-from normlab.bench.peers import PEERS, PeerMissing, Size
+from normlab.bench.peers import PEERS, PeerMissing, Size, model_config
 
 
 @dataclass
@@ -43,6 +40,7 @@ class Result:
     peak_rss_mib: float        # process peak resident memory so far (monotonic across peers)
     peak_dev_mib: float | None  # CUDA peak allocated for this peer
     final_loss: float
+    windows: list[float] = field(default_factory=list)  # tokens/s of each window, round by round
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,15 +61,11 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, n: int = 2048, reps: i
     return 2 * n ** 3 / best / 1e9
 
 
-def step_flops(n_matmul: int, s: Size) -> float:
-    tokens = s.batch * s.context
-    return 6.0 * n_matmul * tokens + 12.0 * s.n_layer * s.d_model * s.context * tokens
+def step_flops(s: Size) -> float:
+    """FLOPs of one train step at size ``s`` (the count of ``normlab.model.cost``)."""
+    from normlab.model import cost
 
-
-def matmul_params(model: torch.nn.Module, s: Size) -> int:
-    """Parameters used in matrix products: all minus the learned position table (context x d)."""
-    n = sum(p.numel() for p in model.parameters())
-    return n - s.context * s.d_model
+    return cost.step_flops(model_config(s), s.batch)
 
 
 def _sync(device: torch.device) -> None:
@@ -125,10 +119,10 @@ class Trainee:
     def result(self, size_name: str, peak: float) -> Result:
         s = self.size
         med = statistics.median(self.rates)
-        gflops = step_flops(matmul_params(self.model, s), s) * med / (s.batch * s.context) / 1e9
+        gflops = step_flops(s) * med / (s.batch * s.context) / 1e9
         return Result(self.peer, size_name, sum(p.numel() for p in self.model.parameters()), med,
                       min(self.rates), max(self.rates), gflops, gflops / peak if peak else float("nan"),
-                      peak_rss_mib(), self.dev_mib, self.loss)
+                      peak_rss_mib(), self.dev_mib, self.loss, list(self.rates))
 
 
 def measure_many(peers: list[str], size_name: str, s: Size, device: torch.device,

@@ -1,4 +1,5 @@
-"""Peers at identical shapes: normlab, x-transformers and Hugging Face GPT-2, by name.
+"""Peers at identical shapes: normlab, a hand-written Pre-LN GPT, x-transformers and Hugging
+Face GPT-2, by name.
 
 Each factory returns ``(model, loss_fn)`` where ``loss_fn(x, y)`` is the mean next-token
 cross-entropy, or raises ``PeerMissing`` when its library is not installed (the bench
@@ -10,7 +11,7 @@ so parameter counts agree to about 1% (the bench prints them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -39,8 +40,8 @@ SIZES.add("deep", Size(24, 128, 4, 128, 16))   # many small layers: per-op overh
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 PeerFn = Callable[[Size], tuple[nn.Module, LossFn]]
 PEERS: Registry[PeerFn] = Registry("peer", "--peers")
-GROUPS = {"normlab": ["normlab", "normlab-fused", "normlab-compiled"], "xtransformers": ["xt-pre", "xt-sandwich"],
-          "hf-gpt2": ["hf-gpt2"]}
+GROUPS = {"normlab": ["normlab", "normlab-fused", "normlab-compiled"], "hand": ["hand-pre"],
+          "xtransformers": ["xt-pre", "xt-sandwich"], "hf-gpt2": ["hf-gpt2"]}
 
 
 class PeerMissing(Exception):
@@ -51,12 +52,19 @@ def _ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
-def _normlab(s: Size) -> nn.Module:
+def model_config(s: Size) -> Any:
+    """normlab's ModelConfig of shape ``s``: Pre-LN, GELU, learned positions, tied, no dropout
+    (the shape every peer is built at, and what the bench's FLOPs are counted on)."""
     from normlab.model.config import ModelConfig
+
+    return ModelConfig(vocab_size=s.vocab, context=s.context, n_layer=s.n_layer, d_model=s.d_model,
+                       n_head=s.n_head, placement="pre", dropout=0.0)
+
+
+def _normlab(s: Size) -> nn.Module:
     from normlab.model.transformer import TransformerLM
 
-    return TransformerLM(ModelConfig(vocab_size=s.vocab, context=s.context, n_layer=s.n_layer,
-                                     d_model=s.d_model, n_head=s.n_head, placement="pre", dropout=0.0))
+    return TransformerLM(model_config(s))
 
 
 @PEERS.register("normlab")
@@ -81,6 +89,15 @@ def normlab_compiled(s: Size) -> tuple[nn.Module, LossFn]:
     m, _ = normlab_fused(s)
     fwd = torch.compile(m)
     return m, lambda x, y: fwd(x, y)[1]
+
+
+@PEERS.register("hand-pre")
+def hand_pre(s: Size) -> tuple[nn.Module, LossFn]:
+    """A minimal hand-written Pre-LN GPT (``bench/handwritten.py``): the floor of normlab's overhead."""
+    from normlab.bench.handwritten import HandGPT
+
+    m = HandGPT(s.vocab, s.context, s.n_layer, s.d_model, s.n_head)
+    return m, lambda x, y: _ce(m(x), y)
 
 
 def _xt(s: Size, **kw: object) -> tuple[nn.Module, LossFn]:

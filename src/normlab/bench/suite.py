@@ -1,7 +1,9 @@
 """The whole comparison: every size x peer in one process, printed as a table with ratios.
 
-Targets (issue 8) printed next to the numbers: normlab >= 1.3x the fastest peer at tiny,
->= 1.0x at baby (and MFU >= 85% of the measured float32 peak), >= 1.2x at deep.
+Targets (issue 8) printed next to the numbers: normlab >= 1.3x the fastest library peer at
+tiny, >= 1.0x at baby (and MFU >= 85% of the measured float32 peak), >= 1.2x at deep. And
+(issue 23) the abstraction costs nothing: normlab's plain-AdamW step at tiny >= 1.0x the
+hand-written Pre-LN GPT (``hand-pre``) measured in the same windows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from normlab.bench.peers import SIZES, expand
 
 TARGETS = {"tiny": 1.3, "baby": 1.0, "deep": 1.2}
 MFU_TARGET = {"baby": 0.85}
+HAND_TARGET = {"tiny": 1.0}  # normlab (plain AdamW) / hand-pre (plain AdamW), same run
 
 
 def machine() -> dict[str, Any]:
@@ -40,7 +43,8 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
     info = machine()
     echo(f"machine: {json.dumps(info)}")
     echo(f"matmul peak 2048^3: float32 {peaks['float32']:.1f} GFLOP/s, bfloat16 {peaks['bfloat16']:.1f} GFLOP/s")
-    echo("FLOPs/step = 6*N*B*T + 12*L*d*T*B*T (N = matmul parameters); MFU vs the peak of the dtype")
+    echo("FLOPs/step = 3 x forward matrix products (linear layers, head, attention's T x T products), "
+         "normlab.model.cost; MFU vs the peak of the dtype")
     echo(f"windows: {repeats} rounds x {window} steps per peer, interleaved, after {warmup} warm-up steps; "
          f"AdamW; {dtype}; {device}; RSS is the process peak after all peers are built")
     results: list[Result] = []
@@ -63,6 +67,10 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
         for r in rows:
             echo(f"{r.peer:<18}{r.params:>10}{r.tokens_per_s:>10.0f}{f'{r.tps_min:.0f}-{r.tps_max:.0f}':>18}"
                  f"{r.gflops:>9.1f}{r.mfu:>7.0%}{r.peak_rss_mib:>9.0f}{r.tokens_per_s / best:>7.2f}")
+        hand = hand_ratio(rows)
+        if hand is not None:
+            echo(f"{size} shape: normlab / hand-written = {hand[0]:.2f}x (per round {hand[1]:.2f}-{hand[2]:.2f}; "
+                 "plain AdamW for both, interleaved windows)")
         results += rows
         verdicts += _verdicts(size, rows)
     for v in verdicts:
@@ -82,16 +90,35 @@ def target(name: str, measured: str, goal: str, ok: bool | None) -> dict[str, st
             "verdict": "n/a" if ok is None else ("met" if ok else "MISSED")}
 
 
+def hand_ratio(rows: list[Result]) -> tuple[float, float, float] | None:
+    """Median tokens/s of ``normlab`` (plain AdamW) over ``hand-pre``'s, and the min and max
+    of the same ratio round by round (both peers' windows of one round ran back to back);
+    None without both rows."""
+    by = {r.peer: r for r in rows}
+    if "normlab" not in by or "hand-pre" not in by:
+        return None
+    a, b = by["normlab"], by["hand-pre"]
+    rounds = [x / y for x, y in zip(a.windows, b.windows)] or [a.tokens_per_s / b.tokens_per_s]
+    return a.tokens_per_s / b.tokens_per_s, min(rounds), max(rounds)
+
+
 def _verdicts(size: str, rows: list[Result]) -> list[dict[str, str]]:
-    """normlab's best variant vs the fastest non-normlab peer, against the issue's targets."""
+    """normlab's best variant vs the fastest library peer, and plain normlab vs the
+    hand-written model, against the issues' targets."""
+    out = []
+    hand = hand_ratio(rows)
+    if size in HAND_TARGET and hand is not None:
+        out.append(target(f"{size} normlab vs hand-written Pre-LN (plain AdamW)",
+                          f"{hand[0]:.2f}x (per round {hand[1]:.2f}-{hand[2]:.2f})",
+                          f">= {HAND_TARGET[size]}x", hand[0] >= HAND_TARGET[size]))
     ours = [r for r in rows if r.peer.startswith("normlab")]
-    theirs = [r for r in rows if not r.peer.startswith("normlab")]
+    theirs = [r for r in rows if not r.peer.startswith(("normlab", "hand-"))]
     goal = TARGETS.get(size, 1.0)
     if not ours or not theirs:
-        return [target(f"{size} vs fastest peer", "no ratio (need normlab and a peer)", f">= {goal}x", None)]
+        return out + [target(f"{size} vs fastest peer", "no ratio (need normlab and a peer)", f">= {goal}x", None)]
     a, b = max(ours, key=lambda r: r.tokens_per_s), max(theirs, key=lambda r: r.tokens_per_s)
     ratio = a.tokens_per_s / b.tokens_per_s
-    out = [target(f"{size} vs fastest peer",
+    out += [target(f"{size} vs fastest peer",
                   f"{a.peer} {a.tokens_per_s:.0f} / {b.peer} {b.tokens_per_s:.0f} tok/s = {ratio:.2f}x "
                   f"(params {abs(a.params / b.params - 1):.1%} apart)", f">= {goal}x", ratio >= goal)]
     if size in MFU_TARGET:

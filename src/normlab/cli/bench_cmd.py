@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="throughput vs x-transformers and HF GPT-2 (tokens/s, MFU, memory)",
+    p = sub.add_parser("bench", help="throughput vs a hand-written GPT, x-transformers, HF GPT-2 (tokens/s, MFU)",
                        description="Train-step throughput (median of timed windows after warm-up, "
                                    "min-max spread) of normlab vs peers at identical shapes, "
                                    "printed as ratios vs the fastest peer. See docs/performance.md.")
@@ -16,9 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (cuda is skipped when no GPU is present)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                    help="parameter and activation dtype (default float32)")
-    p.add_argument("--peers", default="normlab,xtransformers,hf-gpt2",
-                   help="comma list: normlab, xtransformers, hf-gpt2 (or variants normlab-fused, xt-pre, "
-                        "xt-sandwich)")
+    p.add_argument("--peers", default="normlab,hand,xtransformers,hf-gpt2",
+                   help="comma list: normlab, hand (a hand-written Pre-LN GPT), xtransformers, hf-gpt2 (or "
+                        "variants normlab-fused, hand-pre, xt-pre, xt-sandwich)")
     p.add_argument("--repeats", type=int, default=5, help="timed windows (median reported)")
     p.add_argument("--window-steps", type=int, default=10, help="train steps per timed window")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before the windows")

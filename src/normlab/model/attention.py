@@ -80,10 +80,13 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(self.split, dim=-1)  # (B, T, d), (B, T, kv), (B, T, kv)
         if self.full_span:
-            q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
-        q, k, v = (t.view(B, T, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H or Hkv, T, Dh)
+            q, k, v = self._norm_qkv(q, k, v)
+        Dh = self.head_dim
+        q = q.view(B, T, -1, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        k = k.view(B, T, -1, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = v.view(B, T, -1, Dh).transpose(1, 2)
         if not self.full_span:
-            q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
+            q, k, v = self._norm_qkv(q, k, v)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         if self.n_kv_head != self.n_head:  # each key/value head serves n_head / n_kv_head query heads
@@ -99,8 +102,21 @@ class CausalSelfAttention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
                                                dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, d)
-        return self.drop(self.proj(y))
+        y = self.proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, d)
+        return self.drop(y) if self.drop.p else y  # dropout at p=0 is the identity: skip the call
+
+    def _norm_qkv(self, q: torch.Tensor, k: torch.Tensor,
+                  v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # An unset norm is an nn.Identity: skipping its call saves the module dispatch
+        # (three per layer and step), and the result is the same tensor.
+        qn, kn, vn = self.q_norm, self.k_norm, self.v_norm
+        if type(qn) is not nn.Identity:
+            q = qn(q)
+        if type(kn) is not nn.Identity:
+            k = kn(k)
+        if type(vn) is not nn.Identity:
+            v = vn(v)
+        return q, k, v
 
     def set_qk(self, q_norm: nn.Module, k_norm: nn.Module, scale: float) -> None:
         """Replace the q/k normalisation and the softmax scale (used by placements such as nGPT)."""
@@ -147,7 +163,8 @@ class MLP(nn.Module):
         return slice(0, self.fc.out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.proj(F.gelu(self.fc(x), approximate="tanh")))
+        y = self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        return self.drop(y) if self.drop.p else y
 
 
 class SwiGLU(nn.Module):
@@ -166,5 +183,6 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.fc(x).chunk(2, dim=-1)
-        return self.drop(self.proj(F.silu(gate) * up))
+        y = self.proj(F.silu(gate) * up)
+        return self.drop(y) if self.drop.p else y
 

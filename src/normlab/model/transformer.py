@@ -63,11 +63,12 @@ class TransformerLM(nn.Module):
                             and type(m).after_step is not Placement.after_step]
         # Data-dependent constants (Admin's omega) come from one pass over random tokens
         # drawn from a private generator, so building a model never consumes the global RNG.
-        if any(type(p).calibrate.__func__ is not Placement.calibrate.__func__  # type: ignore[attr-defined]
+        # A model built on the meta device (model/cost.py counts it) has no values to profile.
+        if self.wte.weight.device.type != "meta" and any(type(p).calibrate.__func__ is not Placement.calibrate.__func__  # type: ignore[attr-defined]
                for p in self._placements()):  # (mypy types a classmethod read off a class as a plain callable)
             gen = torch.Generator().manual_seed(CALIBRATION_SEED)
             T = min(cfg.context, 64)
-            self.calibrate(torch.randint(0, cfg.vocab_size, (8, T), generator=gen))
+            self.calibrate(torch.randint(0, cfg.vocab_size, (8, T), generator=gen, device="cpu"))
 
     def _placements(self) -> list[Placement]:
         return [m for m in self.modules() if isinstance(m, Placement)]
@@ -95,7 +96,7 @@ class TransformerLM(nn.Module):
             x = x * self.embed_scale
         if self.wpe is not None:
             x = x + self.wpe(torch.arange(idx.size(1), device=idx.device))
-        return self.drop(x)
+        return self.drop(x) if self.drop.p else x  # dropout at p=0 is the identity: skip the call
 
     def head(self, h: object) -> torch.Tensor:
         """Residual state after the last block -> logits (B, T, V)."""
@@ -203,6 +204,3 @@ class TransformerLM(nn.Module):
         model = cls(load_config(dir))
         load_weights(model, dir, device)
         return model.to(device)
-
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())

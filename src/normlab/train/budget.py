@@ -10,12 +10,13 @@ memory than is free or more than ``REFUSE_S`` seconds, and to warn above ``WARN_
   token (norms, q/k/v, attention output, FFN in and out), and the logits twice.
   Attention itself runs in ``scaled_dot_product_attention``'s fused kernels, which keep
   no T x T matrix; with attention dropout the math path does, and that is counted.
-- time: FLOPs of forward + backward (6 per parameter and token, plus 12 L T^2 d a
-  sequence for the attention products) over ``EFFICIENCY`` times the rate of a float32
-  matmul measured here, once, and only when a step is big enough for the answer to
+- time: FLOPs of forward + backward (``normlab.model.cost.step_flops``: 3x the forward
+  matrix products, attention's T x T products included) over ``EFFICIENCY`` times the
+  rate of a float32 matmul measured here, once, and only when a step is big enough for the answer to
   matter. On 2 CPU cores (matmul 230-290 GFLOP/s) whole steps of the default model ran
-  at 51 GFLOP/s (context 2048, batch 4: 4.4 s) and 97 GFLOP/s (context 8192, batch 1:
-  7.5 s), a quarter to a third of the matmul rate; the estimates are 3.1 s and 12.6 s,
+  at 48 GFLOP/s (context 2048, batch 4: 4.4 s) and 90 GFLOP/s (context 8192, batch 1:
+  7.5 s), a quarter to a third of the matmul rate; the estimates are 2.9 s and 11.7 s
+  (rescaled from the times measured with the older 6 N formula, 6-7% above these FLOPs),
   and the activation estimate 0.6 GiB against 0.8 GiB peak RSS (torch itself included).
 """
 
@@ -47,19 +48,18 @@ class StepEstimate:
 
 def estimate(cfg: RunConfig, world: int = 1) -> StepEstimate:
     """Memory (bytes) and FLOPs of one optimizer step of ``cfg`` on one of ``world`` processes."""
+    from normlab.model import cost
+
     m, t = cfg.model, cfg.train
     d, L, T, V, ff = m.d_model, m.n_layer, m.context, m.vocab_size, m.ff_width
-    ffn_mats = 3 if m.ffn == "swiglu" else 2
-    params = L * (4 * d * d + ffn_mats * d * ff) + V * d + (T * d if m.pos == "learned" else 0)
-    if not m.tie_embeddings:
-        params += V * d
+    model = cost.meta_model(m)                              # the resolved model, shapes only
+    params = cost.parameters(model)
     rows = t.batch_size // (t.grad_accum * world)          # sequences in one micro-batch
     acts = rows * T * (L * (16 * d + 2 * ff) + 2 * V)       # values kept for backward
     if m.dropout > 0:                                        # math attention: B H T T probabilities
         acts += 2 * rows * m.n_head * T * T * L
-    tokens = t.batch_size // world * T
-    flops = 6 * params * tokens + 12 * L * (t.batch_size // world) * T * T * d
-    return StepEstimate(bytes=16 * params + 4 * acts, flops=float(flops))
+    flops = cost.step_flops(model, batch=t.batch_size // world)
+    return StepEstimate(bytes=16 * params + 4 * acts, flops=flops)
 
 
 def matmul_rate(device: torch.device) -> float:
