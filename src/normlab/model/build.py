@@ -84,11 +84,6 @@ def resolve_model(cfg: ModelConfig) -> Plan:
     return Plan(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
 
 
-def resolve_layout(cfg: ModelConfig) -> list[tuple[str, str]]:
-    """Per block, the (attention, FFN) placement names of ``cfg`` (validated)."""
-    return resolve_model(cfg).names()
-
-
 def _options(owner: Any, name: str, given: dict[str, Any], field: str) -> PlacementOptions:
     """``owner.Options`` from the table's other keys; errors name ``field.option``."""
     fields = dataclasses.fields(owner.Options)
