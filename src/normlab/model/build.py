@@ -161,7 +161,7 @@ def _check_combination(cfg: ModelConfig, layout: list[tuple[SubLayer, SubLayer]]
             raise ConfigError("model.norm", cfg.norm,
                               f"placement {', '.join(strict)} rescales the shortcut and needs a norm after each "
                               "sub-layer to undo it (without one the stream grows as prod(omega)); choose "
-                              "layernorm, rmsnorm, scalenorm or dyt")
+                              f"one of {', '.join(n for n in NORMS.names() if n != 'none')}")
     if cfg.kv_heads != cfg.n_head:
         grouped = [n for n in names if classes[n].needs_full_kv]
         if grouped:

@@ -27,6 +27,8 @@ _MOVED: dict[str, tuple[str, str, Any, str]] = {
     "rezero": ("none", "rezero", False, "true"),
 }
 
+_CATALOGUE = "normlab.model.catalogue:"  # where the help texts' {names} come from
+
 
 @dataclass
 class ModelConfig(Section):
@@ -43,14 +45,14 @@ class ModelConfig(Section):
     placement: PlacementSpec = doc("norm placement: a name (see `normlab placements`), or a table {name=..., "
                                "option=...} for a placement with options; a per-layer list of those, or per "
                                "layer a table {attn=..., ffn=...}", "pre")
-    norm: str = doc("norm used by the placement: layernorm, rmsnorm, scalenorm, dyt, none", "layernorm")
-    qk_norm: str | None = doc("normalise q and k per head: layernorm, rmsnorm, l2 (or none)", None)
+    norm: str = doc("norm used by the placement: {names}", "layernorm", names=_CATALOGUE + "NORMS")
+    qk_norm: str | None = doc("normalise q and k per head: {names} (or none)", None, names=_CATALOGUE + "QK_NORMS")
     qkv_norm: bool = doc("also normalise v with qk_norm's norm (HybridNorm)", False)
     qk_norm_span: str = doc("what qk_norm normalises: 'head' (each head's q and k) or 'full' (all of q and "
                             "all of k at once, before the split into heads, as OLMo-2)", "head")
     final_norm: bool | None = doc("norm after the last block (none = the placement's default)", None)
-    init: str = doc("weight init: gpt2 or xavier (see `normlab inits`)", "gpt2")
-    ffn: str = doc("feed-forward type: gelu or swiglu", "gelu")
+    init: str = doc("weight init: {names} (see `normlab inits`)", "gpt2", names=_CATALOGUE + "INITS")
+    ffn: str = doc("feed-forward type: {names}", "gelu", names=_CATALOGUE + "FFNS")
     d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
     pos: str = doc("positions: learned or rope", "learned")
     rope_base: float = doc("RoPE base theta (10000 in Su et al. and Llama 2; 500000 in Llama 3)", 10000.0)
