@@ -6,11 +6,14 @@ imports it at its first lookup. Installed plugins add loggers of their own (docs
 
 from __future__ import annotations
 
+from normlab import plugins
 from normlab.train import loggers, schedules
 
 loggers.LOGGERS.add("jsonl", loggers.JsonlLogger)
 loggers.LOGGERS.add("tensorboard", loggers.TensorBoardLogger)
 loggers.LOGGERS.add("wandb", loggers.WandbLogger)
+# installed plugins add theirs at the first lookup (docs/plugins.md); none is imported here
+loggers.LOGGERS.fill_later(plugins.filler("loggers", loggers.Logger))
 
 schedules.SCHEDULES.add("constant", schedules.constant)
 schedules.SCHEDULES.add("cosine", schedules.cosine)

@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from normlab import plugins
 from normlab.errors import UserError
 from normlab.fsutil import append_jsonl, atomic_write_text
 from normlab.registry import Registry
@@ -61,7 +60,6 @@ class Logger:
 
 
 LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers", catalogue="normlab.train.catalogue")
-LOGGERS.fill_later(plugins.filler("loggers", Logger))  # installed plugins' (docs/plugins.md)
 
 
 class JsonlLogger(Logger):
