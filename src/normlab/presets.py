@@ -14,10 +14,9 @@ from normlab.runconfig import RunConfig
 from normlab.train.config import OptimConfig, TrainConfig
 
 PresetFn = Callable[[], RunConfig]
-PRESETS: Registry[PresetFn] = Registry("preset", "--preset")
+PRESETS: Registry[PresetFn] = Registry("preset", "--preset", catalogue="normlab.catalogue")
 
 
-@PRESETS.register("smoke")
 def smoke() -> RunConfig:
     """A seconds-long run for checking that everything works (2 layers, d=32, 50 steps, 1 thread)."""
     return RunConfig(
@@ -29,7 +28,6 @@ def smoke() -> RunConfig:
     )
 
 
-@PRESETS.register("nanogpt-cpu")
 def nanogpt_cpu() -> RunConfig:
     """nanoGPT's CPU model and batch (4 layers, 4 heads, d=128, context 64, batch 12, dropout 0,
     AdamW beta2 0.99, warm-up 100, cosine to 1e-4) on a shorter, hotter schedule: lr 4e-3 for
@@ -44,7 +42,6 @@ def nanogpt_cpu() -> RunConfig:
     )
 
 
-@PRESETS.register("baby-gpt")
 def baby_gpt() -> RunConfig:
     """nanoGPT's shakespeare_char: 6 layers, 6 heads, d=384, context 256, batch 64,
     dropout 0.2, lr 1e-3, 5000 steps (nanoGPT: best val loss 1.4697 on an A100)."""
@@ -55,7 +52,6 @@ def baby_gpt() -> RunConfig:
     )
 
 
-@PRESETS.register("seed-pet-project")
 def seed_pet_project() -> RunConfig:
     """Seed 002's pet project: 6 blocks, AdamW lr 3e-4 constant, batch 32, Tiny Shakespeare
     char. Sized for a laptop CPU: d=128, 4 heads, context 64, 1500 steps, no warm-up."""

@@ -2,10 +2,16 @@
 
 Every switch in normlab is a lowercase name looked up here; an unknown name fails
 with the list of valid ones, so typos never fall back silently to a default.
+
+Registries are filled one way only: a package's ``catalogue`` module adds every built-in
+with one ``add`` line each, and nothing registers itself when imported. A registry that
+names its catalogue (``Registry(..., catalogue="normlab.train.catalogue")``) imports it at
+its first lookup, so the module that declares the registry needs no import of its catalogue.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Generic, Iterator, TypeVar
 
 from normlab.errors import unknown_name
@@ -14,13 +20,15 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Ordered mapping of names to objects with a decorator for registration."""
+    """Ordered mapping of names to objects, filled by its catalogue (``add``)."""
 
-    def __init__(self, kind: str, field: str) -> None:
+    def __init__(self, kind: str, field: str, catalogue: str | None = None) -> None:
         self.kind = kind      # human word, e.g. "placement"
         self.field = field    # the config field that selects from it, e.g. "model.placement"
+        self.catalogue = catalogue  # the module that fills it, imported at the first lookup
         self._items: dict[str, T] = {}
         self._later: Callable[[Registry[T]], None] | None = None
+        self._catalogued = catalogue is None
 
     def fill_later(self, fill: Callable[[Registry[T]], None]) -> None:
         """Run ``fill(self)`` at the first lookup, not now: installed plugins join a catalogue
@@ -28,6 +36,9 @@ class Registry(Generic[T]):
         self._later = fill
 
     def _fill(self) -> None:
+        if not self._catalogued and self.catalogue is not None:
+            self._catalogued = True  # first: the catalogue's own lookups see what it added so far
+            importlib.import_module(self.catalogue)
         fill, self._later = self._later, None  # cleared first: lookups made by fill see the built-ins
         if fill is not None:
             try:
@@ -36,17 +47,12 @@ class Registry(Generic[T]):
                 self._later = fill  # a failed fill (a broken plugin) fails again, never half-applied
                 raise
 
-    def register(self, name: str) -> Callable[[T], T]:
-        def deco(obj: T) -> T:
-            if name in self._items:
-                raise KeyError(f"{self.kind} {name!r} registered twice")
-            self._items[name] = obj
-            return obj
-
-        return deco
-
     def add(self, name: str, obj: T) -> T:
-        return self.register(name)(obj)
+        """Register ``obj`` as ``name`` (a catalogue's line, a plugin's, a test's)."""
+        if name in self._items:
+            raise KeyError(f"{self.kind} {name!r} registered twice")
+        self._items[name] = obj
+        return obj
 
     def remove(self, name: str) -> T:
         """Drop ``name`` (for code that registered something temporarily, e.g. a test)."""

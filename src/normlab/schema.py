@@ -27,13 +27,33 @@ from normlab.errors import NO_VALUE, ConfigError
 C = TypeVar("C", bound="Section")
 
 
-def doc(help: str, default: Any = dataclasses.MISSING, **kw: Any) -> Any:
-    """A dataclass field with a help string (shown by ``normlab config --explain``)."""
+def doc(help: str, default: Any = dataclasses.MISSING, *, names: str | None = None,
+        exclude: tuple[str, ...] = (), **kw: Any) -> Any:
+    """A dataclass field with a help string (shown by ``normlab config --explain``).
+
+    ``names="module:REGISTRY"`` lists that registry's names where the help says ``{names}``,
+    read when the help is shown, so the text never falls behind the registry (or a plugin);
+    ``exclude`` leaves out names the help speaks of apart."""
+    meta: dict[str, Any] = {"help": help, "names": names, "exclude": exclude} if names else {"help": help}
     if isinstance(default, (list, dict)):
         value = default
         kw["default_factory"] = lambda: typing.cast(Any, type(value))(value)
-        return dataclasses.field(metadata={"help": help}, **kw)
-    return dataclasses.field(default=default, metadata={"help": help}, **kw)
+        return dataclasses.field(metadata=meta, **kw)
+    return dataclasses.field(default=default, metadata=meta, **kw)
+
+
+def help_text(f: dataclasses.Field[Any]) -> str:
+    """A field's help, its ``{names}`` filled from its registry (imported only now)."""
+    help = str(f.metadata.get("help", ""))
+    source = f.metadata.get("names")
+    if not source:
+        return help
+    import importlib
+
+    module, _, attr = source.partition(":")
+    exclude = set(f.metadata.get("exclude", ()))
+    names = [n for n in getattr(importlib.import_module(module), attr).names() if n not in exclude]
+    return help.replace("{names}", ", ".join(names))
 
 
 class Section:
@@ -323,5 +343,5 @@ def explain(cls: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
             continue
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        rows.append((prefix + f.name, _describe(tp), default, f.metadata.get("help", "")))
+        rows.append((prefix + f.name, _describe(tp), default, help_text(f)))
     return rows

@@ -159,3 +159,76 @@ def test_only_the_model_runs_its_pieces_in_sequence() -> None:
             continue
         found += [f"{path.relative_to(SRC)}:{n}" for n in _pieces_called(ast.parse(path.read_text(encoding="utf-8")))]
     assert found == []
+
+
+def _registrations(tree: ast.Module) -> tuple[list[int], list[tuple[str, int]]]:
+    """(lines of decorators that register, [(registry name, line)] of module-level ``X.add(...)``
+    calls on an upper-case registry name, ``X`` or ``module.X``)."""
+    decorators = [d.lineno for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                  for d in node.decorator_list
+                  if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in ("register", "add")]
+    adds = []
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add":
+            owner = call.func.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name.isupper():
+                adds.append((name, stmt.lineno))
+    return decorators, adds
+
+
+def _declared_registries() -> dict[str, str]:
+    """Registry name -> the catalogue module that fills it, from every ``X = Registry(...)``."""
+    out = {}
+    for mod, path in _modules().items():
+        for stmt in ast.parse(path.read_text(encoding="utf-8")).body:
+            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "Registry":
+                target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+                assert isinstance(target, ast.Name), f"{mod}:{stmt.lineno}"
+                given = [k.value.value for k in value.keywords
+                         if k.arg == "catalogue" and isinstance(k.value, ast.Constant)]
+                # model/registries.py declares the model's; model/catalogue.py fills and re-exports them
+                out[target.id] = given[0] if given else ("normlab.model.catalogue" if mod == "normlab.model.registries"
+                                                         else f"(none named, {mod}:{stmt.lineno})")
+    return out
+
+
+def test_registration_finder_sees_decorators_and_catalogue_lines() -> None:
+    code = ("@NAMES.register('a')\ndef a(): ...\n@x.add('b')\nclass B: ...\n"
+            "NAMES.add('c', 1)\nmod.NAMES.add('d', 2)\nseen.add('e')\ndef f():\n    NAMES.add('g', 3)\n")
+    assert _registrations(ast.parse(code)) == ([1, 3], [("NAMES", 5), ("NAMES", 6)])
+
+
+def test_nothing_registers_itself_on_import() -> None:
+    """No decorator registers (the one style is a catalogue's ``add`` lines)."""
+    found = [f"{mod}:{line}" for mod, path in _modules().items()
+             for line in _registrations(ast.parse(path.read_text(encoding="utf-8")))[0]]
+    assert found == []
+
+
+def test_each_registry_is_filled_only_by_its_catalogue() -> None:
+    declared = _declared_registries()
+    assert {"PLACEMENTS", "SCHEDULES", "LOGGERS", "TOKENIZERS", "PRESETS", "STUDY_PRESETS", "EXECUTORS",
+            "TRIALS", "PEERS", "SIZES"} <= set(declared)
+    fills: dict[str, set[str]] = {}
+    for mod, path in _modules().items():
+        for name, _ in _registrations(ast.parse(path.read_text(encoding="utf-8")))[1]:
+            fills.setdefault(name, set()).add(mod)
+    assert set(fills) <= set(declared), set(fills) - set(declared)  # every module-level add is a registry's
+    for name, catalogue in declared.items():
+        assert catalogue.rpartition(".")[2] == "catalogue", f"{name}: {catalogue}"
+        assert fills.get(name) == {catalogue}, f"{name} is filled by {sorted(fills.get(name, ()))}, not {catalogue}"
+
+
+def test_a_registry_fills_from_its_catalogue_at_the_first_lookup() -> None:
+    """Looking up a name needs no import of the catalogue: the registry brings it in."""
+    import importlib
+
+    for name, catalogue in _declared_registries().items():
+        if catalogue == "normlab.model.catalogue":
+            continue  # the model's are looked up through the catalogue itself
+        owner = next(m for m, p in _modules().items() if f"{name}: Registry" in p.read_text(encoding="utf-8"))
+        reg = getattr(importlib.import_module(owner), name)
+        assert reg.catalogue == catalogue and len(reg) > 0, name

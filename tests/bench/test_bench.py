@@ -52,6 +52,7 @@ def test_cli_bench_runs_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFi
     from normlab.cli import main
 
     monkeypatch.setattr(suite, "matmul_peak", lambda dtype, dev: 100.0)  # no 2048^3 matmuls in tests
+    SIZES.names()  # filled first: the patch undoes only its own entry
     monkeypatch.setitem(SIZES._items, "t", Size(1, 16, 2, 8, 2))         # a size small enough for a test
     rc = main(["bench", "--sizes", "t", "--peers", "normlab-fused,xt-pre", "--repeats", "2",
                "--window-steps", "1", "--warmup", "0", "--out", str(tmp_path / "b.json")])
@@ -101,6 +102,7 @@ def test_a_peer_that_fails_in_warm_up_is_a_note_not_a_crash(monkeypatch: pytest.
             raise RuntimeError("InductorError: no C++ compiler found\nlong traceback")
         return model, loss
 
+    PEERS.names()  # filled first: the patch undoes only its own entry
     monkeypatch.setitem(PEERS._items, "broken", broken)
     rows = harness.measure_many(["broken", "normlab"], "t", Size(1, 16, 2, 8, 2), torch.device("cpu"),
                                 warmup=1, repeats=1, window=1)
@@ -117,6 +119,7 @@ def test_bench_prints_the_ratio_to_the_hand_written_model(capsys: pytest.Capture
     monkeypatch.setattr(suite, "matmul_peak", lambda dtype, dev: 100.0)
     from normlab.bench import peers
 
+    SIZES.names()  # filled first: the patch undoes only its own entry
     monkeypatch.setitem(SIZES._items, "tiny", Size(1, 16, 2, 8, 2))  # the tiny target, at a test's size
     monkeypatch.setitem(peers.GROUPS, "normlab", ["normlab"])          # no compiled variant in a test
     rep = suite.run_suite(["tiny"], ["normlab", "hand"], repeats=2, window=1, warmup=0)

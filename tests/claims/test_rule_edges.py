@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from normlab.claims.rules import SUPPORTED, Within
-from normlab.claims.training_diag import _dist
+from normlab.claims.training_statistics import _dist
 from normlab.stats import Effect, holm
 
 

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import synthetic as S  # noqa: E402
 
-from normlab.claims import training_diag  # noqa: E402
+from normlab.claims import training_statistics  # noqa: E402
 from normlab.claims.catalogue import all_claims  # noqa: E402
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
@@ -179,7 +179,7 @@ def test_every_training_claim_has_a_synthetic_world() -> None:
 @pytest.mark.parametrize("outcome", ["S", "C", "I"])
 @pytest.mark.parametrize("cid", sorted(WORLDS))
 def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(training_diag, "_deletion", S.deletion_from_file)
+    monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
     claim = all_claims().get(cid)
     rec = claim.decide(S.FakeContext(tmp_path, WORLDS[cid](outcome)))
     got = {p["id"]: p["verdict"] for p in rec["parts"]}
@@ -192,7 +192,7 @@ def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeyp
 
 def test_resi_dual_parts_read_their_own_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """x stream moving, d stream collapsed: the two ResiDual parts must disagree."""
-    monkeypatch.setattr(training_diag, "_deletion", S.deletion_from_file)
+    monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
     cells = [c for c in pre_collapse("S") if c[1][P] != "resi_dual"]
 
     def resi(s: int) -> dict:

@@ -258,3 +258,16 @@ def test_stored_configs_with_moved_options_still_load():
     old["model"].update(placement=["none", {"attn": "mix", "ffn": "pre"}], admin_omega="profile", rezero=True)
     cfg = RunConfig.from_json(json.dumps(old))
     assert cfg.model.placement == [{"name": "none", "rezero": True}, {"attn": "mix", "ffn": "pre"}]
+
+
+def test_help_lists_the_names_its_registry_holds():
+    """Help texts that list names read them from the registry, so a new name shows up."""
+    from normlab.model.catalogue import NORMS
+
+    NORMS.add("test_norm", NORMS.get("layernorm"))
+    try:
+        helps = {key: help for key, _, _, help in explain(RunConfig)}
+    finally:
+        NORMS.remove("test_norm")
+    assert "test_norm" in helps["model.norm"] and "{names}" not in helps["model.norm"]
+    assert "tensorboard" in helps["train.loggers"] and "jsonl" not in helps["train.loggers"].split(": ")[-1]

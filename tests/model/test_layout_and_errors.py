@@ -7,7 +7,7 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.errors import ConfigError, UserError
-from normlab.model.build import resolve_layout, resolve_model
+from normlab.model.build import resolve_model
 from normlab.model.catalogue import PLACEMENTS
 
 SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
@@ -27,7 +27,7 @@ def same_weights_logits(a: ModelConfig, b: ModelConfig) -> tuple[torch.Tensor, t
 def test_mix_equals_its_list(L: int, frac: float, n_post: int) -> None:
     explicit = ["post"] * n_post + ["pre"] * (L - n_post)
     mix = ModelConfig(n_layer=L, placement={"name": "mix", "fraction": frac}, **SMALL)
-    assert resolve_layout(mix) == [(p, p) for p in explicit]
+    assert resolve_model(mix).names() == [(p, p) for p in explicit]
     lst = ModelConfig(n_layer=L, placement=explicit, **SMALL)
     la, lb = same_weights_logits(mix, lst)
     assert torch.equal(la, lb)

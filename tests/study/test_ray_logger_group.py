@@ -13,7 +13,7 @@ import pytest
 
 from normlab.config import resolve
 from normlab.study.ray_tasks import ray_trial, trial_study
-from normlab.study.store import Claim
+from normlab.study.store import Lease
 from normlab.study.worker import WorkerOptions, run_claimed, study_env
 
 SPEC = {"name": "grouped", "metric": "best_val_loss"}
@@ -50,10 +50,10 @@ def _config_json() -> str:
 def test_ray_trial_joins_the_study_group_like_a_local_trial(tmp_path: Path, inits, monkeypatch):
     monkeypatch.setenv("NORMLAB_CACHE_DIR", str(tmp_path / "cache"))
     opts = WorkerOptions(lease_s=5.0)
-    local = Claim("a", 1, dict(PARAMS), _config_json(), tmp_path / "store" / "runs" / "a")
+    local = Lease("a", 1, dict(PARAMS), _config_json(), tmp_path / "store" / "runs" / "a")
     with study_env(SPEC, [local]):
         assert run_claimed(local, opts)[1] is None
-    claim = Claim("b", 1, dict(PARAMS), _config_json(), tmp_path / "store" / "runs" / "b")
+    claim = Lease("b", 1, dict(PARAMS), _config_json(), tmp_path / "store" / "runs" / "b")
     summary, error, _, _ = ray_trial(claim.config_json, str(claim.run_dir), str(tmp_path / "store"), opts,
                                      trial_study(SPEC, claim))
     assert error is None and summary["status"] == "completed"
@@ -70,7 +70,7 @@ def test_ray_trial_joins_the_study_group_like_a_local_trial(tmp_path: Path, init
 def test_a_ray_trial_on_a_node_without_the_store_is_named_too(tmp_path: Path, inits, monkeypatch):
     """No shared file system: the task trains in a scratch directory, still under its study's name."""
     monkeypatch.setenv("NORMLAB_CACHE_DIR", str(tmp_path / "cache"))
-    claim = Claim("c", 1, dict(PARAMS), _config_json(), tmp_path / "elsewhere" / "runs" / "c")
+    claim = Lease("c", 1, dict(PARAMS), _config_json(), tmp_path / "elsewhere" / "runs" / "c")
     summary, error, packed, _ = ray_trial(claim.config_json, str(claim.run_dir), str(tmp_path / "elsewhere"),
                                           WorkerOptions(lease_s=5.0), trial_study(SPEC, claim))
     assert error is None and packed, error
@@ -78,6 +78,6 @@ def test_a_ray_trial_on_a_node_without_the_store_is_named_too(tmp_path: Path, in
 
 
 def test_the_driver_ships_only_name_metric_and_axis_values():
-    claim = Claim("d", 1, dict(PARAMS), "{}", Path("runs/d"))
+    claim = Lease("d", 1, dict(PARAMS), "{}", Path("runs/d"))
     big = {**SPEC, "base": {"model": {"n_layer": 2}}, "axes": {"model.placement": ["pre", "post"]}}
     assert trial_study(big, claim) == {"spec": SPEC, "params": PARAMS}

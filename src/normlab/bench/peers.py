@@ -32,14 +32,11 @@ class Size:
     vocab: int = 65  # Tiny Shakespeare characters
 
 
-SIZES: Registry[Size] = Registry("size", "--sizes")
-SIZES.add("tiny", Size(4, 128, 4, 64, 12))     # nanoGPT's CPU recipe
-SIZES.add("baby", Size(6, 384, 6, 256, 8))     # nanoGPT's shakespeare_char, smaller batch
-SIZES.add("deep", Size(24, 128, 4, 128, 16))   # many small layers: per-op overhead dominates
+SIZES: Registry[Size] = Registry("size", "--sizes", catalogue="normlab.bench.catalogue")
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 PeerFn = Callable[[Size], tuple[nn.Module, LossFn]]
-PEERS: Registry[PeerFn] = Registry("peer", "--peers")
+PEERS: Registry[PeerFn] = Registry("peer", "--peers", catalogue="normlab.bench.catalogue")
 GROUPS = {"normlab": ["normlab", "normlab-fused", "normlab-compiled"], "hand": ["hand-pre"],
           "xtransformers": ["xt-pre", "xt-sandwich"], "hf-gpt2": ["hf-gpt2"]}
 
@@ -67,14 +64,12 @@ def _normlab(s: Size) -> nn.Module:
     return TransformerLM(model_config(s))
 
 
-@PEERS.register("normlab")
 def normlab(s: Size) -> tuple[nn.Module, LossFn]:
     """normlab's TransformerLM, placement pre (GPT-2 layout)."""
     m = _normlab(s)
     return m, lambda x, y: m(x, y)[1]
 
 
-@PEERS.register("normlab-fused")
 def normlab_fused(s: Size) -> tuple[nn.Module, LossFn]:
     """The same model with AdamW(fused=True) (the bench reads ``model.bench_fused``)."""
     m, fn = normlab(s)
@@ -82,7 +77,6 @@ def normlab_fused(s: Size) -> tuple[nn.Module, LossFn]:
     return m, fn
 
 
-@PEERS.register("normlab-compiled")
 def normlab_compiled(s: Size) -> tuple[nn.Module, LossFn]:
     """The fused variant with the forward under ``torch.compile`` (what ``train.compile=true``
     does); compilation happens in the untimed warm-up steps."""
@@ -91,7 +85,6 @@ def normlab_compiled(s: Size) -> tuple[nn.Module, LossFn]:
     return m, lambda x, y: fwd(x, y)[1]
 
 
-@PEERS.register("hand-pre")
 def hand_pre(s: Size) -> tuple[nn.Module, LossFn]:
     """A minimal hand-written Pre-LN GPT (``bench/handwritten.py``): the floor of normlab's overhead."""
     from normlab.bench.handwritten import HandGPT
@@ -112,19 +105,16 @@ def _xt(s: Size, **kw: object) -> tuple[nn.Module, LossFn]:
     return m, lambda x, y: _ce(m(x), y)
 
 
-@PEERS.register("xt-pre")
 def xt_pre(s: Size) -> tuple[nn.Module, LossFn]:
     """x-transformers Decoder, pre_norm (its default)."""
     return _xt(s)
 
 
-@PEERS.register("xt-sandwich")
 def xt_sandwich(s: Size) -> tuple[nn.Module, LossFn]:
     """x-transformers Decoder, sandwich_norm=True (CogView's Sandwich-LN)."""
     return _xt(s, sandwich_norm=True)
 
 
-@PEERS.register("hf-gpt2")
 def hf_gpt2(s: Size) -> tuple[nn.Module, LossFn]:
     """transformers' GPT2LMHeadModel built from a GPT2Config (never downloaded), SDPA attention."""
     try:

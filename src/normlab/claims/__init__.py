@@ -2,7 +2,7 @@
 parts, rules fixed in advance, effects with 95% intervals over seeds, and verdicts.
 
 ``run_claims(quick=True, out=DIR)`` measures what the chosen quick claims declare they need
-(probe cells at initialisation and the extra checks of ``measure_more.py``; the whole grid
+(probe cells at initialisation and the extra checks of ``measure_beyond_grid.py``; the whole grid
 when every quick claim is chosen, for the page's context figures), decides each claim
 (``claim.Claim.decide``) and writes ``DIR/claims.json``, ``DIR/index.html``, ``DIR/figures/``
 and appends to ``DIR/history.jsonl``. ``quick=False`` also runs (or, with ``train=False``,

@@ -41,7 +41,7 @@ class QuickRun:
     # -- plan ------------------------------------------------------------------------
     def plan(self, claims: list[Any], extra_needs: list[Any]) -> None:
         """Look every claim up in the cache; put what is left to measure on the display."""
-        from normlab.claims.measure_more import extra_size
+        from normlab.claims.measure_beyond_grid import extra_size
 
         todo = []
         for c in claims:
@@ -76,7 +76,7 @@ class QuickRun:
     def ensure(self, needs: Any) -> None:
         """Measure what of ``needs`` this run does not hold yet."""
         from normlab.claims.measure import probe_cell
-        from normlab.claims.measure_more import measure_extra
+        from normlab.claims.measure_beyond_grid import measure_extra
         from normlab.diagnostics.probe import COLUMNS
 
         self.display.start("model")

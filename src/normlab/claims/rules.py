@@ -20,7 +20,6 @@ binomial test), so that the family of parts can be Holm-adjusted.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,11 +117,3 @@ def combine(verdicts: list[str]) -> str:
     if CONTRADICTED in verdicts:
         return PARTLY if SUPPORTED in verdicts else CONTRADICTED
     return INCONCLUSIVE
-
-
-def finite_or_none(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None

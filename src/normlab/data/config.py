@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from normlab.schema import Section, doc
 
-TOKENIZERS = ("char", "byte", "bpe")
+# chosen by a tokenizer.json path, never by its registry name
+BY_PATH = "pretrained"
 
 
 @dataclass
@@ -24,7 +25,10 @@ class DataConfig(Section):
 
     def __post_init__(self) -> None:
         self.check(bool(self.corpus), "corpus", "name a corpus ('tinyshakespeare') or a text file path")
-        self.check(self.tokenizer in TOKENIZERS or self.tokenizer.endswith(".json"), "tokenizer",
-                   f"use one of {', '.join(TOKENIZERS)} or the path of a tokenizer.json")
+        from normlab.data.tokenizers import TOKENIZERS
+
+        names = [n for n in TOKENIZERS.names() if n != BY_PATH]
+        self.check(self.tokenizer in names or self.tokenizer.endswith(".json"), "tokenizer",
+                   f"use one of {', '.join(names)} or the path of a tokenizer.json")
         self.check(self.bpe_vocab >= 257, "bpe_vocab", "must be >= 257 (bytes plus merges)")
         self.check(0 < self.train_fraction < 1, "train_fraction", "must be in (0, 1), e.g. 0.9")

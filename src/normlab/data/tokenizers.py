@@ -44,10 +44,9 @@ class Tokenizer:
         return cls()
 
 
-TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizer", "data.tokenizer")
+TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizer", "data.tokenizer", catalogue="normlab.data.catalogue")
 
 
-@TOKENIZERS.register("char")
 class CharTokenizer(Tokenizer):
     """One id per distinct character, sorted by code point (65 for Tiny Shakespeare)."""
 
@@ -91,7 +90,6 @@ class CharTokenizer(Tokenizer):
         return cls(state["chars"])
 
 
-@TOKENIZERS.register("byte")
 class ByteTokenizer(Tokenizer):
     """The UTF-8 bytes of the text: a fixed vocabulary of 256."""
 
@@ -124,7 +122,6 @@ class _LibraryTokenizer(Tokenizer):
         return self._tok.get_vocab_size()
 
 
-@TOKENIZERS.register("bpe")
 class BPETokenizer(_LibraryTokenizer):
     """Byte-level BPE trained locally on the corpus (Sennrich et al. 2016; GPT-2's variant).
 
@@ -158,7 +155,6 @@ class BPETokenizer(_LibraryTokenizer):
         return cls(state["vocab"], state["json"])
 
 
-@TOKENIZERS.register("pretrained")
 class PretrainedTokenizer(_LibraryTokenizer):
     """A fixed Hugging Face ``tokenizer.json`` (a checkpoint's own; ``data.tokenizer=PATH``).
 

@@ -84,11 +84,6 @@ def resolve_model(cfg: ModelConfig) -> Plan:
     return Plan(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
 
 
-def resolve_layout(cfg: ModelConfig) -> list[tuple[str, str]]:
-    """Per block, the (attention, FFN) placement names of ``cfg`` (validated)."""
-    return resolve_model(cfg).names()
-
-
 def _options(owner: Any, name: str, given: dict[str, Any], field: str) -> PlacementOptions:
     """``owner.Options`` from the table's other keys; errors name ``field.option``."""
     fields = dataclasses.fields(owner.Options)
@@ -166,7 +161,7 @@ def _check_combination(cfg: ModelConfig, layout: list[tuple[SubLayer, SubLayer]]
             raise ConfigError("model.norm", cfg.norm,
                               f"placement {', '.join(strict)} rescales the shortcut and needs a norm after each "
                               "sub-layer to undo it (without one the stream grows as prod(omega)); choose "
-                              "layernorm, rmsnorm, scalenorm or dyt")
+                              f"one of {', '.join(n for n in NORMS.names() if n != 'none')}")
     if cfg.kv_heads != cfg.n_head:
         grouped = [n for n in names if classes[n].needs_full_kv]
         if grouped:

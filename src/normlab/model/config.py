@@ -16,10 +16,18 @@ from normlab.schema import Section, doc
 # list of those; and per layer optionally a table by sub-layer {attn = ..., ffn = ...}:
 # "pre", {name = "admin", omega = "closed_form"}, ["post", "pre"], [{attn = "pre", ffn = "post"}, "pre"].
 # The entries' shapes are checked by the resolver, which names the entry (model.placement[2]).
-Placement = Union[str, dict[str, Any], list[Any]]
+PlacementSpec = Union[str, dict[str, Any], list[Any]]
 
-_MOVED = {"mix": ("mix_fraction", "fraction", 0.25), "admin": ("admin_omega", "omega", "profile"),
-          "none": ("rezero", "rezero", False)}  # placement: (old model key, its option, old default)
+# The options that moved into their placement, tabled once: the error for an old key in user
+# input and the upgrade of an old saved table both read it.
+# old model key: (placement, its option there, the old default, a value for the error's example)
+_MOVED: dict[str, tuple[str, str, Any, str]] = {
+    "mix_fraction": ("mix", "fraction", 0.25, "0.25"),
+    "admin_omega": ("admin", "omega", "profile", '"profile"'),
+    "rezero": ("none", "rezero", False, "true"),
+}
+
+_CATALOGUE = "normlab.model.catalogue:"  # where the help texts' {names} come from
 
 
 @dataclass
@@ -34,17 +42,17 @@ class ModelConfig(Section):
     n_head: int = doc("attention heads; must divide d_model", 4)
     n_kv_head: int | None = doc("key/value heads, grouped-query attention (Ainslie et al. 2023); must divide "
                                 "n_head (none = n_head, plain multi-head attention)", None)
-    placement: Placement = doc("norm placement: a name (see `normlab placements`), or a table {name=..., "
+    placement: PlacementSpec = doc("norm placement: a name (see `normlab placements`), or a table {name=..., "
                                "option=...} for a placement with options; a per-layer list of those, or per "
                                "layer a table {attn=..., ffn=...}", "pre")
-    norm: str = doc("norm used by the placement: layernorm, rmsnorm, scalenorm, dyt, none", "layernorm")
-    qk_norm: str | None = doc("normalise q and k per head: layernorm, rmsnorm, l2 (or none)", None)
+    norm: str = doc("norm used by the placement: {names}", "layernorm", names=_CATALOGUE + "NORMS")
+    qk_norm: str | None = doc("normalise q and k per head: {names} (or none)", None, names=_CATALOGUE + "QK_NORMS")
     qkv_norm: bool = doc("also normalise v with qk_norm's norm (HybridNorm)", False)
     qk_norm_span: str = doc("what qk_norm normalises: 'head' (each head's q and k) or 'full' (all of q and "
                             "all of k at once, before the split into heads, as OLMo-2)", "head")
     final_norm: bool | None = doc("norm after the last block (none = the placement's default)", None)
-    init: str = doc("weight init: gpt2 or xavier (see `normlab inits`)", "gpt2")
-    ffn: str = doc("feed-forward type: gelu or swiglu", "gelu")
+    init: str = doc("weight init: {names} (see `normlab inits`)", "gpt2", names=_CATALOGUE + "INITS")
+    ffn: str = doc("feed-forward type: {names}", "gelu", names=_CATALOGUE + "FFNS")
     d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
     pos: str = doc("positions: learned or rope", "learned")
     rope_base: float = doc("RoPE base theta (10000 in Su et al. and Llama 2; 500000 in Llama 3)", 10000.0)
@@ -54,11 +62,8 @@ class ModelConfig(Section):
     norm_eps: float = doc("epsilon inside norms", 1e-5)
 
     # Options that moved into their placement: an old key fails naming the new spelling.
-    moved: ClassVar[dict[str, str]] = {
-        "mix_fraction": 'model.placement = {name = "mix", fraction = 0.25}',
-        "admin_omega": 'model.placement = {name = "admin", omega = "profile"}',
-        "rezero": 'model.placement = {name = "none", rezero = true}',
-    }
+    moved: ClassVar[dict[str, str]] = {key: f'model.placement = {{name = "{name}", {option} = {example}}}'
+                                       for key, (name, option, _, example) in _MOVED.items()}
 
     @property
     def ff_width(self) -> int:
@@ -102,11 +107,12 @@ class ModelConfig(Section):
         differs from its old default and is dropped when it does not. User input is never
         upgraded: there an old key is an error naming the new spelling."""
         data = dict(data)
-        old = {key: data.pop(key) for key, _, _ in _MOVED.values() if key in data}
+        old = {key: data.pop(key) for key in _MOVED if key in data}
+        by_placement = {name: (key, option, default) for key, (name, option, default, _) in _MOVED.items()}
 
         def fold(entry: Any) -> Any:
-            if isinstance(entry, str) and entry in _MOVED:
-                key, option, default = _MOVED[entry]
+            if isinstance(entry, str) and entry in by_placement:
+                key, option, default = by_placement[entry]
                 if key in old and old[key] != default:
                     return {"name": entry, option: old[key]}
             elif isinstance(entry, dict) and "name" not in entry:  # {attn = ..., ffn = ...}

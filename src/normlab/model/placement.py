@@ -95,7 +95,7 @@ class Placement(nn.Module):
                      grouped-query attention (``model.n_kv_head`` < ``n_head``; refused)
 
     Placements that override ``make_stream`` own the residual stream and cannot be mixed
-    with placements that do not (``layout.resolve_layout`` refuses it). Placements whose
+    with placements that do not (``build.resolve_model`` refuses it). Placements whose
     state depends on the whole model (Admin's profiled omega) override ``calibrate``.
     """
 

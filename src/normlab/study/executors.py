@@ -20,7 +20,7 @@ from normlab.study.store import Store
 from normlab.study.worker import WorkerOptions, _process_main, work
 
 Executor = Callable[..., None]
-EXECUTORS: Registry[Executor] = Registry("executor", "--executor")
+EXECUTORS: Registry[Executor] = Registry("executor", "--executor", catalogue="normlab.study.catalogue")
 
 
 def default_workers(threads: int = 1) -> int:
@@ -32,7 +32,6 @@ def default_workers(threads: int = 1) -> int:
     return max(1, cores // max(1, threads))
 
 
-@EXECUTORS.register("local")
 def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
     """Run the store's trials in ``workers`` processes on this machine (in-process if 1)."""
     if workers <= 1:
@@ -69,7 +68,6 @@ def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, addr
         store.close()
 
 
-@EXECUTORS.register("ray")
 def run_ray(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
     """Run the store's trials as Ray tasks (``address``: an existing cluster; else a local one)."""
     from normlab.study.ray_tasks import drive

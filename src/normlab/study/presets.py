@@ -15,7 +15,7 @@ from normlab.registry import Registry
 from normlab.study.spec import StudySpec
 
 StudyPreset = Callable[[str], StudySpec]
-STUDY_PRESETS: Registry[StudyPreset] = Registry("study preset", "study")
+STUDY_PRESETS: Registry[StudyPreset] = Registry("study preset", "study", catalogue="normlab.study.catalogue")
 SCALES = ("smoke", "cpu", "gpu")
 
 # Model and loop per scale. cpu: d=128, 4 heads, context 64, batch 16 trains at about
@@ -55,7 +55,6 @@ def _placements(wanted: list[str]) -> list[str]:
     return [p for p in wanted if p in PLACEMENTS]
 
 
-@STUDY_PRESETS.register("pre-vs-post")
 def pre_vs_post(scale: str = "cpu") -> StudySpec:
     """Seed 002's pet project: Post-LN vs Pre-LN, 6 blocks, identical hyper-parameters, with and
     without warm-up, 4 seeds (docs/theory.md, claim seed002-pet-project). No gradient clipping:
@@ -79,7 +78,6 @@ def pre_vs_post(scale: str = "cpu") -> StudySpec:
                                  "and does Post-LN need warm-up? (Xiong et al. 2020)")
 
 
-@STUDY_PRESETS.register("xiong-warmup")
 def xiong_warmup(scale: str = "cpu") -> StudySpec:
     """Xiong et al. 2020 (On Layer Normalization in the Transformer Architecture): Post/Pre x
     warm-up {0, W} x lr_max {5e-4, 1e-3, 3e-3}, linear decay, no gradient clipping (a clip
@@ -96,7 +94,6 @@ def xiong_warmup(scale: str = "cpu") -> StudySpec:
                      description="Xiong et al. 2020: Post-LN needs warm-up at lr_max 5e-4..1e-3; Pre-LN does not")
 
 
-@STUDY_PRESETS.register("init-gradients")
 def init_gradients(scale: str = "cpu") -> StudySpec:
     """Xiong et al. 2020 Thm 1 at initialisation, as a study of ``normlab.diagnostics.probe``
     trials (no training): Post/Pre/Sandwich/DeepNorm x depth {2, 4, 8, 16, 32} x 5 seeds, xavier
@@ -114,7 +111,6 @@ def init_gradients(scale: str = "cpu") -> StudySpec:
                      description="Xiong et al. 2020 Thm 1: gradient norms at init vs depth")
 
 
-@STUDY_PRESETS.register("lr-sensitivity")
 def lr_sensitivity(scale: str = "cpu") -> StudySpec:
     """Wortsman et al. 2023 (Small-scale proxies for large-scale Transformer training
     instabilities): log-spaced lr x (Pre-LN, Pre-LN + QK-norm, Post-LN), clip 1.0 as in their
@@ -130,7 +126,6 @@ def lr_sensitivity(scale: str = "cpu") -> StudySpec:
                      description="Wortsman et al. 2023: LR sensitivity and attention-logit growth; QK-norm")
 
 
-@STUDY_PRESETS.register("zloss")
 def zloss(scale: str = "cpu") -> StudySpec:
     """PaLM's z-loss (docs/theory.md, claim zloss-logz): Pre-LN, 6 blocks, constant lr 3e-3 with no warm-up,
     z_loss {0, 1e-4}; mean log Z from in-training diagnostics (the metrics log it only when
@@ -145,7 +140,6 @@ def zloss(scale: str = "cpu") -> StudySpec:
                      description="PaLM z-loss: mean log Z drifts without z-loss, stays near 0 with it")
 
 
-@STUDY_PRESETS.register("depth")
 def depth(scale: str = "cpu") -> StudySpec:
     """Every registered placement at depths 6, 12, 24, 48 with no warm-up (constant lr 1e-3):
     which train, which diverge (DeepNet, Admin, Mix-LN, LNS claims). cpu: d=64, context 64,
@@ -163,7 +157,6 @@ def depth(scale: str = "cpu") -> StudySpec:
                      description="Which placements train at depth without warm-up")
 
 
-@STUDY_PRESETS.register("deep-stability")
 def deep_stability(scale: str = "cpu") -> StudySpec:
     """Which placements train deep without warm-up (DeepNet, Admin, seed 002's sandwich
     advice, read both as CogView's ``sandwich`` and as the seed's own formula ``pre_post``):
@@ -183,7 +176,6 @@ def deep_stability(scale: str = "cpu") -> StudySpec:
                      description="DeepNet/Admin/sandwich: which placements train at depth without warm-up")
 
 
-@STUDY_PRESETS.register("collapse")
 def collapse(scale: str = "cpu") -> StudySpec:
     """Representation collapse (Liu et al. 2020; Sun et al. 2025; Xie et al. 2023): Pre vs
     ResiDual vs LNS vs Sandwich at depth 24, trained with in-training diagnostics (layer

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.errors import UserError
-from normlab.study.store import Claim, Store, worker_id
+from normlab.study.store import Lease, Store, worker_id
 from normlab.study.worker import Heartbeat, WorkerOptions
 
 NODES_LOG = "ray_nodes.jsonl"  # RUN/ray_nodes.jsonl: one line per attempt, where it ran
@@ -65,7 +65,7 @@ def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptio
             if busy:
                 return None, busy, None, {}
             where = _record_node(target, shared)
-            claim = Claim("ray", 0, dict((study or {}).get("params", {})), config_json, target)
+            claim = Lease("ray", 0, dict((study or {}).get("params", {})), config_json, target)
             with study_env((study or {}).get("spec", {}), [claim] if study else []):
                 summary, error = run_claimed(claim, opts)
         packed = _pack(target) if scratch is not None and target.exists() else None
@@ -205,7 +205,7 @@ def drive(store_root: str | Path, opts: WorkerOptions, *, workers: int, address:
         return max(1, int(ray.cluster_resources().get("CPU", 1)) // opts.threads) if address else workers
 
     me = worker_id()  # the driver holds every lease; tasks never touch the database
-    inflight: dict[Any, Claim] = {}
+    inflight: dict[Any, Lease] = {}
     beat = Heartbeat(root, [], opts.heartbeat_s)
     try:
         with beat:
@@ -237,14 +237,14 @@ def drive(store_root: str | Path, opts: WorkerOptions, *, workers: int, address:
             ray.shutdown()
 
 
-def trial_study(spec: dict[str, Any], claim: Claim) -> dict[str, Any]:
+def trial_study(spec: dict[str, Any], claim: Lease) -> dict[str, Any]:
     """What a Ray task needs to name its trial for the loggers: the study's name and metric, the
     trial's axis values (the store's spec is not shipped: it can be large, and tasks never read it)."""
     return {"spec": {"name": spec.get("name"), "metric": spec.get("metric", "best_val_loss")},
             "params": claim.params}
 
 
-def _record(store: Store, me: str, claim: Claim, ref: Any, opts: WorkerOptions) -> None:
+def _record(store: Store, me: str, claim: Lease, ref: Any, opts: WorkerOptions) -> None:
     """Store the outcome of one finished task: its result, a failure, or a loss."""
     import ray
 

@@ -79,8 +79,8 @@ class TrialRecord:
 
 
 @dataclass
-class Claim:
-    """A trial this worker now holds: run it, then :meth:`Store.finish` with this attempt."""
+class Lease:
+    """A lease on one trial, held by this worker: run it, then :meth:`Store.finish` with this attempt."""
 
     id: str
     attempt: int
@@ -201,19 +201,19 @@ class Store:
         return self.conn.execute(f"SELECT COUNT(*) FROM trials WHERE status NOT IN ({marks})", FINAL).fetchone()[0]
 
     # -- writers (each one transaction) ----------------------------------------------
-    def claim(self, worker: str, lease_s: float, retries: int = 1) -> Claim | None:
+    def claim(self, worker: str, lease_s: float, retries: int = 1) -> Lease | None:
         """Take the next runnable trial, or None when nothing is runnable now."""
         got = self.claim_many(worker, lease_s, retries)
         return got[0] if got else None
 
     def claim_many(self, worker: str, lease_s: float, retries: int = 1, limit: int = 1,
-                   fits: Callable[[str, str], bool] | None = None) -> list[Claim]:
+                   fits: Callable[[str, str], bool] | None = None) -> list[Lease]:
         """Take the next runnable trial and, when ``limit`` > 1 and it has never started, up to
         ``limit - 1`` more never-started pending trials for which ``fits(first_config_json,
         config_json)`` is true (trial batching). A reclaimed, interrupted or retried trial is
         always taken alone: it resumes from its own checkpoint, or retries without a batch."""
         now = time.time()
-        out: list[Claim] = []
+        out: list[Lease] = []
         with _immediate(self.conn) as c:
             rows = c.execute("SELECT id, status, worker, heartbeat, attempts, failures, params, config, run_dir "
                              "FROM trials WHERE status IN ('pending', 'interrupted', 'running') "
@@ -237,7 +237,7 @@ class Store:
                 _event(c, tid, attempts + 1, "claim", worker, now, status if not out else f"{status}, batched")
                 from normlab.study.spec import safe_relpath
 
-                out.append(Claim(tid, attempts + 1, json.loads(params), config,
+                out.append(Lease(tid, attempts + 1, json.loads(params), config,
                                  self.root / safe_relpath(run_dir, f"trials[{tid}].run_dir"), previous=status))
                 if len(out) >= limit or status != "pending" or attempts:
                     break
@@ -250,7 +250,7 @@ class Store:
             c.executemany("UPDATE trials SET heartbeat=? WHERE id=? AND attempts=? AND status='running'",
                           [(now, tid, a) for tid, a in ids_attempts])
 
-    def finish(self, claim: Claim, worker: str, *, summary: dict[str, Any] | None = None,
+    def finish(self, claim: Lease, worker: str, *, summary: dict[str, Any] | None = None,
                error: str | None = None, retries: int = 1, note: str | None = None) -> str | None:
         """Record the outcome of ``claim``; returns the new status, or None if the lease was lost.
         ``note`` (say, the Ray node that ran it) is kept as the event's detail when there is no error."""
@@ -276,7 +276,7 @@ class Store:
                    error or note)
         return status
 
-    def release(self, claim: Claim, worker: str, reason: str, retries: int = 1) -> str | None:
+    def release(self, claim: Lease, worker: str, reason: str, retries: int = 1) -> str | None:
         """Put back a trial whose process or node died under it (a Ray task lost with its node):
         not a failure of the trial, so it is claimable again at once and resumes from its
         checkpoint, like a reclaimed trial of a dead local worker; and like one, it is failed
@@ -380,7 +380,7 @@ class _immediate:
         self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
-def _held(c: sqlite3.Connection, claim: Claim, worker: str) -> tuple[int, int] | None:
+def _held(c: sqlite3.Connection, claim: Lease, worker: str) -> tuple[int, int] | None:
     """(attempts, failures) when ``worker`` still holds ``claim``'s attempt (fencing), else None."""
     return c.execute("SELECT attempts, failures FROM trials WHERE id=? AND attempts=? AND status='running' "
                      "AND worker=?", (claim.id, claim.attempt, worker)).fetchone()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from normlab.config import RunConfig
 
 TrialFn = Callable[..., dict[str, Any]]
-TRIALS: Registry[TrialFn] = Registry("trial", "trial")
+TRIALS: Registry[TrialFn] = Registry("trial", "trial", catalogue="normlab.study.catalogue")
 
 # The numeric summary entries of each built-in trial: what a study's ``metric`` may name
 # (a typo such as "best_val_los" would otherwise run the whole study to an empty table).
@@ -33,7 +33,6 @@ METRICS = {
 }
 
 
-@TRIALS.register("train")
 def train(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
     """Train one model with ``normlab.train.run_training`` (resuming from its checkpoint)."""
     from normlab.train import run_training
@@ -55,7 +54,6 @@ def load_trial(name: str) -> TrialFn:
     return fn
 
 
-@TRIALS.register("probe")
 def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
     """Probe one freshly initialised model (``normlab.diagnostics.probe``): gradient and forward
     statistics at init, no training. Same batch and weights as ``normlab probe`` for that seed,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from normlab.study.store import Claim, Store, worker_id
+from normlab.study.store import Lease, Store, worker_id
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Heartbeat:
 
 
 @contextlib.contextmanager
-def study_env(spec: dict[str, Any], claims: list[Claim]) -> Iterator[None]:
+def study_env(spec: dict[str, Any], claims: list[Lease]) -> Iterator[None]:
     """Name the study and each claimed trial's axis values for the trial's loggers (W&B group,
     TensorBoard hparams; ``normlab.train.loggers.study_context``), through the environment so
     that it also reaches a trial that starts processes of its own."""
@@ -84,7 +84,7 @@ def study_env(spec: dict[str, Any], claims: list[Claim]) -> Iterator[None]:
             os.environ[STUDY_ENV] = old
 
 
-def run_claimed(claim: Claim, opts: WorkerOptions) -> tuple[dict[str, Any] | None, str | None]:
+def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | None, str | None]:
     """Run one claimed trial in this process: (summary, None) or (None, error text)."""
     import torch
 
@@ -119,7 +119,7 @@ def _config(config_json: str):  # -> RunConfig; parsed once per claim scan, not 
     return RunConfig.from_json(config_json)
 
 
-def run_claimed_batch(claims: list[Claim], opts: WorkerOptions) -> list[tuple[dict[str, Any] | None, str | None]]:
+def run_claimed_batch(claims: list[Lease], opts: WorkerOptions) -> list[tuple[dict[str, Any] | None, str | None]]:
     """Train fresh claimed trials together (``run_batched``); one (summary, error) per claim.
 
     If the batch raises, every trial gets the error and is retried by the store, alone

@@ -14,7 +14,7 @@ class OptimConfig(Section):
     section = "optim"
     lr: float = doc("peak learning rate", 1e-3)
     min_lr: float = doc("floor of decaying schedules (cosine, linear)", 1e-4)
-    schedule: str = doc("lr schedule: constant, cosine, linear, inverse_sqrt, none", "cosine")
+    schedule: str = doc("lr schedule: {names}", "cosine", names="normlab.train.schedules:SCHEDULES")
     warmup_steps: int = doc("linear warm-up steps (0 = none)", 100)
     weight_decay: float = doc("AdamW decoupled decay on matrices (never norms, biases, embeddings)", 0.1)
     beta1: float = doc("Adam beta1", 0.9)
@@ -60,7 +60,8 @@ class TrainConfig(Section):
     dtype: str = doc("float32 or bfloat16 (autocast)", "float32")
     compile: bool = doc("wrap the model in torch.compile", False)
     threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
-    loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: tensorboard, wandb", [])
+    loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: {names}", [],
+                             names="normlab.train.loggers:LOGGERS", exclude=("jsonl",))
     init_from: str | None = doc("start from the weights of this model directory (`normlab train --init-from`, "
                                 "docs/training.md) instead of a fresh init", None)
 

@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from normlab import plugins
 from normlab.errors import UserError
 from normlab.fsutil import append_jsonl, atomic_write_text
 from normlab.registry import Registry
@@ -60,11 +59,9 @@ class Logger:
         pass
 
 
-LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers")
-LOGGERS.fill_later(plugins.filler("loggers", Logger))  # installed plugins' (docs/plugins.md)
+LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers", catalogue="normlab.train.catalogue")
 
 
-@LOGGERS.register("jsonl")
 class JsonlLogger(Logger):
     """One flushed JSON line per logged step in RUN/metrics.jsonl."""
 
@@ -87,7 +84,6 @@ def _hparam(v: Any) -> Any:
     return v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
 
 
-@LOGGERS.register("tensorboard")
 class TensorBoardLogger(Logger):
     """TensorBoard event files under RUN/tensorboard/ (a study trial adds its hparams)."""
 
@@ -118,7 +114,6 @@ class TensorBoardLogger(Logger):
         self.writer.close()
 
 
-@LOGGERS.register("wandb")
 class WandbLogger(Logger):
     """Weights & Biases; set WANDB_MODE=offline to log with no network (files in RUN/wandb).
 

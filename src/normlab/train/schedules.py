@@ -21,7 +21,7 @@ from typing import Callable
 from normlab.registry import Registry
 
 ScheduleFn = Callable[[int, int, int, float], float]  # (step, warmup, total, min_ratio) -> factor
-SCHEDULES: Registry[ScheduleFn] = Registry("schedule", "optim.schedule")
+SCHEDULES: Registry[ScheduleFn] = Registry("schedule", "optim.schedule", catalogue="normlab.train.catalogue")
 
 
 def _warm(step: int, warmup: int) -> float | None:
@@ -33,13 +33,11 @@ def _progress(step: int, warmup: int, total: int) -> float:
     return min(1.0, max(0.0, (step - warmup) / max(1, total - warmup)))
 
 
-@SCHEDULES.register("constant")
 def constant(step: int, warmup: int, total: int, m: float) -> float:
     w = _warm(step, warmup)
     return 1.0 if w is None else w
 
 
-@SCHEDULES.register("cosine")
 def cosine(step: int, warmup: int, total: int, m: float) -> float:
     w = _warm(step, warmup)
     if w is not None:
@@ -47,13 +45,11 @@ def cosine(step: int, warmup: int, total: int, m: float) -> float:
     return m + (1 - m) * 0.5 * (1 + math.cos(math.pi * _progress(step, warmup, total)))
 
 
-@SCHEDULES.register("linear")
 def linear(step: int, warmup: int, total: int, m: float) -> float:
     w = _warm(step, warmup)
     return w if w is not None else 1 - (1 - m) * _progress(step, warmup, total)
 
 
-@SCHEDULES.register("inverse_sqrt")
 def inverse_sqrt(step: int, warmup: int, total: int, m: float) -> float:
     w = _warm(step, warmup)
     if w is not None:
@@ -61,7 +57,6 @@ def inverse_sqrt(step: int, warmup: int, total: int, m: float) -> float:
     return math.sqrt(max(1, warmup)) / math.sqrt(step + 1) if warmup else 1 / math.sqrt(step + 1)
 
 
-@SCHEDULES.register("none")
 def none(step: int, warmup: int, total: int, m: float) -> float:
     return 1.0
 

@@ -1,0 +1,24 @@
+"""Every built-in study preset, trial kind and executor, one line each.
+
+The only module that fills ``presets.STUDY_PRESETS``, ``trials.TRIALS`` and
+``executors.EXECUTORS``; each registry imports it at its first lookup.
+"""
+
+from __future__ import annotations
+
+from normlab.study import executors, presets, trials
+
+executors.EXECUTORS.add("local", executors.run_local)
+executors.EXECUTORS.add("ray", executors.run_ray)
+
+presets.STUDY_PRESETS.add("pre-vs-post", presets.pre_vs_post)
+presets.STUDY_PRESETS.add("xiong-warmup", presets.xiong_warmup)
+presets.STUDY_PRESETS.add("init-gradients", presets.init_gradients)
+presets.STUDY_PRESETS.add("lr-sensitivity", presets.lr_sensitivity)
+presets.STUDY_PRESETS.add("zloss", presets.zloss)
+presets.STUDY_PRESETS.add("depth", presets.depth)
+presets.STUDY_PRESETS.add("deep-stability", presets.deep_stability)
+presets.STUDY_PRESETS.add("collapse", presets.collapse)
+
+trials.TRIALS.add("train", trials.train)
+trials.TRIALS.add("probe", trials.probe)
