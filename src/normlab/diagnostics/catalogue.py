@@ -9,7 +9,7 @@ Order matters for the files: diagnostics.jsonl keys follow it, and so do the pro
 (the statistics that need the backward one after another, then the others position by
 position), which keeps both files byte for byte what they were before the registry.
 The math lives in ``normlab.diagnostics.stats`` or in the shared batched tensors of
-``Stream``; torch is imported inside the functions, so reading names and labels stays light.
+``StreamStates``; torch is imported inside the functions, so reading names and labels stays light.
 """
 
 from __future__ import annotations

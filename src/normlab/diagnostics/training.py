@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from normlab.diagnostics.catalogue import STATISTICS
-from normlab.diagnostics.statistic import Captured, Stream, chosen
+from normlab.diagnostics.statistic import Captured, StreamStates, chosen
 from normlab.fsutil import append_jsonl
 from normlab.model.capture import main_stream
 
@@ -168,10 +168,10 @@ class TrainingDiagnostics:
                 a.record = False
         c = Captured(n_layer=self.L, provided={"logits"}, logits=logits)
         if states is not None and len(states) == self.L + 1:
-            c.stream = Stream([main_stream(h).detach() for h in states])
+            c.stream = StreamStates([main_stream(h).detach() for h in states])
             c.provided.add("stream")
             if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
-                c.aux = Stream([h[1].detach() for h in states])  # a second stream (ResiDual's d)
+                c.aux = StreamStates([h[1].detach() for h in states])  # a second stream (ResiDual's d)
                 c.provided.add("aux")
         if attn:
             nan = torch.full((), float("nan"), device=self.x.device)
