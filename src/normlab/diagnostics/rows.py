@@ -64,6 +64,26 @@ def _labelled(s: Any, out: Any, n_layer: int) -> list[tuple[tuple[int, str, str]
     return list(zip(where, values))
 
 
+def results(values: Computed) -> dict[str, Any]:
+    """{metric: value} of one model: a number (model rows), a list in layer order, or a
+    matrix (``pairs``); a metric written at two kinds of place keeps the matrix, else the first."""
+    n = 1 + max((layer for layer, sub, *_ in values if sub == "pair"), default=-1)
+    out: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for layer, sub, param, metric, v in values:
+        if sub == "pair":
+            out.setdefault(metric, [[math.nan] * n for _ in range(n)])[layer][int(param)] = v
+            owner[metric] = "pair"
+    for _, sub, _, metric, v in values:
+        if owner.setdefault(metric, sub) != sub:
+            continue
+        if sub == "model":
+            out[metric] = v
+        elif sub != "pair":
+            out.setdefault(metric, []).append(v)
+    return out
+
+
 def long_rows(base: dict[str, Any], values: Computed) -> list[dict[str, Any]]:
     """Dicts over COLUMNS: ``base`` (placement, init, n_layer, d_model, seed) and each value."""
     return [{**base, "layer": layer, "sublayer": sub, "param": param, "metric": metric, "value": v}
