@@ -23,8 +23,8 @@ def computed(stats: Sequence[Any], captured: Any, sequential: frozenset[str] = f
 
     Statistics that need any of ``sequential`` are written one after another; the others
     position by position (every statistic of x_0, then of x_1, ...), so one place's numbers
-    sit together. ``by_layer`` orders the positions that are not the stream's by layer
-    (block l, then its attention, then block l+1). Tensors are read back in one transfer, in
+    sit together. ``by_layer`` puts the model's rows first, then the stream's, then the
+    rest by layer (block l, then its attention, then block l+1). Tensors are read back in one transfer, in
     float32 (the probe's files have always held float32 values) or, with ``double``, float64.
     """
     import torch
@@ -39,8 +39,8 @@ def computed(stats: Sequence[Any], captured: Any, sequential: frozenset[str] = f
                 groups.setdefault(where, []).append((s.key, v))
     places = list(groups)
     if by_layer:
-        first = [p for p in places if p[1] in ("model", "stream", "pair")]
-        places = first + sorted((p for p in places if p not in first), key=lambda p: p[0])
+        rank = {"model": 0, "stream": 1, "pair": 2}  # then the rest, by layer
+        places.sort(key=lambda p: (rank.get(p[1], 3), p[0] if p[1] not in rank else 0))
     pairs = seq + [((*where, key), v) for where in places for key, v in groups[where]]
     tensors = [v for _, v in pairs if isinstance(v, torch.Tensor)]
     back = iter(torch.stack([(t.double() if double else t.float()).detach().reshape(()) for t in tensors]).tolist() if tensors else [])
@@ -55,9 +55,15 @@ def _labelled(s: Any, out: Any, n_layer: int) -> list[tuple[tuple[int, str, str]
         return []
     if s.over == "labelled":
         return list(out)
-    values = list(out.reshape(-1).unbind()) if isinstance(out, torch.Tensor) else list(out)
-    if s.over == "pairs" and values and not isinstance(out, torch.Tensor):  # a list of rows
-        values = [v for row in values for v in row]
+    values: list[Any]
+    if isinstance(out, torch.Tensor):
+        values = list(out.reshape(-1).unbind())
+    elif isinstance(out, (int, float)):
+        values = [out]
+    else:
+        values = list(out)
+        if s.over == "pairs":  # a list of rows
+            values = [v for row in values for v in row]
     where = s.rows(n_layer)
     if len(values) != len(where):
         raise ValueError(f"statistic {s.name!r} over {s.over}: {len(values)} values for {len(where)} rows")
