@@ -214,12 +214,12 @@ BUILTIN: tuple[Statistic, ...] = (
     Statistic("deletion_delta", "blocks", frozenset({"deletion", "loss"}),
               "loss increase when block l is skipped (Gromov et al. 2024)",
               lambda c: [d - c.loss for d in c.measured["deletion"]], "loss increase when block l is skipped", BOTH,
-              draw=(Figure("layers", "layers_deletion", "block deletion"), Figure("bars", "layer_deletion"))),
+              draw=(Figure("layers", "layers_deletion", "block deletion"), Figure("bars", "layer_deletion", "layer deletion: loss increase when one block is skipped"))),
     Statistic("block_influence", "blocks", _STREAM, "1 - mean_t cos(x_{l-1}, x_l) (ShortGPT, Men et al. 2024)",
               _adjacent(lambda a, b: _stats().block_influence(a, b)), "block influence", BOTH, draw=("none",)),
     Statistic("angular_distance_pairs", "pairs", _STREAM, "arccos(cos(x_i, x_j)) / π between stream states",
               _pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
-              draw=(Figure("matrix", "layer_similarity"),)),
+              draw=(Figure("matrix", "layer_similarity", "angular distance between layer outputs"),)),
     Statistic("angular_distance", "blocks", _STREAM, "arccos(cos(x_{l-1}, x_l)) / π of block l (Gromov et al. 2024)",
               _adjacent(lambda a, b: _stats().angular_distance(a, b)), "arccos(cos(x_{l-1}, x_l)) / π", BOTH,
               draw=(Figure("layers", "layers_angle", "angular distance between each block's input and output"),)),
@@ -229,7 +229,8 @@ BUILTIN: tuple[Statistic, ...] = (
     Statistic("measured_max_logit", "labelled", frozenset({"max_logit"}), "max attention logit of block l",
               lambda c: [((li, "attn", "all"), v) for li, v in enumerate(c.measured["max_logit"], start=1)],
               "max attention logit", INSPECT, key="max_logit",
-              draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn"),)),
+              draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn",
+                           params=("all",)),)),
 )
 
 
