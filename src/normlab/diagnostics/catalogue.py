@@ -1,13 +1,15 @@
 """The built-in statistics, registered here and nowhere else (definitions: docs/diagnostics.md).
 
-``STATISTICS`` is the one registry the probe, the in-training diagnostics and the report
-read. Add a statistic with ``STATISTICS.add(name, Statistic(...))`` (see
-``normlab.diagnostics.statistic``); it is then computed by every tool that captures what it
-needs, written under its key, and drawn on the report with its labels.
+``STATISTICS`` is the one registry the probe, the in-training diagnostics, inspect, analyze
+and the report pages read. Add a statistic with ``STATISTICS.add(name, Statistic(...))``
+(see ``normlab.diagnostics.statistic``); it is then computed by every tool that captures
+what it needs, written under its key, and drawn on the pages as it declares.
 
-Order matters for the files: diagnostics.jsonl keys follow it, and so do the probe's rows
-(the statistics that need the backward one after another, then the others position by
-position), which keeps both files byte for byte what they were before the registry.
+Order matters for the files: diagnostics.jsonl keys follow it, and so do the rows of
+probe.csv, inspect and analyze (``diagnostics.rows.computed``: place by place, each place's
+statistics in this order), which keeps every file byte for byte what it was when each tool
+computed its own. Where inspect's or analyze's estimator differs from the probe's (float64
+RMS, gradients reduced by hooks) it is its own statistic under the same key.
 The math lives in ``normlab.diagnostics.stats`` or in the shared batched tensors of
 ``StreamStates``; torch is imported inside the functions, so reading names and labels stays light.
 """

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from normlab.diagnostics.rows import COLUMNS  # noqa: F401  (the probe's columns, read by others)
+from normlab.diagnostics.rows import COLUMNS as COLUMNS  # the probe's columns (others import them from here)
 from normlab.schema import Section, doc
 
 

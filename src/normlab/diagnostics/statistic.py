@@ -1,8 +1,10 @@
 """A statistic as one small object: its name, what it is over, what it needs, how to compute it.
 
-The probe (``normlab probe``), the in-training diagnostics (``diagnostics.jsonl``) and the
-report all read the same registry (``normlab.diagnostics.catalogue.STATISTICS``), so a new
-statistic is one :class:`Statistic` added there and shows up in all three with its labels.
+The probe (``normlab probe``), the in-training diagnostics (``diagnostics.jsonl``),
+``normlab inspect``, ``normlab analyze`` and the report pages all read the same registry
+(``normlab.diagnostics.catalogue.STATISTICS``), so a new statistic is one :class:`Statistic`
+added there: every tool that captures what it needs writes its rows, and every page draws
+the figures it declares (``draw``, a :class:`Figure` or a kind each).
 This module is a leaf: it imports nothing of normlab and no torch at import time, so the
 report can read names, labels and help without building a model.
 
@@ -14,7 +16,7 @@ report can read names, labels and help without building a model.
 | inputs     | L      | x0 .. x(L-1) (block l+1's input; pairs (x_l, x_l+1)) | (l, stream, x), l = 0..L-1 |
 | blocks     | L      | 1 .. L                   | (l, block, all), l = 1..L          |
 | groups     | L + 2  | emb, 1 .. L, head        | (g, group, emb/block/head)         |
-| scalar     | 1      | -                        | (0, model, key)                    |
+| scalar     | 1      | -                        | (0, model, param or key)           |
 | labelled   | any    | given by compute         | given by compute                   |
 | pairs      | (L+1)² | x0 .. xL both ways       | (i, pair, j): layer_pairs.csv's (layer_a, layer_b) |
 
@@ -61,7 +63,7 @@ OVER: dict[str, str] = {"states": "stream x_l", "inputs": "stream x_l", "blocks"
                         "groups": "parameter group", "scalar": "", "labelled": "layer", "pairs": "stream x_l"}
 _EXTRA = {"states": 1, "inputs": 0, "blocks": 0, "groups": 2}  # values beyond L
 TOOLS = frozenset({"probe", "training", "inspect", "analyze"})
-# how a page draws a statistic (docs/diagnostics.md "Figures"); "" = by its ``over``
+# how a page draws a statistic (docs/diagnostics.md); a statistic without ``draw`` gets _BY_OVER's
 DRAW = frozenset({"layers", "depth", "matrix", "bars", "curve", "none"})
 
 
@@ -84,8 +86,8 @@ class Statistic:
 
     ``compute(captured)`` returns, for ``labelled``, a list of ((layer, sublayer, param),
     value) pairs; otherwise a 1-D tensor or a sequence of 0-d tensors, one per label
-    (scalar: one; pairs: an (L+1, L+1) matrix), or None when it does not apply. Values stay on the device: each tool
-    reads every statistic back in one transfer. ``key`` is the name written to probe.csv
+    (scalar: one; pairs: an (L+1, L+1) matrix), or None when it does not apply. Values stay
+    on the device: each tool reads every statistic back in one transfer. ``key`` is the name written to probe.csv
     and diagnostics.jsonl (default ``name``); two statistics may share a key when they are
     over different things (the probe's gradient norms of weights, blocks and states).
     """
