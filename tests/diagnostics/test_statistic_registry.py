@@ -1,8 +1,10 @@
-"""A statistic is one registered object: the probe, the in-training diagnostics and the run
-report all pick it up from the registry, with its labels."""
+"""A statistic is one registered object: the probe, the in-training diagnostics, inspect,
+analyze and the probe and run pages all pick it up from the registry, with its labels."""
 
 from __future__ import annotations
 
+import json
+import math
 import re
 
 import pytest
@@ -57,8 +59,18 @@ def test_registered_statistic_is_in_probe_rows(throwaway) -> None:
                                                                                     rel=1e-6)
 
 
-def test_registered_statistic_in_diagnostics_and_run_report(throwaway, tmp_path, data_dir) -> None:
+def _csv_rows(path) -> list[dict]:
+    import csv
+
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_registered_statistic_appears_everywhere(throwaway, tmp_path, data_dir) -> None:
+    """probe rows, diagnostics.jsonl, ``inspect`` and ``analyze`` output, the probe and run pages."""
     from normlab.config import resolve
+    from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
+    from normlab.inspect import inspect_model
     from normlab.report import build_report
     from normlab.report.diag import diag_matrices
     from normlab.train import run_training
@@ -79,11 +91,30 @@ def test_registered_statistic_in_diagnostics_and_run_report(throwaway, tmp_path,
     assert labels == ["x0", "x1", "x2"] and m.shape == (3, 2)
     assert m[:, 1].tolist() == pytest.approx(lines[1]["test_mean"])
     assert diag_matrices(lines, n_layer=2)["grad_norm"][1] == ["emb", 1, 2, "head"]
-    html = build_report(run).read_text()
+    html = build_report(run).read_text()  # analyses the checkpoint for the layer section
     figures = re.findall(r'<figure id="fig-([^"]+)"', html)
-    assert "heat_test_mean" in figures and "diag_test_logit_max" in figures
+    assert {"heat_test_mean", "diag_test_logit_max", "layer_similarity", "layer_deletion"} <= set(figures)
     assert "Mean entry of the stream state. test_mean per stream x_l" in html  # help and row axis
     assert "Largest logit, against training step" in html
+    # analyze: its rows and analysis.json; the logits it does not capture leave test_logit_max out
+    mine = [r for r in _csv_rows(run / "analysis" / "analysis.csv") if r["metric"] == "test_mean"]
+    assert [(r["layer"], r["sublayer"]) for r in mine] == [("0", "stream"), ("1", "stream"), ("2", "stream")]
+    res = json.loads((run / "analysis" / "analysis.json").read_text())
+    assert [float(r["value"]) for r in mine] == res["test_mean"] and "test_logit_max" not in res
+    # inspect of the same run: probe.csv, drawn on its probe page
+    out = tmp_path / "inspect"
+    inspect_model(str(run), out, str(data_dir / "tinyshakespeare.txt"), context=16, max_tokens=32, quiet=True)
+    got = [r for r in _csv_rows(out / "probe.csv") if r["metric"] == "test_mean"]
+    assert len(got) == 3 and all(math.isfinite(float(r["value"])) for r in got)
+    assert "layers_test_mean" in re.findall(r'<figure id="fig-([^"]+)"', build_report(out).read_text())
+    # the probe: rows, and a figure on its page
+    probe = tmp_path / "probe"
+    pc = ProbeConfig(placements=["pre"], depths=[1, 2], d_model=8, n_head=2, seeds=1, batch_size=2, context=4,
+                     data="random", n_proj=0)
+    write_csv(run_probe(pc), probe / "probe.csv")
+    (probe / "probe_config.json").write_text(json.dumps({"data": "random"}))
+    assert sum(r["metric"] == "test_mean" for r in _csv_rows(probe / "probe.csv")) == 2 + 3  # x_0..x_L, L = 1, 2
+    assert "layers_test_mean" in re.findall(r'<figure id="fig-([^"]+)"', build_report(probe).read_text())
 
 
 def test_two_statistics_writing_one_key_are_refused() -> None:
@@ -94,3 +125,7 @@ def test_two_statistics_writing_one_key_are_refused() -> None:
     assert chosen([a, b], "training", set()) == []  # what a tool does not capture is skipped
     with pytest.raises(ValueError, match="over='layers'"):
         Statistic("c", "layers", {"stream"}, "c", _mean)
+    with pytest.raises(ValueError, match="draw='pie'"):
+        Statistic("d", "blocks", {"stream"}, "d", _mean, draw=("pie",))
+    # a statistic that declares no figure gets the one of its ``over``
+    assert [f.kind for f in Statistic("e", "pairs", {"stream"}, "e", _mean).figures()] == ["matrix"]

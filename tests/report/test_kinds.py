@@ -121,17 +121,27 @@ def test_comparison_labels_come_from_the_fields_that_differ() -> None:
 
 
 def _write_inspect(d: Path) -> Path:
-    """The files `normlab inspect` writes, for a 3-block checkpoint (probe.csv rows as rows_of)."""
-    from normlab.inspect import rows_of
-
+    """The files `normlab inspect` writes, for a 3-block checkpoint (probe.csv rows in its format)."""
     L = 3
-    res = {"loss": 3.2, "log_z": 4.0, "rms": [1.0, 2.0, 3.0, 5.0], "mean_sq": [1.0, 4.0, 9.0, 25.0],
-           "max_abs": [2.0] * 4, "token_cos": [0.1] * 4, "grad_norm_stream": [0.5] * 4,
-           "angular_distance": [[abs(i - j) * 0.1 for j in range(L + 1)] for i in range(L + 1)],
-           "cos_next": [0.9] * L, "grad_norm_block": [0.3, 0.2, 0.1], "deletion_loss": [4.0, 3.3, 3.5],
-           "block_influence": [0.2] * L, "attn_max_logit": [5.0, 7.0, 6.0]}
+    base = {"placement": "pre", "init": "tiny-gpt2", "n_layer": L, "d_model": 16, "seed": 0}
+    rows = [{**base, "layer": 0, "sublayer": "model", "param": p, "metric": m, "value": v}
+            for p, m, v in (("loss", "loss", 3.2), ("logits", "log_z", 4.0))]
+    angle = [[abs(i - j) * 0.1 for j in range(L + 1)] for i in range(L + 1)]
+    stream = {"rms": [1.0, 2.0, 3.0, 5.0], "mean_sq": [1.0, 4.0, 9.0, 25.0], "max_abs": [2.0] * 4,
+              "token_cos": [0.1] * 4, "grad_norm": [0.5] * 4, "angular_distance_to_last": [a[L] for a in angle],
+              "cos_next": [0.9] * L}
+    for li in range(L + 1):
+        rows += [{**base, "layer": li, "sublayer": "stream", "param": "x", "metric": m, "value": v[li]}
+                 for m, v in stream.items() if li < len(v)]
+    deletion = [4.0, 3.3, 3.5]
+    block = {"grad_norm": [0.3, 0.2, 0.1], "deletion_loss": deletion, "deletion_delta": [x - 3.2 for x in deletion],
+             "block_influence": [0.2] * L, "angular_distance": [angle[i][i + 1] for i in range(L)]}
+    for li in range(1, L + 1):
+        rows += [{**base, "layer": li, "sublayer": "block", "param": "all", "metric": m, "value": v[li - 1]}
+                 for m, v in block.items()]
+        rows.append({**base, "layer": li, "sublayer": "attn", "param": "all", "metric": "max_logit",
+                     "value": [5.0, 7.0, 6.0][li - 1]})
     d.mkdir(parents=True)
-    rows = rows_of(res, "pre", "tiny-gpt2", L, 16)
     with (d / "probe.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()

@@ -6,6 +6,9 @@
   (Gromov et al. 2024), for every pair i, j of x_0..x_L;
 - block influence 1 - mean_t cos(x_{l-1}, x_l) of each block (ShortGPT, Men et al. 2024);
 - linear CKA (Kornblith et al. 2019) between every pair of stream states, tokens as samples.
+
+Each is a registered statistic whose ``tools`` name ``analyze`` (``diagnostics/catalogue.py``);
+this module captures what they need and writes their rows with ``diagnostics/rows.py``.
 """
 
 from __future__ import annotations
@@ -42,9 +45,13 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, 
 
 
 @torch.no_grad()
-def analyze_model(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, Any]:
-    """Deletion losses, and pairwise angular distance / CKA of x_0..x_L over ``batches``."""
-    from normlab.diagnostics import stats
+def analyze_values(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> list[tuple[Any, ...]]:
+    """Every registered ``analyze`` statistic of ``model`` over ``batches``, as
+    (layer, sublayer, param, metric, value): what one no-grad forward per batch (stream
+    x_0..x_L, loss) and one more per block (that block skipped: deletion loss) capture."""
+    from normlab.diagnostics.catalogue import STATISTICS
+    from normlab.diagnostics.rows import computed
+    from normlab.diagnostics.statistic import Captured, StreamStates, chosen
     from normlab.model.capture import main_stream
 
     L = len(model.blocks)
@@ -64,55 +71,49 @@ def analyze_model(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) 
         model.run(idx, states=states)
         for i, h in enumerate(states):
             xs[i].append(main_stream(h))
-    stream = [torch.cat(x) for x in xs]  # each (B_total, T, d)
-    angle = [[stats.angular_distance(a, b).item() for b in stream] for a in stream]
-    cka = [[stats.linear_cka(a.flatten(0, 1), b.flatten(0, 1)).item() for b in stream] for a in stream]
-    influence = [stats.block_influence(stream[i], stream[i + 1]).item() for i in range(L)]
-    return {"val_loss": base, "deletion_loss": deletion, "block_influence": influence,
-            "angular_distance": angle, "cka": cka}
+    # the loss in float64, so that the deletion deltas are the differences of the floats
+    c = Captured(n_layer=L, stream=StreamStates([torch.cat(x) for x in xs]), loss=torch.tensor(base, dtype=torch.float64),
+                 measured={"deletion": deletion})
+    c.provided = {"stream", "loss", "deletion"}
+    stats = chosen([s for _, s in STATISTICS.items()], "analyze", c.provided)
+    return computed(stats, c, by_layer=True, double=True)
 
 
-def analysis_rows(res: dict[str, Any], cfg: Any) -> tuple[list[dict], list[dict]]:
+def analyze_model(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, Any]:
+    """{metric: value} of ``analyze_values``: deletion losses, pairwise angular distance and
+    CKA of x_0..x_L, and every other registered ``analyze`` statistic."""
+    from normlab.diagnostics.rows import results
+
+    return results(analyze_values(model, batches))
+
+
+def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], list[dict]]:
     """(per-layer rows in the probe's long format, pairwise rows layer_a, layer_b, metric, value)."""
+    from normlab.diagnostics.rows import long_rows, pair_rows
+
     m = cfg.model
     base = {"placement": json.dumps(m.placement) if not isinstance(m.placement, str) else m.placement,
             "init": m.init, "n_layer": m.n_layer, "d_model": m.d_model, "seed": cfg.seed}
-    rows = [{**base, "layer": 0, "sublayer": "model", "param": "all", "metric": "val_loss", "value": res["val_loss"]}]
-    for li, (dl, bi) in enumerate(zip(res["deletion_loss"], res["block_influence"]), start=1):
-        rows.append({**base, "layer": li, "sublayer": "block", "param": "all", "metric": "deletion_loss", "value": dl})
-        rows.append({**base, "layer": li, "sublayer": "block", "param": "all", "metric": "deletion_delta",
-                     "value": dl - res["val_loss"]})
-        rows.append({**base, "layer": li, "sublayer": "block", "param": "all", "metric": "block_influence", "value": bi})
-        rows.append({**base, "layer": li, "sublayer": "block", "param": "all", "metric": "angular_distance",
-                     "value": res["angular_distance"][li - 1][li]})
-    pairs = [{"layer_a": i, "layer_b": j, "metric": key, "value": res[key][i][j]}
-             for key in ("angular_distance", "cka") for i in range(len(res[key])) for j in range(len(res[key]))]
-    return rows, pairs
+    rows = long_rows(base, values)
+    return [r for r in rows if r["sublayer"] != "pair"], pair_rows(rows)
 
 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
                 out: str | Path | None = None) -> dict[str, Any]:
     """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json."""
-    import csv
-    import io
-
     from normlab.data import load_corpus
     from normlab.data.batches import val_batches
-    from normlab.diagnostics.probe import COLUMNS
+    from normlab.diagnostics.rows import PAIR_COLUMNS, results, write_csv
     from normlab.fsutil import atomic_write_text
 
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_corpus(cfg.data)
     batches = val_batches(corpus.val, model.cfg.context, batch_size, n_batches)
-    res = analyze_model(model, batches)
-    rows, pairs = analysis_rows(res, cfg)
+    values = analyze_values(model, batches)
+    res = results(values)
+    rows, pairs = analysis_rows(values, cfg)
     out = Path(out) if out else Path(run_dir) / "analysis"
-    for name, data, cols in (("analysis.csv", rows, COLUMNS), ("layer_pairs.csv", pairs,
-                                                                ("layer_a", "layer_b", "metric", "value"))):
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        w.writerows(data)
-        atomic_write_text(out / name, buf.getvalue())
+    write_csv(rows, out / "analysis.csv")
+    write_csv(pairs, out / "layer_pairs.csv", PAIR_COLUMNS)
     atomic_write_text(out / "analysis.json", json.dumps(res, indent=2))
     return res

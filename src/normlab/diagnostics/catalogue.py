@@ -1,15 +1,17 @@
 """The built-in statistics, registered here and nowhere else (definitions: docs/diagnostics.md).
 
-``STATISTICS`` is the one registry the probe, the in-training diagnostics and the report
-read. Add a statistic with ``STATISTICS.add(name, Statistic(...))`` (see
-``normlab.diagnostics.statistic``); it is then computed by every tool that captures what it
-needs, written under its key, and drawn on the report with its labels.
+``STATISTICS`` is the one registry the probe, the in-training diagnostics, inspect, analyze
+and the report pages read. Add a statistic with ``STATISTICS.add(name, Statistic(...))``
+(see ``normlab.diagnostics.statistic``); it is then computed by every tool that captures
+what it needs, written under its key, and drawn on the pages as it declares.
 
-Order matters for the files: diagnostics.jsonl keys follow it, and so do the probe's rows
-(the statistics that need the backward one after another, then the others position by
-position), which keeps both files byte for byte what they were before the registry.
+Order matters for the files: diagnostics.jsonl keys follow it, and so do the rows of
+probe.csv, inspect and analyze (``diagnostics.rows.computed``: place by place, each place's
+statistics in this order), which keeps every file byte for byte what it was when each tool
+computed its own. Where inspect's or analyze's estimator differs from the probe's (float64
+RMS, gradients reduced by hooks) it is its own statistic under the same key.
 The math lives in ``normlab.diagnostics.stats`` or in the shared batched tensors of
-``Stream``; torch is imported inside the functions, so reading names and labels stays light.
+``StreamStates``; torch is imported inside the functions, so reading names and labels stays light.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import math
 from typing import Any
 
 from normlab import plugins
-from normlab.diagnostics.statistic import Captured, Statistic
+from normlab.diagnostics.statistic import Captured, Figure, Statistic
 from normlab.registry import Registry
 
 PROBE, TRAINING = frozenset({"probe"}), frozenset({"training"})
+INSPECT, ANALYZE, BOTH = frozenset({"inspect"}), frozenset({"analyze"}), frozenset({"inspect", "analyze"})
 Rows = list[tuple[tuple[int, str, str], Any]]
 
 
@@ -107,11 +110,26 @@ def _angle(s: Any) -> Any:
     return (s.pair_cos.clamp(-1, 1).arccos() / math.pi).mean(dim=(1, 2))
 
 
+def _pairs(fn: Any) -> Any:
+    """An (L+1) x (L+1) matrix of ``fn(x_i, x_j)`` over the stream states."""
+    return lambda c: [[fn(a, b) for b in c.stream.states] for a in c.stream.states]
+
+
+def _adjacent(fn: Any) -> Any:
+    """``fn(x_{l-1}, x_l)`` of each block l."""
+    return lambda c: [fn(a, b) for a, b in zip(c.stream.states[:-1], c.stream.states[1:])]
+
+
+def _token_cos(x: Any) -> Any:
+    return _stats().token_cosine(x) if x.size(1) > 1 else math.nan  # one position: no pair
+
+
 def _attention(key: str) -> Any:
     return lambda c: c.attention.get(key)
 
 
 _STREAM, _AUX = frozenset({"stream"}), frozenset({"aux"})
+W2 = ("W_2", "W2")
 
 BUILTIN: tuple[Statistic, ...] = (
     Statistic("grad_norm", "groups", frozenset({"grads"}), "||grad||_F of each parameter group before clipping",
@@ -120,29 +138,44 @@ BUILTIN: tuple[Statistic, ...] = (
               _update_ratio, "||ΔW|| / ||W||", TRAINING),
     Statistic("weight_grad_norm", "labelled", frozenset({"param_grads", "loss"}),
               "||dLoss/dW||_F of each weight of each block (W_Q, W_K, W_V split) ", _weight_grad_norm,
+              draw=(Figure("depth", "depth_w2", "last block's W2 gradient against depth",
+                           "||∂loss/∂W2|| of the last block", "ffn", W2),
+                    Figure("layers", "layers_w2", "W2 gradient per layer", "||∂loss/∂W2_l||", "ffn", W2)),
               tools=PROBE, key="grad_norm"),
     Statistic("block_grad_norm", "blocks", frozenset({"param_grads", "loss"}),
               "sqrt of the sum of squared gradient norms of every parameter of block l ",
-              _block_grad_norm, tools=PROBE, key="grad_norm"),
+              _block_grad_norm, "||∂loss/∂θ_l|| (whole block)", tools=PROBE, key="grad_norm",
+              draw=(Figure("layers", "layers_block_grad", "block gradient per layer"),)),
     Statistic("stream_grad_norm", "inputs", frozenset({"stream_grads"}),
               "||dLoss/dx_l||_F of the stream entering block l+1 ",
-              lambda c: list(g.norm() for g in c.stream_grads), tools=PROBE, key="grad_norm"),
+              lambda c: list(g.norm() for g in c.stream_grads), tools=PROBE, key="grad_norm", draw=("none",)),
     Statistic("jac_rms_to_last", "inputs", frozenset({"jacobian"}),
               "RMS singular value of dx_L/dx_l (Hutchinson projections; 1 = norm-preserving)", _jacobian,
-              "RMS singular value of ∂x_L/∂x_l", PROBE),
+              "RMS singular value of ∂x_L/∂x_l", PROBE, draw=(Figure("layers", "layers_jacobian", "end-to-end Jacobian"),)),
     Statistic("rms", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream", lambda c: _rms(c.stream),
               "RMS of x_l", TRAINING),
+    Statistic("rms_of_mean_sq", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream, in float64",
+              lambda c: [math.sqrt(float(_stats().mean_sq(x))) for x in c.stream.states], "RMS of x_l", INSPECT,
+              key="rms", draw=("none",)),
     Statistic("mean_sq", "states", _STREAM, "E||x_l||^2 / d of the stream (Xiong et al. 2020)",
-              lambda c: [_stats().mean_sq(x) for x in c.stream.states], "E||x_l||² / d", PROBE),
+              lambda c: [_stats().mean_sq(x) for x in c.stream.states], "E||x_l||² / d", PROBE | INSPECT,
+              draw=(Figure("layers", "layers_stream", "forward norm of the residual stream"),)),
     Statistic("max_abs", "states", _STREAM, "max |x_l| over every entry (fp16 overflows at 65504)",
-              lambda c: c.stream.stacked.abs().amax(dim=(1, 2, 3)), "max |x_l|"),
+              lambda c: c.stream.stacked.abs().amax(dim=(1, 2, 3)), "max |x_l|", PROBE | TRAINING | INSPECT),
     Statistic("token_cos", "states", _STREAM, "mean pairwise cosine between positions (rank collapse)",
-              lambda c: [_stats().token_cosine(x) for x in c.stream.states], "mean pairwise token cosine", PROBE),
+              lambda c: [_token_cos(x) for x in c.stream.states], "mean pairwise token cosine", PROBE | INSPECT,
+              draw=(Figure("depth", "depth_token_cos", "rank collapse against depth",
+                           "mean pairwise token cosine at x_L"),)),
+    Statistic("state_grad_norm", "states", frozenset({"state_grads"}), "||dLoss/dx_l||_F of each stream state",
+              lambda c: c.measured["state_grads"], tools=INSPECT, key="grad_norm", draw=("none",)),
+    Statistic("angular_distance_to_last", "states", _STREAM, "arccos(cos(x_l, x_L)) / π, mean over tokens",
+              lambda c: [_stats().angular_distance(x, c.stream.states[-1]) for x in c.stream.states],
+              "angle to x_L", INSPECT, draw=("none",)),
     Statistic("cos", "blocks", _STREAM, "mean_t cos(x_{l-1}, x_l) of block l's input and output",
               lambda c: _cos(c.stream), "cos(block input, output)", TRAINING),
     Statistic("cos_next", "inputs", _STREAM, "mean_t cos(x_l, x_{l+1})",
               lambda c: [_stats().cosine(a, b) for a, b in zip(c.stream.states[:-1], c.stream.states[1:])],
-              "cos(x_l, x_l+1)", PROBE),
+              "cos(x_l, x_l+1)", PROBE | INSPECT, draw=("none",)),
     Statistic("angle", "blocks", _STREAM, "mean_t arccos(cos(x_{l-1}, x_l)) / π (Gromov et al. 2024)",
               lambda c: _angle(c.stream), "arccos(cos)/π", TRAINING),
     Statistic("cos_aux", "blocks", _AUX, "cos of the second stream (ResiDual's d) across block l",
@@ -169,7 +202,37 @@ BUILTIN: tuple[Statistic, ...] = (
     Statistic("norm_input_max_abs", "labelled", frozenset({"norm_inputs"}), "max |x| of each norm's input",
               _norm_inputs(lambda x: _stats().max_abs(x)), tools=PROBE, key="max_abs"),
     Statistic("loss", "scalar", frozenset({"loss"}), "mean cross-entropy of the batch (nats/token)",
-              lambda c: c.loss, "loss", PROBE),
+              lambda c: c.loss, "loss", PROBE | INSPECT, draw=("none",)),
+    # ------------------------------------------------------------ one trained model (inspect, analyze)
+    Statistic("measured_log_z", "scalar", frozenset({"log_z"}), "mean log Z of the output softmax",
+              lambda c: c.measured["log_z"], "mean log Z", INSPECT, key="log_z", param="logits", draw=("none",)),
+    Statistic("val_loss", "scalar", frozenset({"loss"}), "mean validation cross-entropy (nats/token)",
+              lambda c: c.loss, "validation loss", ANALYZE, param="all", draw=("none",)),
+    Statistic("measured_block_grad_norm", "blocks", frozenset({"block_grads"}),
+              "||dLoss/dθ_l||_F of every parameter of block l", lambda c: c.measured["block_grads"],
+              tools=INSPECT, key="grad_norm", draw=("none",)),
+    Statistic("deletion_loss", "blocks", frozenset({"deletion"}), "loss with block l skipped (its input passed on)",
+              lambda c: c.measured["deletion"], "loss without block l", BOTH, draw=("none",)),
+    Statistic("deletion_delta", "blocks", frozenset({"deletion", "loss"}),
+              "loss increase when block l is skipped (Gromov et al. 2024)",
+              lambda c: [d - c.loss for d in c.measured["deletion"]], "loss increase when block l is skipped", BOTH,
+              draw=(Figure("layers", "layers_deletion", "block deletion"), Figure("bars", "layer_deletion", "layer deletion: loss increase when one block is skipped"))),
+    Statistic("block_influence", "blocks", _STREAM, "1 - mean_t cos(x_{l-1}, x_l) (ShortGPT, Men et al. 2024)",
+              _adjacent(lambda a, b: _stats().block_influence(a, b)), "block influence", BOTH, draw=("none",)),
+    Statistic("angular_distance_pairs", "pairs", _STREAM, "arccos(cos(x_i, x_j)) / π between stream states",
+              _pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
+              draw=(Figure("matrix", "layer_similarity", "angular distance between layer outputs"),)),
+    Statistic("angular_distance", "blocks", _STREAM, "arccos(cos(x_{l-1}, x_l)) / π of block l (Gromov et al. 2024)",
+              _adjacent(lambda a, b: _stats().angular_distance(a, b)), "arccos(cos(x_{l-1}, x_l)) / π", BOTH,
+              draw=(Figure("layers", "layers_angle", "angular distance between each block's input and output"),)),
+    Statistic("cka", "pairs", _STREAM, "linear CKA between stream states, tokens as samples (Kornblith et al. 2019)",
+              _pairs(lambda a, b: _stats().linear_cka(a.flatten(0, 1), b.flatten(0, 1))), "linear CKA", ANALYZE,
+              draw=("none",)),
+    Statistic("measured_max_logit", "labelled", frozenset({"max_logit"}), "max attention logit of block l",
+              lambda c: [((li, "attn", "all"), v) for li, v in enumerate(c.measured["max_logit"], start=1)],
+              "max attention logit", INSPECT, key="max_logit",
+              draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn",
+                           params=("all",)),)),
 )
 
 

@@ -12,7 +12,6 @@ output, so block l maps x_{l-1} to x_l.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,8 @@ from typing import Any
 
 import torch
 
+from normlab.diagnostics.rows import COLUMNS as COLUMNS  # the probe's columns (others import them from here)
 from normlab.schema import Section, doc
-
-COLUMNS = ("placement", "init", "n_layer", "d_model", "seed", "layer", "sublayer", "param", "metric", "value")
 
 
 @dataclass
@@ -116,44 +114,14 @@ def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: in
     """Every registered probe statistic of one model on one batch: rows (layer, sublayer,
     param, metric, value); the statistics come from ``normlab.diagnostics.catalogue``."""
     from normlab.diagnostics.catalogue import STATISTICS
+    from normlab.diagnostics.rows import computed
     from normlab.diagnostics.statistic import chosen
 
     wanted = [s for _, s in STATISTICS.items() if "probe" in s.tools]
     c = _capture(model, idx, targets, n_proj, gen, set().union(*(s.needs for s in wanted)))
-    todo = chosen(wanted, "probe", c.provided)
-    backward = {"param_grads", "stream_grads", "jacobian"}
-    # The statistics of the backward pass are written one after another; the others
-    # position by position (all of x_0, then all of x_1, ...), so one place's numbers sit
-    # together. That is the order probe.csv has always had.
-    groups: dict[tuple[int, str, str], list[tuple[str, Any]]] = {}
-    keys: list[tuple[int, str, str, str]] = []
-    vals: list[torch.Tensor] = []  # 0-d tensors, read back in one transfer at the end
-    for s in todo:
-        for where, v in _labelled(s, s.compute(c), c.n_layer):
-            if s.needs & backward:
-                keys.append((*where, s.key))
-                vals.append(v.detach().float().reshape(()))
-            else:
-                groups.setdefault(where, []).append((s.key, v))
-    for where, pairs in groups.items():
-        for key, v in pairs:
-            keys.append((*where, key))
-            vals.append(v.detach().float().reshape(()))
-    values = torch.stack(vals).tolist() if vals else []
-    return [(*k, v) for k, v in zip(keys, values)]
-
-
-def _labelled(s: Any, out: Any, n_layer: int) -> list[tuple[tuple[int, str, str], torch.Tensor]]:
-    """(row label, 0-d value) pairs of one statistic's output (nothing when it returned None)."""
-    if out is None:
-        return []
-    if s.over == "labelled":
-        return list(out)
-    values = list(out.reshape(-1).unbind()) if isinstance(out, torch.Tensor) else list(out)
-    where = s.rows(n_layer)
-    if len(values) != len(where):
-        raise ValueError(f"statistic {s.name!r} over {s.over}: {len(values)} values for {len(where)} rows")
-    return list(zip(where, values))
+    # the statistics of the backward pass one after another, then the others position by
+    # position: the order probe.csv has always had
+    return computed(chosen(wanted, "probe", c.provided), c, frozenset({"param_grads", "stream_grads", "jacobian"}))
 
 
 def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, gen: torch.Generator | None,
@@ -162,7 +130,7 @@ def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, 
     gradient (weights and residual stream together); what came out, as a ``Captured``."""
     import torch.nn.functional as F
 
-    from normlab.diagnostics.statistic import Captured, Stream
+    from normlab.diagnostics.statistic import Captured, StreamStates
     from normlab.model.capture import capture, main_stream
 
     states: list[Any] = []
@@ -170,11 +138,11 @@ def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, 
         logits = model.run(idx, states=states)  # the model's one forward; tokens come from sample_batch
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))  # as model(idx, targets)
     main = [main_stream(h) for h in states]  # x_0..x_L as autograd sees them
-    c = Captured(n_layer=len(model.blocks), stream=Stream([x.detach() for x in main]), logits=logits.detach(),
+    c = Captured(n_layer=len(model.blocks), stream=StreamStates([x.detach() for x in main]), logits=logits.detach(),
                  loss=loss, norm_inputs=dict(cap.norm_in), n_proj=n_proj, generator=gen)
     c.provided = {"stream", "logits", "loss", "norm_inputs"}
     if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
-        c.aux = Stream([h[1].detach() for h in states])
+        c.aux = StreamStates([h[1].detach() for h in states])
         c.provided.add("aux")
     if needs & {"param_grads", "stream_grads"}:
         params, pkeys = _weights(model)
@@ -235,14 +203,6 @@ def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = Non
 
 def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     """Long-format CSV with the columns of COLUMNS (floats with full precision)."""
-    import csv
-    import io
+    from normlab.diagnostics.rows import write_csv as write
 
-    from normlab.fsutil import atomic_write_text
-
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({**r, "value": repr(float(r["value"])) if math.isfinite(r["value"]) else str(r["value"])})
-    atomic_write_text(path, buf.getvalue())
+    write(rows, path)

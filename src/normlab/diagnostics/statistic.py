@@ -1,8 +1,10 @@
 """A statistic as one small object: its name, what it is over, what it needs, how to compute it.
 
-The probe (``normlab probe``), the in-training diagnostics (``diagnostics.jsonl``) and the
-report all read the same registry (``normlab.diagnostics.catalogue.STATISTICS``), so a new
-statistic is one :class:`Statistic` added there and shows up in all three with its labels.
+The probe (``normlab probe``), the in-training diagnostics (``diagnostics.jsonl``),
+``normlab inspect``, ``normlab analyze`` and the report pages all read the same registry
+(``normlab.diagnostics.catalogue.STATISTICS``), so a new statistic is one :class:`Statistic`
+added there: every tool that captures what it needs writes its rows, and every page draws
+the figures it declares (``draw``, a :class:`Figure` or a kind each).
 This module is a leaf: it imports nothing of normlab and no torch at import time, so the
 report can read names, labels and help without building a model.
 
@@ -14,8 +16,9 @@ report can read names, labels and help without building a model.
 | inputs     | L      | x0 .. x(L-1) (block l+1's input; pairs (x_l, x_l+1)) | (l, stream, x), l = 0..L-1 |
 | blocks     | L      | 1 .. L                   | (l, block, all), l = 1..L          |
 | groups     | L + 2  | emb, 1 .. L, head        | (g, group, emb/block/head)         |
-| scalar     | 1      | -                        | (0, model, key)                    |
-| labelled   | any    | given by compute         | given by compute (probe only)      |
+| scalar     | 1      | -                        | (0, model, param or key)           |
+| labelled   | any    | given by compute         | given by compute                   |
+| pairs      | (L+1)² | x0 .. xL both ways       | (i, pair, j): layer_pairs.csv's (layer_a, layer_b) |
 
 ``needs`` names what the tool must capture; a tool computes a statistic only when it
 captures all of it (and ``tools`` names it), so a statistic that needs the second stream
@@ -37,6 +40,11 @@ probe, whose attention takes the fast path:
 | jacobian    | ``graph``: live x_0..x_L, ``n_proj``, ``generator`` | when n_proj > 0 | no |
 | norm_inputs | ``norm_inputs``: what each norm module received | yes | no |
 
+``inspect`` and ``analyze`` capture ``stream`` and ``loss`` too, and name what they measure
+themselves in ``measured`` (a need each): ``deletion`` (L losses, block l skipped; both),
+``state_grads`` (L+1 norms of dLoss/dx_l), ``block_grads`` (L per-block gradient norms),
+``log_z`` and ``max_logit`` (L; inspect only).
+
 Training computes statistics that need ``grads`` right after the backward (before
 clipping changes the gradients) and every other one after the optimizer step.
 """
@@ -52,9 +60,24 @@ if TYPE_CHECKING:  # torch is imported by the tools that capture, not by readers
 
 # over -> the report's name for its rows
 OVER: dict[str, str] = {"states": "stream x_l", "inputs": "stream x_l", "blocks": "block",
-                        "groups": "parameter group", "scalar": "", "labelled": "layer"}
+                        "groups": "parameter group", "scalar": "", "labelled": "layer", "pairs": "stream x_l"}
 _EXTRA = {"states": 1, "inputs": 0, "blocks": 0, "groups": 2}  # values beyond L
-TOOLS = frozenset({"probe", "training"})
+TOOLS = frozenset({"probe", "training", "inspect", "analyze"})
+# how a page draws a statistic (docs/diagnostics.md); a statistic without ``draw`` gets _BY_OVER's
+DRAW = frozenset({"layers", "depth", "matrix", "bars", "curve", "none"})
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a statistic: ``kind`` in DRAW; ``name`` the file name (default
+    ``<kind>_<key>``); ``sublayer`` and ``params`` pick the rows of a labelled statistic."""
+
+    kind: str
+    name: str = ""
+    title: str = ""
+    label: str = ""
+    sublayer: str = ""
+    params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,8 +86,8 @@ class Statistic:
 
     ``compute(captured)`` returns, for ``labelled``, a list of ((layer, sublayer, param),
     value) pairs; otherwise a 1-D tensor or a sequence of 0-d tensors, one per label
-    (scalar: one), or None when it does not apply. Values stay on the device: each tool
-    reads every statistic back in one transfer. ``key`` is the name written to probe.csv
+    (scalar: one; pairs: an (L+1, L+1) matrix), or None when it does not apply. Values stay
+    on the device: each tool reads every statistic back in one transfer. ``key`` is the name written to probe.csv
     and diagnostics.jsonl (default ``name``); two statistics may share a key when they are
     over different things (the probe's gradient norms of weights, blocks and states).
     """
@@ -77,6 +100,8 @@ class Statistic:
     label: str = ""                  # axis / colour-bar label in the report (default: key)
     tools: frozenset[str] = TOOLS    # which tools compute it
     key: str = ""
+    draw: tuple[Figure | str, ...] = ()  # its figures; () = one, chosen by ``over``
+    param: str = ""                  # a scalar's probe-row param (default: key)
 
     def __post_init__(self) -> None:
         # A mistake here would only surface as a missing row after minutes of training.
@@ -88,11 +113,25 @@ class Statistic:
         object.__setattr__(self, "tools", frozenset(self.tools))
         object.__setattr__(self, "key", self.key or self.name)
         object.__setattr__(self, "label", self.label or self.key)
+        figs = tuple(Figure(f) if isinstance(f, str) else f for f in self.draw) or (Figure(_BY_OVER[self.over]),)
+        for f in figs:
+            if f.kind not in DRAW:
+                raise ValueError(f"statistic {self.name!r}: draw={f.kind!r}; use one of {', '.join(sorted(DRAW))}")
+        object.__setattr__(self, "draw", tuple(f for f in figs if f.kind != "none"))
+
+    def figures(self) -> tuple[Figure, ...]:
+        """Its figures, each with its file name and labels filled in."""
+        from dataclasses import replace
+
+        return tuple(replace(f, name=f.name or f"{f.kind}_{self.key}", label=f.label or self.label,
+                             title=f.title or self.help) for f in self.draw if isinstance(f, Figure))
 
     def size(self, n_layer: int) -> int | None:
         """How many values it has for a model of ``n_layer`` blocks (None: given by compute)."""
         if self.over == "labelled":
             return None
+        if self.over == "pairs":
+            return (n_layer + 1) ** 2
         return 1 if self.over == "scalar" else n_layer + _EXTRA[self.over]
 
     def labels(self, n_layer: int) -> list[Any]:
@@ -112,7 +151,13 @@ class Statistic:
             return [(i, "block", "all") for i in range(1, n + 1)]
         if self.over == "groups":
             return [(g, "group", "emb" if g == 0 else ("head" if g == n - 1 else "block")) for g in range(n)]
-        return [(0, "model", self.key)]
+        if self.over == "pairs":  # (x_i, x_j): layer i, param j (layer_pairs.csv: layer_a, layer_b)
+            return [(i, "pair", str(j)) for i in range(n_layer + 1) for j in range(n_layer + 1)]
+        return [(0, "model", self.param or self.key)]
+
+
+_BY_OVER = {"states": "layers", "inputs": "layers", "blocks": "layers", "groups": "layers",
+            "scalar": "curve", "labelled": "none", "pairs": "matrix"}
 
 
 def chosen(stats: Sequence[Statistic], tool: str, captured: set[str]) -> list[Statistic]:
@@ -130,7 +175,7 @@ def chosen(stats: Sequence[Statistic], tool: str, captured: set[str]) -> list[St
     return out
 
 
-class Stream:
+class StreamStates:
     """States x_0..x_L of one stream, detached; ``stacked`` and ``pair_cos`` are computed
     once and shared by every statistic (batched ops: per-op overhead dominates small models)."""
 
@@ -159,8 +204,8 @@ class Captured:
 
     n_layer: int
     provided: set[str] = field(default_factory=set)  # the needs this capture meets
-    stream: Stream | None = None
-    aux: Stream | None = None
+    stream: StreamStates | None = None
+    aux: StreamStates | None = None
     logits: torch.Tensor | None = None
     loss: torch.Tensor | None = None
     attention: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -175,3 +220,4 @@ class Captured:
     norm_inputs: dict[str, torch.Tensor] = field(default_factory=dict)
     n_proj: int = 0
     generator: torch.Generator | None = None
+    measured: dict[str, Any] = field(default_factory=dict)  # inspect's and analyze's own (docstring)

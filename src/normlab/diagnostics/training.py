@@ -6,23 +6,10 @@ The training loop (normlab.train) builds ``TrainingDiagnostics`` when
 -> (clip, optimizer.step, model.after_step) -> ``after_step``. Each active step appends to
 RUN/diagnostics.jsonl one key per training statistic of the registry
 (``normlab.diagnostics.catalogue.STATISTICS``, in its order; a statistic added there is
-written here too). The built-in keys (lists are indexed as stated; L = number of blocks):
-
-| key               | length | meaning |
-|-------------------|--------|---------|
-| step              | -      | optimizer step |
-| grad_norm         | L + 2  | ||grad||_F of each group: [embeddings, block 1..L, final norm/head] |
-| update_ratio      | L + 2  | ||W_t+1 - W_t||_F / ||W_t+1||_F per group (same groups) |
-| rms               | L + 1  | sqrt(E||x_l||^2/d) of the stream x_0..x_L (fixed batch, W_t+1) |
-| max_abs           | L + 1  | max |x_l| (claim sandwich-max-abs) |
-| cos               | L      | mean_t cos(x_{l-1}, x_l) of block l's input and output (claim pre-collapse) |
-| angle             | L      | mean_t arccos(cos)/pi, same pairs |
-| cos_aux, angle_aux, rms_aux | L, L, L + 1 | the same for a placement's second stream (ResiDual's d), when it has one |
-| attn_max_logit    | L      | max |q.k| * scale per block (claim lr-sensitivity) |
-| attn_min_entropy  | L      | minimum attention entropy (nats) per block over queries 1.. (query 0 has one key) |
-| attn_mean_entropy | L      | mean attention entropy (nats) per block |
-| log_z             | -      | mean log Z of the output softmax on the fixed batch (claim zloss-logz) |
-| output_change     | -      | ||F(x;W_t) - F(x;W_0)|| / ||F(x;W_0)||, F = logits, x = fixed batch (amplification, Liu et al. 2020) |
+written here too). A line holds ``step`` (the optimizer step) and, per statistic, its
+``key``: one number (``over`` scalar) or a list of ``size(L)`` values in the order of its
+``over`` (``labels(L)``: x_0..x_L, blocks 1..L, or [embeddings, blocks 1..L, final
+norm/head]). The registry is the list of keys; docs/diagnostics.md defines each.
 
 Cost: per-group norms use ``torch._foreach_norm`` (one fused pass, no per-parameter
 ``.item()``). The training forward is left alone (no hooks, fast attention); every
@@ -44,7 +31,7 @@ import torch
 from torch import nn
 
 from normlab.diagnostics.catalogue import STATISTICS
-from normlab.diagnostics.statistic import Captured, Stream, chosen
+from normlab.diagnostics.statistic import Captured, StreamStates, chosen
 from normlab.fsutil import append_jsonl
 from normlab.model.capture import main_stream
 
@@ -168,10 +155,10 @@ class TrainingDiagnostics:
                 a.record = False
         c = Captured(n_layer=self.L, provided={"logits"}, logits=logits)
         if states is not None and len(states) == self.L + 1:
-            c.stream = Stream([main_stream(h).detach() for h in states])
+            c.stream = StreamStates([main_stream(h).detach() for h in states])
             c.provided.add("stream")
             if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
-                c.aux = Stream([h[1].detach() for h in states])  # a second stream (ResiDual's d)
+                c.aux = StreamStates([h[1].detach() for h in states])  # a second stream (ResiDual's d)
                 c.provided.add("aux")
         if attn:
             nan = torch.full((), float("nan"), device=self.x.device)

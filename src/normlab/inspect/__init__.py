@@ -5,7 +5,7 @@ tokenizer, measures (``measure.py``) and writes OUT in the formats the lab alrea
 
 | file | format | read by |
 |---|---|---|
-| ``probe.csv`` | the probe's long format (``diagnostics.probe.COLUMNS``); ``init`` holds the model's name | ``normlab report OUT`` (probe page) |
+| ``probe.csv`` | the probe's long format (``diagnostics.rows.COLUMNS``): every registered ``inspect`` statistic; ``init`` holds the model's name | ``normlab report OUT`` (probe page) |
 | ``summary.json`` | family, placement, norm, loss, log Z, sizes, wall time | the probe page |
 | ``probe_config.json`` | the inspect settings | the probe page |
 | ``analysis/analysis.csv``, ``layer_pairs.csv``, ``analysis.json`` | ``normlab analyze``'s files | as a run's analysis |
@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from normlab.errors import UserError
-
-PAIR_COLUMNS = ("layer_a", "layer_b", "metric", "value")
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
@@ -44,43 +42,26 @@ def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
     return s[int(0.9 * len(s)):], f"{source} (last 10%, the lab's validation split)"
 
 
-def rows_of(res: dict[str, Any], placement: str, name: str, L: int, d: int) -> list[dict[str, Any]]:
-    """Long-format rows (the probe's columns) of a ``measure`` result."""
-    base = {"placement": placement, "init": name, "n_layer": L, "d_model": d, "seed": 0}
-    rows: list[dict[str, Any]] = []
+def rows_of(captured: Any, placement: str, name: str, d: int) -> list[dict[str, Any]]:
+    """Long-format rows (the probe's columns) of every registered ``inspect`` statistic on
+    what ``measure`` captured; the ``pairs`` rows (sublayer ``pair``) are layer_pairs.csv's."""
+    from normlab.diagnostics.catalogue import STATISTICS
+    from normlab.diagnostics.rows import computed, long_rows
+    from normlab.diagnostics.statistic import chosen
 
-    def add(layer: int, sub: str, param: str, metric: str, value: float) -> None:
-        rows.append({**base, "layer": layer, "sublayer": sub, "param": param, "metric": metric, "value": value})
-
-    add(0, "model", "loss", "loss", res["loss"])
-    add(0, "model", "logits", "log_z", res["log_z"])
-    for li in range(L + 1):
-        for metric in ("rms", "mean_sq", "max_abs", "token_cos"):
-            add(li, "stream", "x", metric, res[metric][li])
-        add(li, "stream", "x", "grad_norm", res["grad_norm_stream"][li])
-        add(li, "stream", "x", "angular_distance_to_last", res["angular_distance"][li][L])
-        if li < L:
-            add(li, "stream", "x", "cos_next", res["cos_next"][li])
-    for li in range(1, L + 1):
-        add(li, "block", "all", "grad_norm", res["grad_norm_block"][li - 1])
-        add(li, "block", "all", "deletion_loss", res["deletion_loss"][li - 1])
-        add(li, "block", "all", "deletion_delta", res["deletion_loss"][li - 1] - res["loss"])
-        add(li, "block", "all", "block_influence", res["block_influence"][li - 1])
-        add(li, "block", "all", "angular_distance", res["angular_distance"][li - 1][li])
-        add(li, "attn", "all", "max_logit", res["attn_max_logit"][li - 1])
-    return rows
+    stats = chosen([s for _, s in STATISTICS.items()], "inspect", captured.provided)
+    base = {"placement": placement, "init": name, "n_layer": captured.n_layer, "d_model": d, "seed": 0}
+    return long_rows(base, computed(stats, captured, by_layer=True, double=True))
 
 
 def inspect_model(model: str, out: str | Path, text: str | None = None, *, context: int | None = None,
                   max_tokens: int = 2048, dtype: str = "float32", device: str = "cpu", seed: int = 0,
                   data_dir: str | None = None, quiet: bool = False, force: bool = False) -> dict[str, Any]:
     """Measure MODEL on the text and write OUT (see the module docstring); returns the summary."""
-    import csv
-    import io
-
     import torch
 
-    from normlab.diagnostics.probe import COLUMNS
+    from normlab.diagnostics.catalogue import STATISTICS
+    from normlab.diagnostics.rows import PAIR_COLUMNS, pair_rows, results, write_csv
     from normlab.fsutil import atomic_write_text
     from normlab.inspect.measure import make_batch, measure
     from normlab.inspect.subject import DTYPES, load_subject
@@ -122,11 +103,13 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
         if bar is not None:
             bar.update(1)
 
-    res = measure(subject, x, y, progress)
+    captured, raw = measure(subject, x, y, progress)
     if bar is not None:
         bar.close()
     L, d = len(subject.layers), subject.d_model
     params = sum(p.numel() for p in subject.model.parameters())
+    rows = rows_of(captured, fam.placement, subject.name, d)
+    res = {**raw, **results([(r["layer"], r["sublayer"], r["param"], r["metric"], r["value"]) for r in rows])}
     summary = {"model": subject.name, "source": subject.info.get("source"), "family": fam.name,
                "placement": fam.placement, "norm": fam.norm, "notes": fam.notes, "causal": fam.causal,
                "importable": fam.importable, "n_layer": L, "d_model": d, "params": params,
@@ -135,26 +118,16 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
                "log_z": res["log_z"], "wall_time_s": round(time.perf_counter() - t0, 3)}
     settings = {"model": model, "text": text, "context": subject.context, "max_tokens": max_tokens,
                 "dtype": dtype, "device": device, "seed": seed}
-    rows = rows_of(res, fam.placement, subject.name, L, d)
+    # analysis/ holds what ``normlab analyze`` writes: the rows of the statistics it computes too
+    per_block = {s.key for _, s in STATISTICS.items() if "analyze" in s.tools and s.over == "blocks"}
+    arows = [r for r in rows if r["metric"] in per_block and r["sublayer"] == "block"]
     analysis = {"val_loss": res["loss"], "deletion_loss": res["deletion_loss"],
                 "block_influence": res["block_influence"], "angular_distance": res["angular_distance"]}
-    arows = [r for r in rows if r["metric"] in ("deletion_loss", "deletion_delta", "block_influence")
-             or (r["metric"] == "angular_distance" and r["sublayer"] == "block")]
-    pairs = [{"layer_a": i, "layer_b": j, "metric": "angular_distance", "value": v}
-             for i, row in enumerate(res["angular_distance"]) for j, v in enumerate(row)]
-
-    def table(data: list[dict[str, Any]], cols: tuple[str, ...]) -> str:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        w.writerows({**r, "value": repr(float(r["value"]))} for r in data)
-        return buf.getvalue()
-
-    atomic_write_text(out / "probe.csv", table(rows, COLUMNS))
+    write_csv([r for r in rows if r["sublayer"] != "pair"], out / "probe.csv")
     atomic_write_text(out / "summary.json", json.dumps(_finite(summary), indent=2))
     atomic_write_text(out / "probe_config.json", json.dumps(settings, indent=2))
-    atomic_write_text(out / "analysis" / "analysis.csv", table(arows, COLUMNS))
-    atomic_write_text(out / "analysis" / "layer_pairs.csv", table(pairs, PAIR_COLUMNS))
+    write_csv(arows, out / "analysis" / "analysis.csv")
+    write_csv(pair_rows(rows), out / "analysis" / "layer_pairs.csv", PAIR_COLUMNS)
     atomic_write_text(out / "analysis" / "analysis.json", json.dumps(_finite({**analysis, **res}), indent=2))
     return {**summary, "result": res}
 

@@ -1,4 +1,5 @@
-"""The measurements of ``normlab inspect``, with the lab's own estimators (diagnostics/stats.py).
+"""The captures of ``normlab inspect``; the statistics are the registry's (``tools`` naming
+``inspect`` in diagnostics/catalogue.py), computed on what is captured here.
 
 On one batch of windows ``ids`` (B, T) of the subject's own tokens:
 
@@ -16,13 +17,12 @@ tensors of B x T x d) for the layer x layer matrix.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 
-from normlab.diagnostics import stats
+from normlab.diagnostics.statistic import Captured, StreamStates
 from normlab.inspect.subject import Subject
 
 MLM_FRACTION = 0.15  # BERT's share of masked positions
@@ -94,8 +94,10 @@ def _block_params(subject: Subject) -> dict[int, int]:
     return {id(p): i for i, layer in enumerate(subject.layers) for p in layer.parameters()}
 
 
-def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor, progress: Any = None) -> dict[str, Any]:
-    """Every statistic of the module docstring; returns plain floats and lists."""
+def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
+            progress: Any = None) -> tuple[Captured, dict[str, Any]]:
+    """What the module docstring lists, as (a ``Captured`` for the registered ``inspect``
+    statistics, the raw measurements as plain floats and lists)."""
     dev = next(subject.model.parameters()).device
     x, y = x.to(dev), y.to(dev)
     L = len(subject.layers)
@@ -135,18 +137,12 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor, progress: Any = 
                 deletion.append(loss_of(subject, subject.forward(x), y).item())
             if progress:
                 progress(i + 1, L)
-    angle = [[stats.angular_distance(a, b).item() for b in xs] for a in xs]
-    return {
-        "loss": base, "log_z": log_z, "deletion_loss": deletion,
-        "rms": [math.sqrt(stats.mean_sq(s).item()) for s in xs],
-        "mean_sq": [stats.mean_sq(s).item() for s in xs],
-        "max_abs": [stats.max_abs(s).item() for s in xs],
-        "token_cos": [stats.token_cosine(s).item() if s.size(1) > 1 else float("nan") for s in xs],
-        "cos_next": [stats.cosine(xs[i], xs[i + 1]).item() for i in range(L)],
-        "block_influence": [stats.block_influence(xs[i], xs[i + 1]).item() for i in range(L)],
-        "angular_distance": angle,
-        "grad_norm_block": sq.sqrt().tolist(),
-        "grad_norm_stream": sgrad,
-        "attn_max_logit": max_logit,
-        "tokens": int(x.numel()), "sequences": int(x.size(0)), "context": int(x.size(1)),
-    }
+    raw = {"loss": base, "log_z": log_z, "deletion_loss": deletion, "grad_norm_block": sq.sqrt().tolist(),
+           "grad_norm_stream": sgrad, "attn_max_logit": max_logit,
+           "tokens": int(x.numel()), "sequences": int(x.size(0)), "context": int(x.size(1))}
+    # float64 scalars: the rows hold these floats exactly (the deltas are differences of them)
+    c = Captured(n_layer=L, stream=StreamStates(xs), loss=torch.tensor(base, dtype=torch.float64),
+                 measured={"deletion": deletion, "state_grads": sgrad, "block_grads": raw["grad_norm_block"],
+                           "log_z": log_z, "max_logit": max_logit})
+    c.provided = {"stream", "loss", "deletion", "state_grads", "block_grads", "log_z", "max_logit"}
+    return c, raw

@@ -160,7 +160,7 @@ def _probes(paths: list[Path], labels: list[str], out: Path, progress: bool) -> 
     merged = [dict(r, placement=f"{lab}: {r['placement']}") for lab, p in zip(labels, probes) for r in p.rows]
     depth = max(r["n_layer"] for r in merged) if merged else 0
     page.heading("Evidence", "figures")
-    for kind, metric, sub, params, ylabel, title, name in probe_page.KEY:
+    for kind, metric, sub, params, ylabel, title, name in probe_page.figure_specs():
         rows = probe_page.select(merged, metric, sub, params)
         if rows:
             probe_page.key_figure(page, kind, rows, depth, ylabel, title, name)

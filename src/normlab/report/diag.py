@@ -3,7 +3,8 @@
 Which row is which comes from the statistic registry (``normlab.diagnostics.catalogue``):
 each key of a line is a training statistic whose ``over`` gives its labels (x0..xL for the
 stream, 1..L per block, emb/1..L/head per parameter group), so a statistic registered there
-shows up here with its labels and help. Keys the registry does not know (older files, or
+shows up here with its labels and help, as its ``draw`` says (``layers``: a heatmap,
+``curve``: a curve against step, ``none``: not drawn). Keys the registry does not know (older files, or
 per-layer keys such as ``stream_rms/layer3``) are drawn with numbered rows.
 """
 
@@ -103,6 +104,8 @@ def diag_figures(page: Page, rows: list[dict[str, Any]], n_layer: int | None = N
     for stat, (steps, layers, axis, m) in mats.items():
         safe = re.sub(r"[^A-Za-z0-9_]+", "_", stat)
         s = known.get(stat)
+        if s is not None and not _draws(s, "layers"):
+            continue
         what = f"{s.help[0].upper()}{s.help[1:]}. " if s is not None else ""
         page.figure(F.heatmap(m, steps, layers, s.label if s is not None else stat,
                               f"{stat} per layer against step", ylabel=axis),
@@ -110,9 +113,16 @@ def diag_figures(page: Page, rows: list[dict[str, Any]], n_layer: int | None = N
                     "from diagnostics.jsonl.")
     for key, (x, y) in scalars.items():
         s = known[key]
+        if not _draws(s, "curve"):
+            continue
         page.figure(F.curves({key: (np.asarray(x), np.asarray([y]))}, "training step", s.label,
                              f"{key} against step"), f"diag_{re.sub(r'[^A-Za-z0-9_]+', '_', key)}",
                     f"{s.help[0].upper()}{s.help[1:]}, against training step, from diagnostics.jsonl.")
+
+
+def _draws(s: Any, kind: str) -> bool:
+    """Whether the statistic declares a figure of ``kind`` (``Statistic.draw``)."""
+    return any(f.kind == kind for f in s.figures())
 
 
 def _axis(s: Any) -> str:

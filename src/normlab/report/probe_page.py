@@ -3,8 +3,9 @@ output of ``normlab inspect`` (one trained checkpoint, recognised by ``kinds.ins
 each of its blocks does (answer in ``checkpoint``), with the same figures.
 
 It opens with the fitted slopes (the last block's W2 gradient against depth, Xiong et al.
-2020 Thm 1) and the per-layer trends, then the few figures that carry them, then one
-table row per probed quantity and the exact probe configuration.
+2020 Thm 1) and the per-layer trends, then the figures every registered statistic declares
+(``Statistic.draw``, ``figure_specs``), then one table row per probed quantity and the exact
+probe configuration.
 """
 
 from __future__ import annotations
@@ -25,26 +26,26 @@ from normlab.report.load import ProbeData
 from normlab.report.numbers import num, rounded, signed
 
 W2 = ("W_2", "W2")
-# (kind, metric, sublayer, params, y label, title, file name): the figures that back the answer
-KEY = [
-    ("depth", "grad_norm", "ffn", W2, "||∂loss/∂W2|| of the last block", "last block's W2 gradient against depth",
-     "depth_w2"),
-    ("profile", "grad_norm", "ffn", W2, "||∂loss/∂W2_l||", "W2 gradient per layer", "layers_w2"),
-    ("profile", "grad_norm", "block", ("all",), "||∂loss/∂θ_l|| (whole block)", "block gradient per layer",
-     "layers_block_grad"),
-    ("profile", "mean_sq", "stream", ("x",), "E||x_l||² / d", "forward norm of the residual stream", "layers_stream"),
-    ("profile", "jac_rms_to_last", "stream", ("x",), "RMS singular value of ∂x_L/∂x_l", "end-to-end Jacobian",
-     "layers_jacobian"),
-    ("depth", "token_cos", "stream", ("x",), "mean pairwise token cosine at x_L", "rank collapse against depth",
-     "depth_token_cos"),
-    # written by `normlab inspect` (and `analyze`) for one trained model: what its layers do
-    ("profile", "angular_distance", "block", ("all",), "arccos(cos(x_{l-1}, x_l)) / π",
-     "angular distance between each block's input and output", "layers_angle"),
-    ("profile", "deletion_delta", "block", ("all",), "loss increase when block l is skipped", "block deletion",
-     "layers_deletion"),
-    ("profile", "max_logit", "attn", ("all",), "max attention logit", "attention max logit per layer",
-     "layers_max_logit"),
-]
+_KIND = {"layers": "profile", "depth": "depth"}  # a statistic's Figure.kind -> key_figure's kind
+
+
+def figure_specs() -> list[tuple[str, str, str, tuple[str, ...], str, str, str]]:
+    """(kind, metric, sublayer, params, y label, title, file name) of every per-layer or
+    against-depth figure a registered probe or inspect statistic declares, in registry order."""
+    from normlab.diagnostics.catalogue import STATISTICS
+
+    out = []
+    for _, s in STATISTICS.items():
+        if not s.tools & {"probe", "inspect"}:
+            continue
+        where = s.rows(2)
+        for f in s.figures():
+            if f.kind in _KIND:
+                sub = f.sublayer or (where[0][1] if where else "")
+                params = f.params or tuple(dict.fromkeys(p for _, w, p in where if w == sub))
+                out.append((_KIND[f.kind], s.key, sub, params, f.label, f.title, f.name))
+    return out
+
 
 Rows = list[dict[str, Any]]
 
@@ -193,7 +194,7 @@ def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> 
     page.heading("Evidence", "figures")
     depth = max(r["n_layer"] for r in probe.rows)
     drawn = 0
-    for kind, metric, sub, params, ylabel, title, name in KEY:
+    for kind, metric, sub, params, ylabel, title, name in figure_specs():
         rows = select(probe.rows, metric, sub, params)
         if rows:
             drawn += key_figure(page, kind, rows, depth, ylabel, title, name)

@@ -89,17 +89,20 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
 
 
 def layer_section(page: Page, run_dir: Path) -> None:
-    """Layer similarity and deletion from RUN/analysis/analysis.json (``normlab analyze``),
-    which is computed first when absent; skipped with a note when it cannot be (no
-    checkpoint, corpus not available)."""
+    """The figures the registered ``analyze`` statistics declare (``matrix``: layer x layer,
+    ``bars``: one bar per block), from RUN/analysis/analysis.json (``normlab analyze``); the
+    analysis is computed first when absent or older than the registry (a key missing), and
+    the section is skipped with a note when it cannot be (no checkpoint, no corpus)."""
     from normlab.errors import UserError
 
     path = run_dir / "analysis" / "analysis.json"
+    figs = _analysis_figures()
     t0 = time.perf_counter()
+    res: dict[str, Any] | None = None
     try:
         if path.is_file():
             res = json.loads(path.read_text(encoding="utf-8"))
-        else:
+        if res is None or not all(key in res for key, _, _ in figs):
             from normlab.diagnostics.analyze import analyze_run
             from normlab.fscheck import writable_dir
 
@@ -109,15 +112,34 @@ def layer_section(page: Page, run_dir: Path) -> None:
             except UserError:  # a read-only run (a published copy): the cache goes beside the page
                 cache = page.out_dir / "analysis"
             page.say("analysing the final checkpoint for the layer figures (once; cached in analysis/)")
-            res = analyze_run(run_dir, out=cache)
+            try:
+                res = analyze_run(run_dir, out=cache)
+            except UserError:
+                if res is None:
+                    raise
+                # an older analysis.json is still worth drawing: what it has
     except (UserError, json.JSONDecodeError) as e:
         page.text(f"Layer similarity and deletion skipped: {e}", "muted")
         return
     finally:
         page.charge("layer analysis", time.perf_counter() - t0)
     page.heading("Layers of the final model (checkpoint, validation text)", "layers")
-    page.figure(F.similarity_matrix(np.asarray(res["angular_distance"])), "layer_similarity",
-                "Angular distance arccos(cos)/π between the stream states x_0..x_L, mean over tokens.")
-    delta = [v - res["val_loss"] for v in res["deletion_loss"]]
-    page.figure(F.deletion_bars(range(1, len(delta) + 1), delta), "layer_deletion",
-                f"Validation loss increase when one block is skipped (full model: {num(res['val_loss'])}).")
+    for key, s, f in figs:
+        v = res.get(key)
+        if not isinstance(v, list) or not v:
+            continue
+        what = f"{s.help[0].upper()}{s.help[1:]}"
+        if f.kind == "matrix":
+            page.figure(F.similarity_matrix(np.asarray(v, dtype=float), f.title), f.name,
+                        f"{what}, for every pair of the stream states x_0..x_L.")
+        else:
+            page.figure(F.deletion_bars(range(1, len(v) + 1), v, f.title), f.name,
+                        f"{what} (full model: {num(res.get('val_loss'))}).")
+
+
+def _analysis_figures() -> list[tuple[str, Any, Any]]:
+    """(key, statistic, figure) of each layer-section figure a registered analyze statistic declares."""
+    from normlab.diagnostics.catalogue import STATISTICS
+
+    return [(s.key, s, f) for _, s in STATISTICS.items() if "analyze" in s.tools
+            for f in s.figures() if f.kind in ("matrix", "bars")]
