@@ -96,10 +96,10 @@ def _finite(v: float) -> float | None:
 
 
 def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None) -> None:
-    from normlab.train import checkpoint
+    from normlab.rundir import RunDir
 
     meta = {"loop": vars(tr.st), "tokenizer": corpus.tokenizer.state(), "batched": True}
-    checkpoint.save(tr.run_dir / "checkpoints" / name, tr.model, meta, opt)
+    RunDir(tr.run_dir).save_checkpoint(name, tr.model, meta, opt)
 
 
 def _log(tr: _Trial, step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
@@ -109,7 +109,7 @@ def _log(tr: _Trial, step: int, tokens_per_step: int, metrics: dict[str, Any]) -
 
 
 def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
-    from normlab.fsutil import atomic_write_json
+    from normlab.rundir import RunDir
     from normlab.train.run import make_summary
 
     tr.st.wall_time = wall
@@ -118,7 +118,7 @@ def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
     for lg in tr.loggers:
         lg.finish(tr.summary)
         lg.close()
-    atomic_write_json(tr.run_dir / "summary.json", tr.summary)
+    RunDir(tr.run_dir).write_summary(tr.summary)
     return tr.summary
 
 
@@ -160,17 +160,18 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
 
 
 def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
-    from normlab.fsutil import atomic_write_json
+    from normlab.rundir import RunDir
     from normlab.train.env import Dist, environment
     from normlab.train.loggers import make_loggers
 
     for tr in trials:
-        tr.run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(tr.run_dir / "config.json", json.loads(tr.cfg.to_json()))
+        run = RunDir(tr.run_dir)
+        run.write_config(tr.cfg)
         env = environment(device, tr.cfg.seed, Dist())
         env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
-        atomic_write_json(tr.run_dir / "env.json", env)
-        tr.loggers = make_loggers(list(tr.cfg.train.loggers), tr.run_dir, json.loads(tr.cfg.to_json()))
+        run.write_env(env)
+        tr.loggers = make_loggers(list(tr.cfg.train.loggers), tr.run_dir, json.loads(tr.cfg.to_json()),
+                                  run.append_metrics)
 
 
 def _micro_batches(corpus: Any, trials: list[_Trial], s: int) -> Callable[[int], list]:

@@ -20,6 +20,7 @@ import torch
 
 from normlab.config import RunConfig
 from normlab.data.batches import train_batch
+from normlab.rundir import RunDir
 from normlab.train import checkpoint
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
@@ -127,8 +128,7 @@ class Trainer:
     def _save(self, name: str, st: LoopState, with_optimizer: bool = True) -> None:
         if self.dist.main:
             meta = {"loop": vars(st), "tokenizer": self.corpus.tokenizer.state()}
-            checkpoint.save(self.run_dir / "checkpoints" / name, self.model, meta,
-                            self.opt if with_optimizer else None)
+            RunDir(self.run_dir).save_checkpoint(name, self.model, meta, self.opt if with_optimizer else None)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """Ctrl-C or SIGTERM: checkpoint the last completed step and stop.
