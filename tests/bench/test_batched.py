@@ -143,17 +143,17 @@ def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_di
 
     cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2, lr=1e-2)]
     dirs = [tmp_path / "b0", tmp_path / "b1"]
-    real_log = batched._log
+    real_line = batched.metrics_line
 
-    def dying_log(tr, step, tokens_per_step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
+    def dying_line(loggers, step, tokens_per_step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
         if step == 9:
             raise SystemExit("killed")
-        real_log(tr, step, tokens_per_step, metrics)
+        real_line(loggers, step, tokens_per_step, metrics)
 
-    monkeypatch.setattr(batched, "_log", dying_log)
+    monkeypatch.setattr(batched, "metrics_line", dying_line)
     with pytest.raises(SystemExit):
         batched.run_batched(cfgs, dirs, quiet=True)
-    monkeypatch.setattr(batched, "_log", real_log)
+    monkeypatch.setattr(batched, "metrics_line", real_line)
     for cfg, d in zip(cfgs, dirs):
         assert not (d / "summary.json").exists()
         resumed = run_training(cfg, d, resume=True, quiet=True)

@@ -26,8 +26,6 @@ Limits (``incompatibility`` names the first one met, ``run_batched`` refuses wit
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ import torch
 from normlab.config import RunConfig
 from normlab.errors import UserError
 from normlab.schema import to_dict
+from normlab.train.lifecycle import finite, metrics_line, open_files, save, start_loggers, validated
 
 if TYPE_CHECKING:
     from normlab.train.cadence import StepPlan
@@ -91,21 +90,10 @@ class _Trial:
         self.first_bad = -1  # first diverged step (1-based), -1 while none
 
 
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None  # JSON has no NaN/inf; null means "not finite"
-
-
 def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None) -> None:
     from normlab.rundir import RunDir
 
-    meta = {"loop": vars(tr.st), "tokenizer": corpus.tokenizer.state(), "batched": True}
-    RunDir(tr.run_dir).save_checkpoint(name, tr.model, meta, opt)
-
-
-def _log(tr: _Trial, step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
-    row = {"tokens": step * tokens_per_step, **metrics}
-    for lg in tr.loggers:
-        lg.log(row, step)
+    save(RunDir(tr.run_dir), name, tr.model, tr.st, corpus.tokenizer, opt, batched=True)
 
 
 def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
@@ -162,16 +150,13 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
 def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
     from normlab.rundir import RunDir
     from normlab.train.env import Dist, environment
-    from normlab.train.loggers import make_loggers
 
     for tr in trials:
-        run = RunDir(tr.run_dir)
-        run.write_config(tr.cfg)
         env = environment(device, tr.cfg.seed, Dist())
         env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
-        run.write_env(env)
-        tr.loggers = make_loggers(list(tr.cfg.train.loggers), tr.run_dir, json.loads(tr.cfg.to_json()),
-                                  run.append_metrics)
+        run = RunDir(tr.run_dir)
+        open_files(run, tr.cfg, env)
+        tr.loggers = start_loggers(run, tr.cfg)
 
 
 def _micro_batches(corpus: Any, trials: list[_Trial], s: int) -> Callable[[int], list]:
@@ -198,23 +183,22 @@ def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: _Window, lr: float
     loop writes them; True when the trial diverged (its last line says so)."""
     tokens_per_step = tr.cfg.train.batch_size * tr.cfg.model.context
     tr.st.step, tr.st.loss_n = step, w.n
-    row: dict[str, Any] = {"train/loss": _finite(float(w.loss[i]) / w.n), "lr": lr, "grad_norm": _finite(gnorm)}
+    row: dict[str, Any] = {"train/loss": finite(float(w.loss[i]) / w.n), "lr": lr, "grad_norm": finite(gnorm)}
     if tr.first_bad >= 0:
         tr.status, tr.diverged_at = "diverged", tr.first_bad
         tr.st.train_time += w.secs
-        _log(tr, step, tokens_per_step, {**row, "diverged": True})
+        metrics_line(tr.loggers, step, tokens_per_step, {**row, "diverged": True})
         return True
     opt = stack.export(i, tr.model, tr.cfg.optim, step) if (plan.ckpt or vals is not None) else None
     if plan.log:
         row.update({"time/step_s": w.secs / w.n, "tokens_per_s": tokens_per_step * w.n / max(w.secs, 1e-9)})
         if vals is not None:
             v = float(vals[i])
-            row["val/loss"], tr.st.last_val = v, v
-            if tr.st.best_val is None or v < tr.st.best_val:
-                tr.st.best_val = v
+            row["val/loss"] = v
+            if validated(tr.st, v):
                 _save(tr, "best", corpus, None)
         tr.st.train_time += w.secs
-        _log(tr, step, tokens_per_step, row)
+        metrics_line(tr.loggers, step, tokens_per_step, row)
         tr.st.loss_n = 0
     tr.st.loss_sum = 0.0 if plan.log else float(w.loss[i])
     tr.st.wall_time = wall

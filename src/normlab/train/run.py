@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -143,7 +142,7 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
     from normlab.rundir import RunDir
     from normlab.train import checkpoint
     from normlab.train.env import environment
-    from normlab.train.loggers import make_loggers
+    from normlab.train.lifecycle import open_files, start_loggers
     from normlab.train.loop import LoopState
 
     cfg, run_dir, dist, resume = job.cfg, job.plan.run_dir, job.dist, job.plan.resume
@@ -155,15 +154,13 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
         logging.getLogger(__name__).warning(f"{run.checkpoint_problem('latest')}; restarting the run from step 0")
     env = environment(job.device, cfg.seed, dist)
     if dist.main:
-        run.write_config(cfg)
-        run.write_env(env, resume=resume)
+        open_files(run, cfg, env, resume)
     if ckpt is not None:
         state = checkpoint.load(ckpt, job.model, job.optimizer)
         st = LoopState(**state["loop"])
     if dist.main:
         run.truncate_logs(st.step)
-    loggers = (make_loggers(list(cfg.train.loggers), run_dir, json.loads(cfg.to_json()), run.append_metrics)
-               if dist.main else [])
+    loggers = start_loggers(run, cfg) if dist.main else []
     return loggers, st
 
 
