@@ -116,8 +116,7 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     from normlab.data.batches import check_fits
     from normlab.model.transformer import TransformerLM
     from normlab.train.env import pick_device
-    from normlab.train.loggers import require_loggers
-    from normlab.train.run import is_run_dir
+    from normlab.train.plan import is_run_dir, prepare
 
     if len(cfgs) != len(run_dirs):
         raise UserError(f"run_batched: {len(cfgs)} configs but {len(run_dirs)} run directories")
@@ -129,9 +128,9 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     for d in run_dirs:
         if d.exists() and is_run_dir(d):
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
+    for c, d in zip(cfgs, run_dirs):
+        prepare(c, d)  # the solo run's pre-flight: names, loggers, batch split, compiler, budget, path
     c0 = cfgs[0]
-    for c in cfgs:
-        require_loggers(list(c.train.loggers))
     corpus = load_corpus(c0.data)
     check_fits(len(corpus.train), c0.model.context, "training")
     check_fits(len(corpus.val), c0.model.context, "validation")
