@@ -143,17 +143,17 @@ def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_di
 
     cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2, lr=1e-2)]
     dirs = [tmp_path / "b0", tmp_path / "b1"]
-    real_log = batched._log
+    real_line = batched.metrics_line
 
-    def dying_log(tr, step, tokens_per_step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
+    def dying_line(loggers, step, tokens_per_step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
         if step == 9:
             raise SystemExit("killed")
-        real_log(tr, step, tokens_per_step, metrics)
+        real_line(loggers, step, tokens_per_step, metrics)
 
-    monkeypatch.setattr(batched, "_log", dying_log)
+    monkeypatch.setattr(batched, "metrics_line", dying_line)
     with pytest.raises(SystemExit):
         batched.run_batched(cfgs, dirs, quiet=True)
-    monkeypatch.setattr(batched, "_log", real_log)
+    monkeypatch.setattr(batched, "metrics_line", real_line)
     for cfg, d in zip(cfgs, dirs):
         assert not (d / "summary.json").exists()
         resumed = run_training(cfg, d, resume=True, quiet=True)
@@ -164,3 +164,16 @@ def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_di
         assert [r["step"] for r in got] == [r["step"] for r in want]  # no duplicated or missing steps
         assert max(_rel(a["train/loss"], b["train/loss"]) for a, b in zip(got, want)) <= 1e-4
         assert _rel(resumed["best_val_loss"], solo["best_val_loss"]) <= 1e-4
+
+
+def test_batched_trials_pass_the_solo_pre_flight_before_anything_is_written(data_dir: Path, tmp_path: Path) -> None:
+    """The batched loop runs each trial through the solo run's checks (``train.plan.prepare``):
+    an unusable run directory is one UserError naming the flag, and no other trial's
+    directory is created."""
+    from normlab.train import batched
+
+    (tmp_path / "a-file").write_text("not a directory")
+    cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2)]
+    with pytest.raises(UserError, match="--out"):
+        batched.run_batched(cfgs, [tmp_path / "ok", tmp_path / "a-file" / "run"], quiet=True)
+    assert not (tmp_path / "ok").exists()

@@ -78,7 +78,7 @@ def diag_lines(first: dict[str, Any], last: dict[str, Any], n: int = 4) -> list[
     return [{"step": 0, **first}] + [{"step": 10 * (i + 1), **last} for i in range(n - 1)]
 
 
-def deletion_from_file(t: Any) -> float | None:
+def deletion_from_file(ctx: Any, t: Any) -> float | None:  # noqa: ARG001 (the measurement's signature)
     """Stand-in for the layer-deletion measurement (the real one runs in the smoke end-to-end test)."""
     p = Path(t.run_dir) / "deletion.json"
     return json.loads(p.read_text()) if p.exists() else None

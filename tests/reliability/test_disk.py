@@ -55,16 +55,15 @@ def test_checkpoint_write_failure_is_one_line_exit_2_and_keeps_the_last_checkpoi
 
 @pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_metrics_write_failure_is_a_user_error_and_summary_failure_does_not_mask_it(tmp_path, monkeypatch):
+    from normlab import rundir
     from normlab.fsutil import atomic_write_bytes
-    from normlab.train import loggers
-    from normlab.train import run as run_mod
 
     def full(path, obj):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(loggers, "append_jsonl", full)
+    monkeypatch.setattr(rundir, "append_jsonl", full)
     # summary.json cannot be written either: the user must still see the first cause
-    monkeypatch.setattr(run_mod, "atomic_write_json", lambda p, o: (
+    monkeypatch.setattr(rundir, "atomic_write_json", lambda p, o: (
         full(p, o) if Path(p).name == "summary.json" else atomic_write_bytes(p, b"{}")))
     with pytest.raises(UserError, match=r"No space left on device .*metrics.jsonl.*--resume"):
         run_training(tiny_cfg(), tmp_path / "run", quiet=True)

@@ -74,9 +74,9 @@ def _kill_between_renames(nth: int):
 
 def _kill_mid_log_line(step: int):
     def patch(mp: pytest.MonkeyPatch) -> None:
-        from normlab.train import loggers
+        from normlab import rundir
 
-        real = loggers.append_jsonl
+        real = rundir.append_jsonl
 
         def fake(path, obj):
             if obj.get("step") == step:
@@ -86,7 +86,7 @@ def _kill_mid_log_line(step: int):
                 die()
             real(path, obj)
 
-        mp.setattr(loggers, "append_jsonl", fake)
+        mp.setattr(rundir, "append_jsonl", fake)
     return patch
 
 

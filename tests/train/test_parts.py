@@ -118,7 +118,7 @@ def test_unknown_logger_and_missing_extra(tmp_path, monkeypatch):
     for extra in ("tensorboard", "wandb"):
         monkeypatch.setitem(sys.modules, extra, None)  # import now fails as if not installed
         with pytest.raises(UserError, match=rf"pip install 'normlab\[{extra}\]'"):
-            make_loggers([extra], tmp_path, {})
+            make_loggers([extra], tmp_path, {}, lambda step, metrics: None)
 
 
 def test_tensorboard_logger_writes_events(tmp_path, tiny):

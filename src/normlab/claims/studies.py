@@ -104,6 +104,14 @@ class StudyContext:
             got = cache.put("claims", c.id, k, c.decide(self))
         return got
 
+    def analysis(self, t: Any, checkpoint: str = "latest") -> dict[str, Any]:
+        """``normlab analyze`` of trial ``t``'s checkpoint, written to ``OUT/analysis/<study>/<id>``
+        (never into the run directory: deciding a claim leaves its study store as it was)."""
+        from normlab.diagnostics.analyze import analyze_run
+
+        study = Path(t.run_dir).parent.parent.name  # STORE/runs/<id>: the store is named after its study
+        return analyze_run(t.run_dir, checkpoint=checkpoint, out=Path(self.out) / "analysis" / study / t.id)
+
     def describe(self, name: str) -> str:
         t = self.trials(name)
         seeds = len({r.params.get("seed") for r in t})
@@ -129,20 +137,19 @@ def values(trials: list[Any], fn: Callable[[Any], float | None]) -> tuple[list[f
 def init_loss(t: Any) -> float | None:
     """The run's loss at init as Wortsman et al. use it (step-0 val loss, else ln V)."""
     from normlab.diagnostics.sensitivity import run_point
+    from normlab.rundir import RunDir
 
-    if not (Path(t.run_dir) / "config.json").exists():
+    if not RunDir(t.run_dir).is_run():
         return None
     return float(run_point(t.run_dir)["init_loss"])
 
 
 def uniform_loss(t: Any) -> float | None:
     """ln V, the loss of a uniform prediction over the run's vocabulary."""
-    from normlab.config import RunConfig
+    from normlab.rundir import RunDir
 
-    path = Path(t.run_dir) / "config.json"
-    if not path.exists():
-        return None
-    return math.log(RunConfig.from_json(path.read_text(encoding="utf-8")).model.vocab_size)
+    run = RunDir(t.run_dir)
+    return math.log(run.config().model.vocab_size) if run.is_run() else None
 
 
 def gain(t: Any) -> float | None:
@@ -167,43 +174,40 @@ def final_capped(t: Any) -> float | None:
 
 def first_eval(t: Any) -> float | None:
     """Validation loss at the first eval after step 0."""
-    from normlab.fsutil import read_jsonl
+    from normlab.rundir import RunDir
 
-    path = Path(t.run_dir) / "metrics.jsonl"
-    if t.status != "completed" or not path.exists():
+    if t.status != "completed":
         return None
-    vals = [r["val/loss"] for r in read_jsonl(path) if "val/loss" in r and r.get("step", 0) > 0]
+    vals = [r["val/loss"] for r in RunDir(t.run_dir).metrics() if "val/loss" in r and r.get("step", 0) > 0]
     return float(vals[0]) if vals and vals[0] is not None and math.isfinite(vals[0]) else None
 
 
 def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
     """Share of the logged training steps (step > 0) whose pre-clip gradient norm exceeds ``clip``."""
-    from normlab.fsutil import read_jsonl
+    from normlab.rundir import RunDir
 
-    path = Path(t.run_dir) / "metrics.jsonl"
-    if t.status != "completed" or not path.exists():
+    if t.status != "completed":
         return None
-    g = [r["grad_norm"] for r in read_jsonl(path) if r.get("grad_norm") is not None and r.get("step", 0) > 0]
+    g = [r["grad_norm"] for r in RunDir(t.run_dir).metrics() if r.get("grad_norm") is not None and r.get("step", 0) > 0]
     return sum(x > clip for x in g) / len(g) if g else None
 
 
 def last_diag(run_dir: Path) -> dict[str, Any] | None:
     """The last line of RUN/diagnostics.jsonl, and the first one as ``first`` (None if absent)."""
-    from normlab.fsutil import read_jsonl
+    from normlab.rundir import RunDir
 
-    path = Path(run_dir) / "diagnostics.jsonl"
-    recs = read_jsonl(path) if path.exists() else []
+    recs = RunDir(run_dir).diagnostics()
     return {**recs[-1], "first": recs[0]} if recs else None
 
 
-def series_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics.jsonl",
+def series_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metrics",
                 last: bool = True) -> float | None:
-    """Mean of a JSONL series of the run (metrics or diagnostics) over its last ``frac`` of
-    lines (``last=False``: its first ``frac``); None without values."""
-    from normlab.fsutil import read_jsonl
+    """Mean of a JSONL series of the run (``file``: metrics or diagnostics) over its last
+    ``frac`` of lines (``last=False``: its first ``frac``); None without values."""
+    from normlab.rundir import RunDir
 
-    path = Path(run_dir) / file
-    vals = [r[key] for r in read_jsonl(path) if r.get(key) is not None] if path.exists() else []
+    run = RunDir(run_dir)
+    vals = [r[key] for r in (run.diagnostics() if file == "diagnostics" else run.metrics()) if r.get(key) is not None]
     if not vals:
         return None
     k = max(1, int(len(vals) * frac))

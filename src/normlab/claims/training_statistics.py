@@ -23,7 +23,7 @@ def _per(ctx: StudyContext, study: str, params: dict[str, Any], fn: Any) -> tupl
 
 
 def _logz(t: Any, tail: bool = True) -> float | None:
-    return series_mean(t.run_dir, "log_z", file="diagnostics.jsonl", last=tail)
+    return series_mean(t.run_dir, "log_z", file="diagnostics", last=tail)
 
 
 def _dist(x: float | None, y: float | None = 0.0) -> float | None:
@@ -112,13 +112,11 @@ def _deep_angle(t: Any, key: str = "angle") -> float | None:
     return float(np.mean(v)) if v else None
 
 
-def _deletion(t: Any) -> float | None:
+def _deletion(ctx: StudyContext, t: Any) -> float | None:
     """Deep-half minus shallow-half mean loss increase when one block is deleted (final checkpoint)."""
-    from normlab.diagnostics.analyze import analyze_run
-
     if t.status != "completed":
         return None
-    res = analyze_run(t.run_dir, checkpoint="latest")
+    res = ctx.analysis(t)  # written under the claims output: the store being read stays as it was
     return _halves([x - res["val_loss"] for x in res["deletion_loss"]])
 
 
@@ -151,7 +149,7 @@ def pre_collapse(ctx: StudyContext) -> dict[str, Measured]:
 
     pre, ip = _per(ctx, "collapse", {P: "pre"}, _deep_angle)
     out = {"deep-similar": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, halves)[0]), ip),
-           "deletion": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, _deletion)[0]), ip)}
+           "deletion": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, lambda t: _deletion(ctx, t))[0]), ip)}
     for part, p, key in (("resi_dual-x", "resi_dual", "angle"), ("resi_dual-d", "resi_dual", "angle_aux"),
                          ("lns", "lns", "angle")):
         v, i = _per(ctx, "collapse", {P: p}, lambda t, k=key: _deep_angle(t, k))

@@ -82,7 +82,9 @@ def resume_train(run_dir: Path, step: Any) -> str:
     """What to say after Ctrl-C: the command that resumes RUN, or that nothing was written yet."""
     import shlex
 
-    if not (run_dir / "config.json").is_file():
+    from normlab.rundir import RunDir
+
+    if not RunDir(run_dir).is_run():
         return f"{run_dir} was not started yet; rerun the same command"
     at = f"at step {step}, checkpointed; " if step is not None else ""  # None: stopped before the loop
     return f"{at}resume with: normlab train --resume {shlex.quote(str(run_dir))}"

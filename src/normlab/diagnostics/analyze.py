@@ -19,29 +19,14 @@ from typing import Any
 
 import torch
 
-from normlab.errors import UserError
-
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any]:
     """(model in eval mode, RunConfig) from RUN/checkpoints/<checkpoint> (latest when the run has no
     best). A damaged checkpoint is an error naming it, never passed over for the other one."""
-    from normlab.model.transformer import TransformerLM
-    from normlab.train import checkpoint as ckpt
-    from normlab.train.run import load_run_config
+    from normlab.rundir import RunDir
 
-    run = Path(run_dir)
-    if not (run / "config.json").exists():
-        raise UserError(f"{run}: not a run directory (no config.json)")
-    cfg = load_run_config(run, "RUN")
-    folder = ckpt.pick(run, checkpoint)
-    model_cfg = cfg.model
-    if (folder / "model_config.json").is_file():
-        from normlab.model.io import load_config
-
-        model_cfg = load_config(folder)
-    model = TransformerLM(model_cfg)
-    ckpt.load(folder, model, restore_rng=False)  # checks every file against the manifest first
-    return model.eval(), cfg
+    model, cfg, _ = RunDir(run_dir).load_model(checkpoint)  # hash-checked against the manifest first
+    return model, cfg
 
 
 @torch.no_grad()

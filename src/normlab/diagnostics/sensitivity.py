@@ -50,25 +50,15 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     loss is not a loss at init: it averages the first log window, after training started, so
     it would depend on the very lr and warm-up being compared.)
     """
-    from normlab.config import RunConfig
-    from normlab.fsutil import read_jsonl
+    from normlab.rundir import RunDir
 
-    run = Path(run_dir)
-    try:
-        cfg = RunConfig.from_json((run / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{run}: not a run directory (no config.json)") from None
-    summary: dict[str, Any] = {}
-    if (run / "summary.json").exists():
-        from normlab.fscheck import read_json_table
-
-        summary = read_json_table(run / "summary.json", "rerun or --resume the run to rewrite it")
+    rd = RunDir(run_dir)
+    run = rd.path
+    cfg = rd.config()
+    summary: dict[str, Any] = rd.summary(checked=True) or {}
     status = summary.get("status", "missing")
     final = summary.get("final_val_loss") if status != "diverged" else None
-    init = None
-    if (run / "metrics.jsonl").exists():
-        init = next((r["val/loss"] for r in read_jsonl(run / "metrics.jsonl")
-                     if r.get("step") == 0 and "val/loss" in r), None)
+    init = next((r["val/loss"] for r in rd.metrics() if r.get("step") == 0 and "val/loss" in r), None)
     if init is None or not math.isfinite(init):
         init = math.log(cfg.model.vocab_size)
     return {"run": str(run), "lr": cfg.optim.lr, "final_loss": final, "init_loss": init, "status": status}

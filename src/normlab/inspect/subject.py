@@ -70,6 +70,7 @@ def load_subject(model: str, dtype: str = "float32", device: str = "cpu", contex
     path = Path(model)
     if path.is_dir() and (path / "model_config.json").is_file():
         return _lab_dir(path, dtype, device, context)
+    # A lab run and a Hugging Face directory both hold a config.json: its content tells them apart.
     if path.is_dir() and (path / "config.json").is_file():
         data = _read_json(path / "config.json")
         if isinstance(data.get("model"), dict) and "model_type" not in data:
@@ -92,10 +93,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
-    from normlab.train import checkpoint
+    from normlab.rundir import RunDir
 
     for name in ("best", "latest"):
-        found = checkpoint.find(run / "checkpoints" / name)
+        found = RunDir(run).find_checkpoint(name)
         if found is not None:
             return _lab_dir(found, dtype, device, context, run_dir=run)
     raise UserError(f"{run}: no checkpoint under checkpoints/best or checkpoints/latest; train it first")

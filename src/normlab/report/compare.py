@@ -19,6 +19,7 @@ from normlab.report.kinds import heading, inspected
 from normlab.report.load import RunData, detect, load_probe, load_run, load_study
 from normlab.report.numbers import duration, num, signed
 from normlab.report.run_page import describe
+from normlab.rundir import RunDir
 
 
 def names(paths: Sequence[Path]) -> list[str]:
@@ -188,8 +189,7 @@ def _studies(paths: list[Path], labels: list[str], out: Path, progress: bool) ->
         for t in trials:
             per.setdefault(f"{lab}: {study_page.group_label({k: v for k, v in t.params.items() if k != 'study'})}",
                            []).append(t)
-        runs = {g: [load_run(t.run_dir) for t in ts if (t.run_dir / "metrics.jsonl").is_file()
-                    and (t.run_dir / "config.json").is_file()] for g, ts in per.items()}
+        runs = {g: [load_run(t.run_dir) for t in ts if RunDir(t.run_dir).is_report_run()] for g, ts in per.items()}
         runs = {g: rs for g, rs in runs.items() if rs}
         fate = study_page.trial_fates(replace(st, trials=trials), runs)
         vals = {g: [(study_page.trial_value(t, metric), fate[t.id]) for t in ts

@@ -27,7 +27,9 @@ def detect(path: str | Path) -> str:
         return "study"
     if (p / "probe.csv").is_file():
         return "probe"
-    if (p / "config.json").is_file() and (p / "metrics.jsonl").is_file():
+    from normlab.rundir import RunDir
+
+    if RunDir(p).is_report_run():
         return "run"
     raise UserError(f"{p}: not a run dir (config.json + metrics.jsonl), a probe output (probe.csv) "
                     f"or a study store (study.sqlite)")
@@ -83,12 +85,10 @@ def run_label(config: dict[str, Any]) -> str:
 
 
 def load_run(path: str | Path) -> RunData:
-    p = Path(path)
-    cfg = _json(p / "config.json")
-    if not isinstance(cfg, dict):
-        raise UserError(f"{p}: missing or empty config.json (is this a training run directory?)")
-    return RunData(p, cfg, read_jsonl(p / "metrics.jsonl"), _json(p / "summary.json"),
-                   _json(p / "env.json"), read_jsonl(p / "diagnostics.jsonl"))
+    from normlab.rundir import RunDir
+
+    run = RunDir(path)
+    return RunData(run.path, run.config_dict(), run.metrics(), run.summary(), run.env(), run.diagnostics())
 
 
 @dataclass

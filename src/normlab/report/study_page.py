@@ -21,6 +21,7 @@ from normlab.report.kinds import heading, study_question
 from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
 from normlab.report.study_answer import contrast
+from normlab.rundir import RunDir
 from normlab.study.store import TrialRecord as Trial
 
 MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
@@ -75,8 +76,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     groups = dict(sorted(groups.items(), key=lambda kv: _natural(kv[0])))
     runs: dict[str, list[RunData]] = {}
     for label, ts in groups.items():
-        rs = [load_run(t.run_dir) for t in ts if (t.run_dir / "metrics.jsonl").is_file()
-              and (t.run_dir / "config.json").is_file()]
+        rs = [load_run(t.run_dir) for t in ts if RunDir(t.run_dir).is_report_run()]
         if rs:
             runs[label] = rs
     fate = trial_fates(study, runs)

@@ -116,11 +116,14 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
 
 def _checkpoint_step(run_dir: Path) -> int | None:
     """The step of RUN's intact latest checkpoint (what a resumed attempt starts from), or None."""
-    if not (run_dir / "checkpoints").is_dir():
+    from normlab.rundir import RunDir
+
+    run = RunDir(run_dir)
+    if not run.has_checkpoints():
         return None
     from normlab.train import checkpoint
 
-    found = checkpoint.find(run_dir / "checkpoints" / "latest")
+    found = run.find_checkpoint("latest")
     return int(checkpoint.read_state(found)["loop"]["step"]) if found else None
 
 

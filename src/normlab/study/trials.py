@@ -10,7 +10,6 @@ process and Ray boundaries without pickling code.
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -61,8 +60,8 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
     import torch
 
     from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
-    from normlab.fsutil import atomic_write_json
     from normlab.model.transformer import TransformerLM
+    from normlab.rundir import RunDir
 
     run_dir = Path(run_dir)
     tokens, vocab = load_tokens("tinyshakespeare", cfg.data.data_dir)
@@ -76,12 +75,12 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
     rows = [{"placement": str(m.placement), "init": m.init, "n_layer": m.n_layer, "d_model": m.d_model,
              "seed": seed, "layer": layer, "sublayer": sub, "param": param, "metric": metric, "value": value}
             for layer, sub, param, metric, value in probe_model(model, idx, tgt, 2, torch.Generator().manual_seed(seed))]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(run_dir / "config.json", json.loads(cfg.to_json()))
+    run = RunDir(run_dir)
+    run.write_config(cfg)  # a probe trial is a run directory too (config.json, summary.json)
     write_csv(rows, run_dir / "probe.csv")
     pick = {(r["layer"], r["param"], r["metric"]): r["value"] for r in rows}
     summary = {"status": "completed", "steps": 0, "seed": seed, "placement": m.placement,
                "w2_grad_last": pick.get((m.n_layer, "W_2", "grad_norm")),
                "loss_at_init": pick.get((0, "loss", "loss")), "best_val_loss": None}
-    atomic_write_json(run_dir / "summary.json", summary)
+    run.write_summary(summary)
     return summary

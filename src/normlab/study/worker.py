@@ -89,6 +89,7 @@ def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
     import torch
 
     from normlab.config import RunConfig
+    from normlab.rundir import RunDir
     from normlab.study.trials import load_trial
 
     try:
@@ -96,7 +97,7 @@ def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
         cfg = RunConfig.from_json(claim.config_json)
         # A run directory with config.json is a started run: resume it (run_training returns a
         # finished run's summary at once, so a trial killed after training is not retrained).
-        resume = (claim.run_dir / "config.json").is_file()
+        resume = RunDir(claim.run_dir).is_run()
         summary = load_trial(opts.trial)(cfg, claim.run_dir, resume=resume)
         if not isinstance(summary, dict):
             return None, f"trial returned {type(summary).__name__}, not a summary dict"

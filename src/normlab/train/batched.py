@@ -26,10 +26,7 @@ Limits (``incompatibility`` names the first one met, ``run_batched`` refuses wit
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -38,6 +35,8 @@ import torch
 from normlab.config import RunConfig
 from normlab.errors import UserError
 from normlab.schema import to_dict
+from normlab.train.lifecycle import finite, metrics_line, open_files, save, start_loggers, validated
+from normlab.train.window import Window
 
 if TYPE_CHECKING:
     from normlab.train.cadence import StepPlan
@@ -88,28 +87,16 @@ class _Trial:
         self.st = LoopState()
         self.status, self.diverged_at = "completed", None  # type: str, int | None
         self.summary: dict[str, Any] = {}  # summary.json's content, set when the trial finishes
-        self.first_bad = -1  # first diverged step (1-based), -1 while none
-
-
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None  # JSON has no NaN/inf; null means "not finite"
 
 
 def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None) -> None:
-    from normlab.train import checkpoint
+    from normlab.rundir import RunDir
 
-    meta = {"loop": vars(tr.st), "tokenizer": corpus.tokenizer.state(), "batched": True}
-    checkpoint.save(tr.run_dir / "checkpoints" / name, tr.model, meta, opt)
-
-
-def _log(tr: _Trial, step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
-    row = {"tokens": step * tokens_per_step, **metrics}
-    for lg in tr.loggers:
-        lg.log(row, step)
+    save(RunDir(tr.run_dir), name, tr.model, tr.st, corpus.tokenizer, opt, batched=True)
 
 
 def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
-    from normlab.fsutil import atomic_write_json
+    from normlab.rundir import RunDir
     from normlab.train.run import make_summary
 
     tr.st.wall_time = wall
@@ -118,7 +105,7 @@ def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
     for lg in tr.loggers:
         lg.finish(tr.summary)
         lg.close()
-    atomic_write_json(tr.run_dir / "summary.json", tr.summary)
+    RunDir(tr.run_dir).write_summary(tr.summary)
     return tr.summary
 
 
@@ -129,8 +116,7 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     from normlab.data.batches import check_fits
     from normlab.model.transformer import TransformerLM
     from normlab.train.env import pick_device
-    from normlab.train.loggers import require_loggers
-    from normlab.train.run import is_run_dir
+    from normlab.train.plan import is_run_dir, prepare
 
     if len(cfgs) != len(run_dirs):
         raise UserError(f"run_batched: {len(cfgs)} configs but {len(run_dirs)} run directories")
@@ -142,9 +128,9 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     for d in run_dirs:
         if d.exists() and is_run_dir(d):
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
+    for c, d in zip(cfgs, run_dirs):
+        prepare(c, d)  # the solo run's pre-flight: names, loggers, batch split, compiler, budget, path
     c0 = cfgs[0]
-    for c in cfgs:
-        require_loggers(list(c.train.loggers))
     corpus = load_corpus(c0.data)
     check_fits(len(corpus.train), c0.model.context, "training")
     check_fits(len(corpus.val), c0.model.context, "validation")
@@ -160,17 +146,15 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
 
 
 def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
-    from normlab.fsutil import atomic_write_json
+    from normlab.rundir import RunDir
     from normlab.train.env import Dist, environment
-    from normlab.train.loggers import make_loggers
 
     for tr in trials:
-        tr.run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(tr.run_dir / "config.json", json.loads(tr.cfg.to_json()))
         env = environment(device, tr.cfg.seed, Dist())
         env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
-        atomic_write_json(tr.run_dir / "env.json", env)
-        tr.loggers = make_loggers(list(tr.cfg.train.loggers), tr.run_dir, json.loads(tr.cfg.to_json()))
+        run = RunDir(tr.run_dir)
+        open_files(run, tr.cfg, env)
+        tr.loggers = start_loggers(run, tr.cfg)
 
 
 def _micro_batches(corpus: Any, trials: list[_Trial], s: int) -> Callable[[int], list]:
@@ -182,38 +166,29 @@ def _micro_batches(corpus: Any, trials: list[_Trial], s: int) -> Callable[[int],
     return lambda m: [train_batch(corpus.train, ctx, rows, tr.cfg.seed, s, m) for tr in trials]
 
 
-@dataclass
-class _Window:
-    """The steps since the last metrics line, shared by every trial in the stack."""
-
-    loss: torch.Tensor     # (K,) summed step losses
-    n: int = 0             # steps since the last metrics line
-    secs: float = 0.0      # seconds inside them
-
-
-def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: _Window, lr: float, gnorm: float,
+def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad: int, lr: float, gnorm: float,
             vals: torch.Tensor | None, stack: Stack, corpus: Any, wall: float) -> bool:
     """Trial ``i``'s metrics line, validation and checkpoints at a sync step, as the solo
     loop writes them; True when the trial diverged (its last line says so)."""
     tokens_per_step = tr.cfg.train.batch_size * tr.cfg.model.context
-    tr.st.step, tr.st.loss_n = step, w.n
-    row: dict[str, Any] = {"train/loss": _finite(float(w.loss[i]) / w.n), "lr": lr, "grad_norm": _finite(gnorm)}
-    if tr.first_bad >= 0:
-        tr.status, tr.diverged_at = "diverged", tr.first_bad
-        tr.st.train_time += w.secs
-        _log(tr, step, tokens_per_step, {**row, "diverged": True})
+    tr.st.step, tr.st.loss_n = step, w.steps
+    row: dict[str, Any] = {"train/loss": finite(float(w.loss[i]) / w.steps), "lr": lr, "grad_norm": finite(gnorm)}
+    if first_bad >= 0:
+        tr.status, tr.diverged_at = "diverged", first_bad
+        tr.st.train_time += w.train_s
+        metrics_line(tr.loggers, step, tokens_per_step, {**row, "diverged": True})
         return True
     opt = stack.export(i, tr.model, tr.cfg.optim, step) if (plan.ckpt or vals is not None) else None
     if plan.log:
-        row.update({"time/step_s": w.secs / w.n, "tokens_per_s": tokens_per_step * w.n / max(w.secs, 1e-9)})
+        row.update({"time/step_s": w.train_s / w.steps,
+                    "tokens_per_s": tokens_per_step * w.steps / max(w.train_s, 1e-9)})
         if vals is not None:
             v = float(vals[i])
-            row["val/loss"], tr.st.last_val = v, v
-            if tr.st.best_val is None or v < tr.st.best_val:
-                tr.st.best_val = v
+            row["val/loss"] = v
+            if validated(tr.st, v):
                 _save(tr, "best", corpus, None)
-        tr.st.train_time += w.secs
-        _log(tr, step, tokens_per_step, row)
+        tr.st.train_time += w.train_s
+        metrics_line(tr.loggers, step, tokens_per_step, row)
         tr.st.loss_n = 0
     tr.st.loss_sum = 0.0 if plan.log else float(w.loss[i])
     tr.st.wall_time = wall
@@ -232,7 +207,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     from normlab.data.batches import val_batches
     from normlab.train.cadence import Cadence
     from normlab.train.stack import Stack
-    from normlab.train.step import diverged, lr_now
+    from normlab.train.step import lr_now
 
     corpus, trials, device = _prepare(cfgs, [Path(d) for d in run_dirs])
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
@@ -241,30 +216,28 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     _open_run_dirs(trials, device)
     cadence = Cadence.of(t)
     everyone, t_start = list(trials), time.perf_counter()
-    w = _Window(torch.zeros(len(trials), device=device))
+    w = Window(torch.zeros(len(trials), device=device), torch.full((len(trials),), -1, dtype=torch.int64, device=device))
     for s in range(t.steps):
         s1 = s + 1
         t0 = time.perf_counter()
         lrs = [lr_now(tr.cfg.optim, s, t.steps) for tr in trials]
         step_loss = stack.forward_backward(_micro_batches(corpus, trials, s), t.grad_accum)
         gnorm = stack.step(lrs, s1)
-        w.loss += step_loss
         limit = torch.tensor([tr.cfg.train.diverge_loss for tr in trials], device=device)
-        bad = diverged(step_loss, gnorm, limit)  # the solo loop's rule, per trial
-        if bool(bad.any()):  # one host sync per step, as cheap as the solo loop's device-side check
-            for tr, b in zip(trials, bad.tolist()):
-                tr.first_bad = s1 if b and tr.first_bad < 0 else tr.first_bad
-        w.n += 1
-        w.secs += time.perf_counter() - t0
+        w.add(s1, step_loss, gnorm, limit)  # the solo loop's window and divergence rule, per trial
+        w.steps += 1
+        w.train_s += time.perf_counter() - t0
         plan = cadence.what(s1)
         if not plan.sync:
             continue
         vals = stack.validate(val) if plan.eval else None
+        bad = w.first_bad.tolist()  # read back at sync steps only, as in the solo loop
         done = [i for i, tr in enumerate(trials)
-                if _report(tr, i, s1, plan, w, lrs[i], float(gnorm[i]), vals, stack, corpus,
+                if _report(tr, i, s1, plan, w, bad[i], lrs[i], float(gnorm[i]), vals, stack, corpus,
                            time.perf_counter() - t_start)]
         if plan.log:
-            w = _Window(w.loss.zero_())
+            w.loss.zero_()
+            w.steps, w.train_s = 0, 0.0
         for i in done:
             _finish(trials[i], time.perf_counter() - t_start)
         if done:
@@ -273,7 +246,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
                 trials = []
                 break
             stack.keep(keep)
-            trials, w.loss = [trials[i] for i in keep], w.loss[keep]
+            trials, w.loss, w.first_bad = [trials[i] for i in keep], w.loss[keep], w.first_bad[keep]
     for tr in trials:
         _finish(tr, time.perf_counter() - t_start)
     return [tr.summary for tr in everyone]

@@ -1,6 +1,6 @@
 """Checkpoints without pickle: safetensors for tensors, JSON for everything else.
 
-A checkpoint is a directory ``RUN/checkpoints/<name>/`` holding
+A checkpoint is a directory (``RunDir.checkpoint_dir(name)`` places it in a run) holding
 
   model.safetensors      weights (``safetensors.torch.save_model`` handles the tied head)
   optimizer.safetensors  AdamW moments and step counters, flattened ``"<param>.<key>"``
@@ -146,31 +146,6 @@ def find(folder: Path) -> Path | None:
         if cand.is_dir() and problem(cand) is None:
             return cand
     return None
-
-
-def pick(run_dir: Path, which: str = "best") -> Path:
-    """The intact checkpoint ``which`` (best or latest) of ``run_dir``, for readers (sample, analyze).
-
-    A run that never evaluated has no ``best``: ``latest`` is used, as documented. A damaged
-    checkpoint is never passed over for another one: it is an error naming it, and the
-    other checkpoint when that one is intact (``--checkpoint NAME``).
-    """
-    ckpts = Path(run_dir) / "checkpoints"
-    other = "latest" if which == "best" else "best"
-    for name in (which, other):
-        folder = ckpts / name
-        if folder.exists():
-            bad = problem(folder)
-            if bad is None:
-                return folder
-            alt = find(ckpts / (other if name == which else which))
-            fix = (f"use --checkpoint {alt.name.removesuffix('.old')}" if alt is not None
-                   else "no intact checkpoint is left: retrain the run or restore the folder from a backup")
-            raise UserError(f"checkpoint {folder} is damaged ({bad}); {fix}")
-        found = find(folder)  # the .old twin an interrupted swap leaves
-        if found is not None:
-            return found
-    raise UserError(f"{run_dir}: no checkpoint under checkpoints/ (best or latest); train it first")
 
 
 def read_state(folder: Path) -> dict[str, Any]:

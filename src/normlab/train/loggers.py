@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from normlab.errors import UserError
-from normlab.fsutil import append_jsonl, atomic_write_text
+from normlab.fsutil import atomic_write_text
 from normlab.registry import Registry
 
 STUDY_ENV = "NORMLAB_STUDY"  # JSON: {"name", "metric", "trials": {run_dir: axis values}}
@@ -63,10 +63,19 @@ LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers", catalogue=
 
 
 class JsonlLogger(Logger):
-    """One flushed JSON line per logged step in RUN/metrics.jsonl."""
+    """One flushed JSON line per logged step in RUN/metrics.jsonl. The line is written by
+    ``RunDir.append_metrics``, handed in by :func:`make_loggers` (the run directory module owns
+    the file; this module cannot import it, the config's check of logger names imports this one)."""
+
+    def __init__(self, run_dir: Path, config: dict[str, Any],
+                 line: Callable[[int, dict[str, Any]], None] | None = None) -> None:
+        super().__init__(run_dir, config)
+        self.line = line
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
-        append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, **metrics})
+        if self.line is None:
+            raise RuntimeError("the jsonl logger writes through RunDir.append_metrics: build it with make_loggers")
+        self.line(step, metrics)
 
 
 def _need(module: str, extra: str) -> Any:
@@ -155,10 +164,12 @@ class WandbLogger(Logger):
         self.run.finish()
 
 
-def make_loggers(names: list[str], run_dir: Path, config: dict[str, Any]) -> list[Logger]:
-    """jsonl plus the extras named in ``train.loggers`` (in that order, no duplicates)."""
-    ordered = ["jsonl"] + [n for n in names if n != "jsonl"]
-    return [LOGGERS.get(n)(run_dir, config) for n in dict.fromkeys(ordered)]
+def make_loggers(names: list[str], run_dir: Path, config: dict[str, Any],
+                 line: Callable[[int, dict[str, Any]], None]) -> list[Logger]:
+    """jsonl (writing with ``line``, ``RunDir.append_metrics``) plus the extras named in
+    ``train.loggers`` (in that order, no duplicates)."""
+    extras = [LOGGERS.get(n)(run_dir, config) for n in dict.fromkeys(names) if n != "jsonl"]
+    return [JsonlLogger(run_dir, config, line), *extras]
 
 
 def require_loggers(names: list[str]) -> None:

@@ -9,7 +9,6 @@ checkpointed.
 from __future__ import annotations
 
 import contextlib
-import math
 import signal
 import time
 from dataclasses import dataclass, field
@@ -20,9 +19,11 @@ import torch
 
 from normlab.config import RunConfig
 from normlab.data.batches import train_batch
+from normlab.rundir import RunDir
 from normlab.train import checkpoint
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
+from normlab.train.lifecycle import finite, metrics_line, save, validated
 from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
 
@@ -58,10 +59,6 @@ class _Step:
 class _AbandonStep(BaseException):
     """Raised by the signal handler inside forward/backward (a BaseException: no ``except
     Exception`` in between may swallow it)."""
-
-
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None  # JSON has no NaN/inf; null means "not finite"
 
 
 class Trainer:
@@ -126,9 +123,7 @@ class Trainer:
 
     def _save(self, name: str, st: LoopState, with_optimizer: bool = True) -> None:
         if self.dist.main:
-            meta = {"loop": vars(st), "tokenizer": self.corpus.tokenizer.state()}
-            checkpoint.save(self.run_dir / "checkpoints" / name, self.model, meta,
-                            self.opt if with_optimizer else None)
+            save(RunDir(self.run_dir), name, self.model, st, self.corpus.tokenizer, self.opt if with_optimizer else None)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         """Ctrl-C or SIGTERM: checkpoint the last completed step and stop.
@@ -263,8 +258,8 @@ class Trainer:
 
     def _report_divergence(self, st: LoopState, w: Window, out: _Step, at: int) -> None:
         """The last metrics line (``diverged``), and with diagnostics on, where it began."""
-        self._log(st.step, {"train/loss": _finite(float(w.loss) / st.loss_n), "lr": out.lr,
-                            "grad_norm": _finite(float(out.grad_norm)), "diverged": True})
+        self._log(st.step, {"train/loss": finite(float(w.loss) / st.loss_n), "lr": out.lr,
+                            "grad_norm": finite(float(out.grad_norm)), "diverged": True})
         if self.diag is not None and not self.dist.enabled:
             from normlab.train.replay import localise
 
@@ -274,7 +269,7 @@ class Trainer:
         """One metrics line for the steps since the last one (with validation on eval steps)."""
         tokens_per_step = self.cfg.train.batch_size * self.cfg.model.context
         metrics: dict[str, Any] = {
-            "train/loss": float(w.loss) / st.loss_n, "lr": out.lr, "grad_norm": _finite(float(out.grad_norm)),
+            "train/loss": float(w.loss) / st.loss_n, "lr": out.lr, "grad_norm": finite(float(out.grad_norm)),
             "time/step_s": w.train_s / w.steps,
             "tokens_per_s": tokens_per_step * w.steps / max(w.train_s, 1e-9)}
         if out.log_z is not None:
@@ -293,15 +288,11 @@ class Trainer:
         te = time.perf_counter()
         val = self.evaluate()
         out = {"val/loss": val, "time/eval_s": time.perf_counter() - te}
-        st.last_val = val
-        if st.best_val is None or val < st.best_val:
-            st.best_val = val
+        if validated(st, val):
             self._save("best", st, with_optimizer=False)
         return out
 
     def _log(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.dist.main:
             return
-        row = {"tokens": step * self.cfg.train.batch_size * self.cfg.model.context, **metrics}
-        for lg in self.loggers:
-            lg.log(row, step)
+        metrics_line(self.loggers, step, self.cfg.train.batch_size * self.cfg.model.context, metrics)

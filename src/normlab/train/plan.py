@@ -13,7 +13,6 @@ process group, no file.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,23 +32,24 @@ class Plan:
 
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
-    """RUN/config.json; ``label`` names the argument that gave RUN in the error."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise UserError(f"{label} {run_dir}: no config.json there; is it a normlab run directory "
-                        "(`normlab train --out DIR` makes one)?")
-    return RunConfig.from_json(path.read_text(encoding="utf-8"))
+    """RUN's RunConfig; ``label`` names the argument that gave RUN in the error."""
+    from normlab.rundir import RunDir
+
+    return RunDir(run_dir).config(label)
 
 
 def is_run_dir(run_dir: Path) -> bool:
     """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
-    return any((run_dir / n).exists() for n in ("config.json", "metrics.jsonl", "checkpoints"))
+    from normlab.rundir import RunDir
+
+    return RunDir(run_dir).holds_run()
 
 
 def finished(run_dir: str | Path) -> dict | None:
     """The summary of a run that has nothing left to do (completed or diverged), else None."""
-    p = Path(run_dir) / "summary.json"
-    done = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+    from normlab.rundir import RunDir
+
+    done = RunDir(run_dir).summary()
     return done if done and done.get("status") in ("completed", "diverged") else None
 
 
@@ -133,12 +133,13 @@ def _extended(cfg: RunConfig, run_dir: Path, steps: int, done: dict | None) -> R
 
     The stored eval_every is kept (config.json records the interval the run used).
     """
+    from normlab.rundir import RunDir
     from normlab.train import checkpoint
 
     if done and done.get("status") == "diverged":
         raise UserError(f"--steps {steps}: {run_dir} diverged at step {done.get('diverged_at_step')}; "
                         "its weights are not finite, so train a new run instead")
-    ckpt = checkpoint.find(run_dir / "checkpoints" / "latest")
+    ckpt = RunDir(run_dir).find_checkpoint("latest")
     at = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
     if steps < max(at, cfg.train.steps if done else 0):
         raise UserError(f"--steps {steps}: {run_dir} has trained {at} of train.steps={cfg.train.steps}; "

@@ -23,8 +23,9 @@ def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
     not imported here: the loop imports this module); moves its weights."""
     from normlab.diagnostics.training import first_nonfinite
     from normlab.model.transformer import TransformerLM
+    from normlab.rundir import RunDir
 
-    ckpt = checkpoint.find(tr.run_dir / "checkpoints" / "latest")
+    ckpt = RunDir(tr.run_dir).find_checkpoint("latest")
     start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
     if ckpt is not None and start < bad_step:
         checkpoint.load(ckpt, tr.model, tr.opt)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ import torch
 
 from normlab.config import RunConfig
 from normlab.errors import UserError
-from normlab.fsutil import atomic_write_json, read_jsonl, write_jsonl
 from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
 
 if TYPE_CHECKING:
@@ -141,40 +139,35 @@ def build(plan: Plan, data: Data) -> Job:
 def open_run(job: Job) -> tuple[list[Any], Any]:
     """From here on RUN is ours: write config.json and env.json, load the latest checkpoint
     when resuming, drop log lines after it, start the loggers. Returns (loggers, loop state)."""
+    from normlab.rundir import RunDir
     from normlab.train import checkpoint
     from normlab.train.env import environment
-    from normlab.train.loggers import make_loggers
+    from normlab.train.lifecycle import open_files, start_loggers
     from normlab.train.loop import LoopState
 
     cfg, run_dir, dist, resume = job.cfg, job.plan.run_dir, job.dist, job.plan.resume
+    run = RunDir(run_dir)
     st = LoopState()
-    latest = run_dir / "checkpoints" / "latest"
-    ckpt = checkpoint.find(latest) if resume else None
-    if resume and ckpt is None and latest.exists() and dist.main:
+    ckpt = run.find_checkpoint("latest") if resume else None
+    if resume and ckpt is None and run.checkpoint_dir("latest").exists() and dist.main:
         # A damaged checkpoint is never loaded; starting over reproduces the same metrics.
-        logging.getLogger(__name__).warning(f"{checkpoint.problem(latest)}; restarting the run from step 0")
+        logging.getLogger(__name__).warning(f"{run.checkpoint_problem('latest')}; restarting the run from step 0")
     env = environment(job.device, cfg.seed, dist)
     if dist.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "config.json", json.loads(cfg.to_json()))
-        if resume and (run_dir / "env.json").is_file():
-            first = json.loads((run_dir / "env.json").read_text(encoding="utf-8"))
-            first.setdefault("resumes", []).append(env)
-            env = first
-        atomic_write_json(run_dir / "env.json", env)
+        open_files(run, cfg, env, resume)
     if ckpt is not None:
         state = checkpoint.load(ckpt, job.model, job.optimizer)
         st = LoopState(**state["loop"])
     if dist.main:
-        _truncate(run_dir / "metrics.jsonl", st.step)
-        _truncate(run_dir / "diagnostics.jsonl", st.step)
-    loggers = make_loggers(list(cfg.train.loggers), run_dir, json.loads(cfg.to_json())) if dist.main else []
+        run.truncate_logs(st.step)
+    loggers = start_loggers(run, cfg) if dist.main else []
     return loggers, st
 
 
 def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
     """The loop from ``st`` to the end, then summary.json; a failure still leaves a summary
     (status failed), and the process group is left in every case."""
+    from normlab.rundir import RunDir
     from normlab.train.env import close_dist
     from normlab.train.loop import Trainer
 
@@ -193,7 +186,7 @@ def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
         summary = make_summary("failed", st, None, cfg, model, error=f"{type(e).__name__}: {e}")
         if dist.main:
             with contextlib.suppress(OSError):  # the disk may be what failed; keep the first error
-                atomic_write_json(run_dir / "summary.json", summary)
+                RunDir(run_dir).write_summary(summary)
         if isinstance(e, OSError):  # a log write hit a full or read-only disk: one clear line
             raise UserError(f"cannot write under {run_dir}: {e.strerror or e} ({e.filename}); the last "
                             "checkpoint is intact (free space or fix permissions, then --resume)") from e
@@ -203,14 +196,8 @@ def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
             lg.close()
         close_dist(dist, finished=summary.get("status") == "completed")
     if dist.main:
-        atomic_write_json(run_dir / "summary.json", summary)
+        RunDir(run_dir).write_summary(summary)
     return summary
-
-
-def _truncate(path: Path, upto: int) -> None:
-    """Drop log lines after the checkpoint step (resume rewrites them) and any torn last line."""
-    if path.exists():
-        write_jsonl(path, [r for r in read_jsonl(path) if r.get("step", 0) <= upto])
 
 
 def make_summary(status: str, st: Any, diverged_at: int | None, cfg: RunConfig, model: torch.nn.Module,

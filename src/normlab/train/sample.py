@@ -14,20 +14,15 @@ def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float
                top_k: int | None = 200, seed: int = 0, which: str = "best", device: str = "cpu") -> str:
     """Text continuing ``prompt`` from checkpoint ``which`` (best, else latest) of ``run_dir``."""
     from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.model.transformer import TransformerLM
-    from normlab.train import checkpoint
+    from normlab.rundir import RunDir
     from normlab.train.env import pick_device
-    from normlab.train.run import load_run_config
 
-    run_dir = Path(run_dir)
-    cfg = load_run_config(run_dir, "sample")
-    found = checkpoint.pick(run_dir, which)  # a damaged one is an error, never silently passed over
+    run = RunDir(run_dir)
+    run.config("sample")  # not a run: say so before anything else
     if tokens < 0:
         raise UserError(f"--tokens={tokens}: must be >= 0")
     dev = pick_device(device)
-    model = TransformerLM(cfg.model).to(dev)
-    state = checkpoint.load(found, model, restore_rng=False)
-    model.eval()
+    model, cfg, state = run.load_model(which, "sample", dev)  # a damaged checkpoint is an error, never passed over
     tok = tokenizer_from_state(state["tokenizer"])
     ids = tok.encode(prompt) if prompt else [0]
     idx = torch.tensor([ids], dtype=torch.long, device=dev)

@@ -1,4 +1,5 @@
-"""What the solo loop accumulates between two metrics lines, kept on the device.
+"""What a training loop accumulates between two metrics lines, kept on the device (the solo
+loop's scalars, or the batched loop's one entry per trial).
 
 The per-step loss is summed on the device and divergence is tracked there too (the first
 bad step is remembered in a tensor), so a GPU never waits for the host between ordinary
@@ -29,7 +30,7 @@ class Window:
     train_s: float = 0.0           # seconds inside those steps
     t_wall: float = 0.0            # perf_counter() when wall_time was last brought up to date
 
-    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, limit: float) -> None:
+    def add(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor, limit: float | torch.Tensor) -> None:
         self.loss += loss
         bad = diverged(loss, grad_norm, limit)  # on the device, no host sync
         self.first_bad = torch.where(bad & (self.first_bad < 0), torch.full_like(self.first_bad, step),

@@ -1,0 +1,198 @@
+"""``RunDir``: the one owner of a training run's directory (the contract in docs/training.md).
+
+Every file of ``RUN/`` is named here and only here:
+
+  config.json        the RunConfig the run used (the authority on resume)
+  env.json           device, versions and host of the first start, then one entry per resume
+  metrics.jsonl      one JSON line per logged step
+  diagnostics.jsonl  in-training statistics (``train.diagnostics_every``)
+  summary.json       status and results, written when the run ends
+  checkpoints/       ``latest`` and ``best`` (``normlab.train.checkpoint``: hash-checked)
+
+Readers (sample, analyze, sensitivity, inspect, claims, report) and writers (the solo and the
+batched loop) go through it, so a new run file is one edit here. Checkpoints are always
+loaded through ``normlab.train.checkpoint``, which checks every file against its manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from normlab.errors import UserError
+from normlab.fsutil import append_jsonl, atomic_write_json, read_jsonl, write_jsonl
+
+if TYPE_CHECKING:
+    from normlab.runconfig import RunConfig
+
+CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
+CHECKPOINTS = "checkpoints"
+
+
+class RunDir:
+    """One run directory: read (and, for the training loops, write) its files."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ what it is
+    def is_run(self) -> bool:
+        """Whether a run was started here (config.json is written first, by the opening)."""
+        return (self.path / CONFIG).is_file()
+
+    def is_report_run(self) -> bool:
+        """A run with something to plot: config.json and metrics.jsonl."""
+        return self.is_run() and (self.path / METRICS).is_file()
+
+    def holds_run(self) -> bool:
+        """Whether any part of a run is here (a fresh run must not start over it)."""
+        return any((self.path / n).exists() for n in (CONFIG, METRICS, CHECKPOINTS))
+
+    def has_checkpoints(self) -> bool:
+        return (self.path / CHECKPOINTS).is_dir()
+
+    # ------------------------------------------------------------------ reading
+    def config(self, label: str = "RUN") -> RunConfig:
+        """The RunConfig in config.json; ``label`` names the argument that gave RUN in the error."""
+        from normlab.runconfig import RunConfig
+
+        if not self.is_run():
+            raise UserError(f"{label} {self.path}: no config.json there; is it a normlab run directory "
+                            "(`normlab train --out DIR` makes one)?")
+        return RunConfig.from_json((self.path / CONFIG).read_text(encoding="utf-8"))
+
+    def config_dict(self) -> dict[str, Any]:
+        """config.json as stored (the report shows it as written)."""
+        cfg = _json(self.path / CONFIG)
+        if not isinstance(cfg, dict):
+            raise UserError(f"{self.path}: missing or empty config.json (is this a training run directory?)")
+        return cfg
+
+    def summary(self, checked: bool = False) -> dict[str, Any] | None:
+        """summary.json (None while the run is going or after a kill). ``checked``: damage is a
+        one-line error naming the fix, as the sensitivity reader wants."""
+        p = self.path / SUMMARY
+        if not p.is_file():
+            return None
+        if checked:
+            from normlab.fscheck import read_json_table
+
+            return read_json_table(p, "rerun or --resume the run to rewrite it")
+        return _json(p)
+
+    def env(self) -> dict[str, Any] | None:
+        return _json(self.path / ENV)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """metrics.jsonl's lines ([] when absent; a torn last line of a killed run is ignored)."""
+        return _jsonl(self.path / METRICS)
+
+    def diagnostics(self) -> list[dict[str, Any]]:
+        return _jsonl(self.path / DIAGNOSTICS)
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_dir(self, name: str) -> Path:
+        """Where checkpoint ``name`` (latest, best) lives; writers and the error messages use it."""
+        return self.path / CHECKPOINTS / name
+
+    def find_checkpoint(self, name: str) -> Path | None:
+        """The intact checkpoint ``name`` (or its twin after an interrupted swap), else None."""
+        from normlab.train import checkpoint
+
+        return checkpoint.find(self.checkpoint_dir(name))
+
+    def checkpoint_problem(self, name: str) -> str | None:
+        from normlab.train import checkpoint
+
+        return checkpoint.problem(self.checkpoint_dir(name))
+
+    def pick_checkpoint(self, which: str = "best") -> Path:
+        """The intact checkpoint ``which`` (best or latest), for readers.
+
+        A run that never evaluated has no ``best``: ``latest`` is used, as documented. A damaged
+        checkpoint is never passed over for another one: it is an error naming it, and the
+        other checkpoint when that one is intact (``--checkpoint NAME``).
+        """
+        from normlab.train import checkpoint
+
+        other = "latest" if which == "best" else "best"
+        for name in (which, other):
+            folder = self.checkpoint_dir(name)
+            if folder.exists():
+                bad = checkpoint.problem(folder)
+                if bad is None:
+                    return folder
+                alt_name = other if name == which else which
+                fix = (f"use --checkpoint {alt_name}" if self.find_checkpoint(alt_name) is not None
+                       else "no intact checkpoint is left: retrain the run or restore the folder from a backup")
+                raise UserError(f"checkpoint {folder} is damaged ({bad}); {fix}")
+            found = checkpoint.find(folder)  # the twin an interrupted swap leaves
+            if found is not None:
+                return found
+        raise UserError(f"{self.path}: no checkpoint under checkpoints/ (best or latest); train it first")
+
+    def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
+        """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
+        (hash-checked before any tensor is read)."""
+        from normlab.model.transformer import TransformerLM
+        from normlab.train import checkpoint
+
+        cfg = self.config(label)
+        folder = self.pick_checkpoint(which)
+        model_cfg = cfg.model
+        if (folder / "model_config.json").is_file():  # the model the checkpoint holds, as saved
+            from normlab.model.io import load_config
+
+            model_cfg = load_config(folder)
+        model = TransformerLM(model_cfg).to(device)
+        state = checkpoint.load(folder, model, restore_rng=False)
+        return model.eval(), cfg, state
+
+    # ------------------------------------------------------------------ writing (the training loops)
+    def write_config(self, cfg: Any) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path / CONFIG, json.loads(cfg.to_json()))
+
+    def write_env(self, env: dict[str, Any], resume: bool = False) -> None:
+        """env.json; a resume keeps the first start's record and appends its own."""
+        if resume and (self.path / ENV).is_file():
+            first = json.loads((self.path / ENV).read_text(encoding="utf-8"))
+            first.setdefault("resumes", []).append(env)
+            env = first
+        atomic_write_json(self.path / ENV, env)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_json(self.path / SUMMARY, summary)
+
+    def append_metrics(self, step: int, metrics: dict[str, Any]) -> None:
+        """One flushed line of metrics.jsonl."""
+        append_jsonl(self.path / METRICS, {"step": step, **metrics})
+
+    def truncate_logs(self, upto: int) -> None:
+        """Drop log lines after the checkpoint step (resume rewrites them) and any torn last line."""
+        for name in (METRICS, DIAGNOSTICS):
+            p = self.path / name
+            if p.exists():
+                write_jsonl(p, [r for r in read_jsonl(p) if r.get("step", 0) <= upto])
+
+    def save_checkpoint(self, name: str, model: Any, state: dict[str, Any], optimizer: Any = None) -> None:
+        from normlab.train import checkpoint
+
+        checkpoint.save(self.checkpoint_dir(name), model, state, optimizer)
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return read_jsonl(path) if path.is_file() else []

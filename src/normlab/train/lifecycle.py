@@ -1,0 +1,54 @@
+"""What the solo and the batched loop do around their steps, written once: opening the run
+directory, the metrics line, the validation bookkeeping with its ``best`` checkpoint, and
+the checkpoint's state. The loops differ only in what a step is (one model, or K trials
+stacked); each calls these with its own model, loop state and loggers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def finite(v: float) -> float | None:
+    """``v``, or None when it is not finite (JSON has no NaN/inf; null means "not finite")."""
+    return v if math.isfinite(v) else None
+
+
+def open_files(run: Any, cfg: Any, env: dict[str, Any], resume: bool = False) -> None:
+    """The opening: write RUN's config.json and env.json (a resume appends its record to
+    env.json). ``run`` is a ``normlab.rundir.RunDir``; every check passed before this."""
+    run.write_config(cfg)
+    run.write_env(env, resume=resume)
+
+
+def start_loggers(run: Any, cfg: Any) -> list[Any]:
+    """The run's loggers, jsonl (RUN/metrics.jsonl, through ``run``) first. Started last, after
+    a resume loaded its checkpoint, so a failed load leaves no logger (a W&B run) open."""
+    from normlab.train.loggers import make_loggers
+
+    return make_loggers(list(cfg.train.loggers), run.path, json.loads(cfg.to_json()), run.append_metrics)
+
+
+def metrics_line(loggers: list[Any], step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
+    """One metrics line (``tokens`` first, then ``metrics``) to every logger."""
+    row = {"tokens": step * tokens_per_step, **metrics}
+    for lg in loggers:
+        lg.log(row, step)
+
+
+def validated(st: Any, val: float) -> bool:
+    """Record validation loss ``val`` in loop state ``st``; True when it is a new best (the
+    caller then saves the ``best`` checkpoint, weights only)."""
+    st.last_val = val
+    if st.best_val is None or val < st.best_val:
+        st.best_val = val
+        return True
+    return False
+
+
+def save(run: Any, name: str, model: Any, st: Any, tokenizer: Any, optimizer: Any = None, **extra: Any) -> None:
+    """Checkpoint ``name`` of the run: the weights (and optimizer), the loop state and the
+    tokenizer, so resume and ``normlab sample`` need nothing else."""
+    run.save_checkpoint(name, model, {"loop": vars(st), "tokenizer": tokenizer.state(), **extra}, optimizer)
