@@ -96,6 +96,18 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def read_json(path: str | Path, default: Any = None) -> Any:
+    """The JSON document at ``path``, or ``default`` when there is no such file; a file that is
+    not valid JSON is a ``UserError`` naming it (a damaged file is reported, never guessed at)."""
+    p = Path(path)
+    if not p.is_file():
+        return default
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{p}: not valid JSON ({e})") from None
+
+
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Replace ``path`` by ``rows`` atomically (used to truncate logs on resume)."""
     text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=True) + "\n" for r in rows)

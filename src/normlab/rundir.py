@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normlab.errors import UserError
-from normlab.fsutil import append_jsonl, atomic_write_json, read_jsonl, write_jsonl
+from normlab.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
 
 if TYPE_CHECKING:
     from normlab.runconfig import RunConfig
@@ -67,7 +67,7 @@ class RunDir:
 
     def config_dict(self) -> dict[str, Any]:
         """config.json as stored (the report shows it as written)."""
-        cfg = _json(self.path / CONFIG)
+        cfg = read_json(self.path / CONFIG)
         if not isinstance(cfg, dict):
             raise UserError(f"{self.path}: missing or empty config.json (is this a training run directory?)")
         return cfg
@@ -82,17 +82,17 @@ class RunDir:
             from normlab.fscheck import read_json_table
 
             return read_json_table(p, "rerun or --resume the run to rewrite it")
-        return _json(p)
+        return read_json(p)
 
     def env(self) -> dict[str, Any] | None:
-        return _json(self.path / ENV)
+        return read_json(self.path / ENV)
 
     def metrics(self) -> list[dict[str, Any]]:
         """metrics.jsonl's lines ([] when absent; a torn last line of a killed run is ignored)."""
-        return _jsonl(self.path / METRICS)
+        return read_jsonl(self.path / METRICS)
 
     def diagnostics(self) -> list[dict[str, Any]]:
-        return _jsonl(self.path / DIAGNOSTICS)
+        return read_jsonl(self.path / DIAGNOSTICS)
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_dir(self, name: str) -> Path:
@@ -185,14 +185,3 @@ class RunDir:
         checkpoint.save(self.checkpoint_dir(name), model, state, optimizer)
 
 
-def _json(path: Path, default: Any = None) -> Any:
-    if not path.is_file():
-        return default
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return read_jsonl(path) if path.is_file() else []

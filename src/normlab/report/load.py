@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from normlab.errors import UserError
+from normlab.fsutil import read_json
 
 
 def detect(path: str | Path) -> str:
@@ -35,20 +35,6 @@ def detect(path: str | Path) -> str:
                     f"or a study store (study.sqlite)")
 
 
-def _json(path: Path, default: Any = None) -> Any:
-    if not path.is_file():
-        return default
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """JSON lines of ``path`` ([] when absent); a torn last line (a killed run) is ignored."""
-    from normlab.fsutil import read_jsonl as shared
-
-    return shared(path) if path.is_file() else []
 
 
 @dataclass
@@ -117,7 +103,7 @@ def load_probe(path: str | Path) -> ProbeData:
                     r[c] = int(float(r[c]))
             r["value"] = float(r["value"]) if r["value"] not in ("", None) else float("nan")
             rows.append(r)
-    return ProbeData(p, rows, _json(p / "summary.json", {}) or {}, _json(p / "probe_config.json", {}) or {})
+    return ProbeData(p, rows, read_json(p / "summary.json", {}) or {}, read_json(p / "probe_config.json", {}) or {})
 
 
 @dataclass
