@@ -64,7 +64,8 @@ def compare_two(a: str, pa: Sequence[Point], b: str, pb: Sequence[Point], unit: 
     if e.lo is None or e.hi is None or e.n_min < MIN_SEEDS:
         return text + f" (fewer than {MIN_SEEDS} seeds a side: not weighed against seed noise)"
     lo, hi = (e.lo, e.hi) if lower == a else (-e.hi, -e.lo)
-    verdict = "a real difference" if lo > 0 else "within seed noise"
+    # descriptive, not a claim verdict: no margin was registered for a study page
+    verdict = "the interval excludes 0" if lo > 0 else "the interval includes 0"
     return text + f", 95% interval [{num(lo, 3)}, {num(hi, 3)}] ({verdict})"
 
 
