@@ -211,3 +211,31 @@ def slope_per_seed(x: Sequence[float] | np.ndarray, rows: Sequence[Sequence[floa
             continue
         out.append(float(np.polyfit(xs, np.log(y) if log_y else y, 1)[0]))
     return out
+
+
+def contrast(groups: Sequence[tuple[Sequence[float | None], float]], method: str = "contrast") -> Effect:
+    """sum_i w_i * mean(group_i) over independent groups, with its t interval (standard error
+    sqrt(sum w_i^2 s_i^2 / n_i), Welch-Satterthwaite degrees of freedom). A placement x depth
+    interaction is ``contrast([(a_deep, 1), (a_shallow, -1), (b_deep, -1), (b_shallow, 1)])``:
+    how much more a's loss changes with depth than b's, each against its own shallow control.
+    ``n_a`` / ``n_b`` are the smallest group on the positive / negative side."""
+    vals = [(_finite(v), float(w)) for v, w in groups]
+    pos = [len(v) for v, w in vals if w > 0]
+    neg = [len(v) for v, w in vals if w < 0]
+    n_a, n_b = (min(pos) if pos else 0), (min(neg) if neg else None)
+    if any(len(v) == 0 for v, _ in vals):
+        return Effect(None, None, None, n_a, n_b, method)
+    est = math.fsum(w * math.fsum(v) / len(v) for v, w in vals)
+    if any(len(v) < 2 for v, _ in vals):
+        return Effect(est, None, None, n_a, n_b, method)
+    terms = []
+    for v, w in vals:
+        m = math.fsum(v) / len(v)
+        terms.append((w * w * math.fsum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v), len(v) - 1))
+    var = math.fsum(t for t, _ in terms)
+    if var == 0:
+        return Effect(est, est, est, n_a, n_b, method, 0.0, float(sum(d for _, d in terms)))
+    df = var**2 / math.fsum(t * t / d for t, d in terms if t)
+    se = math.sqrt(var)
+    h = _tq(df) * se
+    return Effect(est, est - h, est + h, n_a, n_b, method, se, df)

@@ -7,7 +7,7 @@ every claims module.
 
 from __future__ import annotations
 
-from normlab.claims import quick, quick_beyond_grid, training, training_depth, training_statistics
+from normlab.claims import quick, quick_beyond_grid, training, training_depth, training_statistics, training_warmup
 from normlab.claims.claim import Claim
 from normlab.registry import Registry
 
@@ -15,7 +15,7 @@ from normlab.registry import Registry
 def all_claims() -> Registry[Claim]:
     """Every claim, quick ones first, in the order of the modules' ``CLAIMS`` lists."""
     reg: Registry[Claim] = Registry("claim", "--only")
-    for mod in (quick, quick_beyond_grid, training, training_depth, training_statistics):
+    for mod in (quick, quick_beyond_grid, training_warmup, training_depth, training, training_statistics):
         for c in mod.CLAIMS:
             reg.add(c.id, c)
     return reg

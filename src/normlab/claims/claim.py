@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from normlab.claims.rules import Rule, combine
+from normlab.claims.regime import Regime, lab_settings, merge_settings, probe_settings, scoped
+from normlab.claims.rules import INCONCLUSIVE, Rule, combine
 from normlab.stats import Effect
 
 
@@ -31,10 +32,16 @@ class Part:
     quantity: str     # what is measured; the effect's unit and sign convention
     rule: Rule
     why: str          # the reason for this rule and its parameters
+    # A check of the implementation (true by construction, e.g. an identity coefficient of
+    # exactly 1): decided like a part, shown apart, never counted among the verdicts.
+    check: bool = False
 
     def spec(self) -> dict[str, Any]:
-        return {"id": self.id, "asserts": self.asserts, "quantity": self.quantity, "rule": self.rule.spec(),
-                "rule_text": self.rule.text(), "why": self.why}
+        out = {"id": self.id, "asserts": self.asserts, "quantity": self.quantity, "rule": self.rule.spec(),
+               "rule_text": self.rule.text(), "why": self.why}
+        if self.check:
+            out["check"] = True
+        return out
 
 
 @dataclass
@@ -45,6 +52,9 @@ class Measured:
     trials: list[str] = field(default_factory=list)  # trial ids (or probe cells) the effect used
     numbers: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    # Set when every arm of the contrast stalled or diverged: the part is inconclusive
+    # whatever the interval says (two stalled models differ by noise, not by placement).
+    all_failed: str = ""
 
 
 @dataclass
@@ -61,14 +71,17 @@ class Claim:
     studies: tuple[str, ...] = ()  # study presets a training claim reads
     experiments: dict[str, str] = field(default_factory=dict)  # the experiment at other scales, e.g. "seed"
     needs: Any = None             # a quick claim's measure.Needs: the only data `--only` measures for it
+    regime: Regime | None = None  # the source's regime (claims/regime.py); None: not yet stated
 
     def experiment_at(self, scale: str | None) -> str:
         """The experiment the claim is decided on at study scale ``scale`` (None: at init)."""
         return self.experiments.get(scale, self.experiment) if scale else self.experiment
 
     def rule_hash(self, scale: str | None = None) -> str:
-        spec = {"statement": self.statement, "experiment": self.experiment_at(scale),
-                "parts": [p.spec() for p in self.parts]}
+        spec: dict[str, Any] = {"statement": self.statement, "experiment": self.experiment_at(scale),
+                                "parts": [p.spec() for p in self.parts]}
+        if self.regime is not None:  # which factors count as departures is part of the rule
+            spec["departures"] = {p.id: self.regime.departures(scale or "init", p.id) for p in self.parts}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def code_hash(self) -> str:
@@ -81,17 +94,38 @@ class Claim:
         missing = [p.id for p in self.parts if p.id not in got]
         if missing:
             raise RuntimeError(f"claim {self.id}: measure() returned no value for parts {missing}")
-        parts = []
+        key = scale or "init"
+        parts, checks = [], []
         for p in self.parts:
             m = got[p.id]
-            parts.append({**p.spec(), "effect": m.effect.as_dict(), "effect_text": m.effect.text(),
-                          "verdict": p.rule.verdict(m.effect), "p": p.rule.p(m.effect), "trials": m.trials,
-                          "numbers": m.numbers, "note": m.note})
+            raw = INCONCLUSIVE if m.all_failed else p.rule.verdict(m.effect)
+            away = self.regime.departures(key, p.id) if self.regime else []
+            rec = {**p.spec(), "effect": m.effect.as_dict(), "effect_text": m.effect.text(), "rule_verdict": raw,
+                   "verdict": scoped(raw, away), "departures": away,
+                   "p": None if m.all_failed else p.rule.p(m.effect), "trials": m.trials, "numbers": m.numbers,
+                   "note": "; ".join(x for x in (m.all_failed, m.note) if x)}
+            (checks if p.check else parts).append(rec)
+        # The claim's verdict rests on the parts inside the source's regime; only when none is
+        # inside does it rest on all of them, and then it is scoped to the lab's settings.
+        inside = [x for x in parts if not x["departures"]]
+        raw_claim = combine([x["rule_verdict"] for x in (inside or parts)])
+        away = [] if inside else sorted({f for x in parts for f in x["departures"]})
         return {"id": self.id, "statement": self.statement, "source": self.source,
                 "experiment": self.experiment_at(scale),
                 "settings": self.settings, "quick": self.quick, "figure": self.figure,
-                "verdict": combine([x["verdict"] for x in parts]), "parts": parts,
+                "rule_verdict": raw_claim, "verdict": scoped(raw_claim, away), "departures": away,
+                "regime": self.regime.spec(key, self.lab(data)) if self.regime else None,
+                "parts": parts, "checks": checks,
                 "rule_hash": self.rule_hash(scale), "code_hash": self.code_hash()}
+
+    def lab(self, data: Any) -> dict[str, str]:
+        """The lab's side of the regime: read off the studies' specs, or the probe's settings."""
+        if self.quick:
+            return probe_settings(getattr(data, "probe", {}) or {})
+        from normlab.study.presets import study_preset
+
+        specs = {n: study_preset(n, data.scale) for n in self.studies}
+        return merge_settings({n: lab_settings(s.base, s.axes, len(s.seeds)) for n, s in specs.items()})
 
 
 def claim(**kw: Any) -> Callable[[Callable[[Any], dict[str, Measured]]], Claim]:

@@ -1,5 +1,6 @@
 """Quick measurements beyond the probe grid, each one value per seed:
 
+- :func:`identity_path`: the per-norm factor of Post-LN's identity term prod_k J_LN_k (seed 004).
 - :func:`identity_coefficients`: tr(d x_l / d x_{l-1}) / n per block (Hutchinson), the
   weight of the identity in each block's Jacobian (seed 000's J_LN (I + J_F) vs I + J_F J_LN).
 - :func:`one_step_change`: relative change of the logits after one Adam step (Liu et al.
@@ -66,6 +67,35 @@ def identity_coefficients(placement: str, L: int, seed: int) -> list[float]:
         v = torch.randint(0, 2, y.shape, generator=gen).to(y.dtype) * 2 - 1
         (g,) = torch.autograd.grad(y, x, v, retain_graph=True)
         out.append(float((g * v).sum() / v.numel()))
+    return out
+
+
+def identity_path(L: int, seed: int) -> list[float]:
+    """The identity ("first") term of Post-LN's end-to-end Jacobian: the product of the
+    LayerNorm Jacobians alone, prod_k J_LN_k, with every J_F term dropped. Each J_LN_k is
+    taken at the input its norm sees in the forward pass; a Gaussian tangent v is pushed
+    through them in order (forward-mode, ``torch.func.jvp``) and the return is
+    ||v_k|| / ||v_{k-1}|| per norm (2 per block: after attention and after the FFN)."""
+    import torch
+
+    model, (idx, tgt), _ = _setup("post", L, seed)
+    norms = [s.norm for b in model.blocks for s in (b.attn, b.ffn)]
+    ins: list[Any] = []
+    hooks = [n.register_forward_hook(lambda _m, a, _o: ins.append(a[0].detach())) for n in norms]
+    try:
+        with torch.no_grad():
+            model(idx, tgt)
+    finally:
+        for h in hooks:
+            h.remove()
+    gen = torch.Generator().manual_seed(seed)
+    v = torch.randn(ins[0].shape, generator=gen)
+    out = []
+    for n, u in zip(norms, ins):
+        _, w = torch.func.jvp(n, (u,), (v,))
+        out.append(float(w.detach().norm() / v.norm()))
+        w = w.detach()
+        v = w
     return out
 
 
@@ -196,14 +226,14 @@ def seed_block_causality(seed: int, d: int = 64, heads: int = 4, T: int = 16) ->
     return math.log10(max(change, 1e-30))
 
 
-EXTRAS = ("identity:pre", "identity:post", "one_step:post", "one_step:pre", "one_step:admin", "one_step:deepnorm",
+EXTRAS = ("identity:pre", "identity:post", "identity_path:post", "one_step:post", "one_step:pre", "one_step:admin", "one_step:deepnorm",
           "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
 
 
 def extra_size(key: str, seeds: int, depths: list[int]) -> int:
     """How many models (or draws) measuring ``key`` takes: the progress display's unit."""
     name = key.partition(":")[0]
-    return {"identity": seeds, "one_step": seeds * len(depths), "rms": seeds}.get(name, 3)
+    return {"identity": seeds, "identity_path": seeds, "one_step": seeds * len(depths), "rms": seeds}.get(name, 3)
 
 
 def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,
@@ -225,6 +255,8 @@ def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], 
         if name == "identity":
             out.setdefault("identity", {"L": ref_depth})[p] = each(identity_coefficients,
                                                                    [(p, ref_depth, s) for s in range(seeds)])
+        elif name == "identity_path":
+            out["identity_path"] = {"L": max(depths), "post": each(identity_path, [(max(depths), s) for s in range(seeds)])}
         elif name == "one_step":
             got = each(one_step_change, [(p, L, s) for L in depths for s in range(seeds)])
             out.setdefault("one_step", {"depths": list(depths)})[p] = {

@@ -13,6 +13,7 @@ import numpy as np
 
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.measure import Needs, QuickData, last_w2, log_spread, per_seed
+from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
 from normlab.stats import one_sample, paired, slope_per_seed, spearman_per_seed
 
@@ -21,7 +22,18 @@ PROBE = ("probe at init: post, pre, deepnorm; xavier init (Xiong et al.'s settin
 SETTINGS = "xavier init, no training; each seed draws new weights and a new batch; effects over seeds"
 
 
-@claim(id="xiong-thm1", quick=True, needs=Needs({"pre": "all", "post": "all"}), source="Xiong et al. 2020, Theorem 1", experiment=PROBE, settings=SETTINGS,
+# Claims about the model at initialisation: what matters is the init and the depth range.
+XIONG_INIT = Regime((
+    factor("init", "Xavier, N(0, 1/fan_in) (the theorems' assumption)", why="the probe uses xavier"),
+    factor("steps", "at initialisation", why="the probe measures at init"),
+    factor("width", "any d (bounds stated in d)", matters=False, why="d = 128; the bounds hold at every width"),
+))
+INIT_REGIME = Regime((
+    factor("init", "not stated", matters=False, why="the probe uses xavier, the init of Xiong et al.'s analysis"),
+    factor("steps", "at or near initialisation", why="the probe measures at init"),
+))
+
+@claim(id="xiong-thm1", quick=True, regime=XIONG_INIT, needs=Needs({"pre": "all", "post": "all"}), source="Xiong et al. 2020, Theorem 1", experiment=PROBE, settings=SETTINGS,
        statement="The gradient of the last layer's W2 has Frobenius norm O(d sqrt(ln d)) for Post-LN, "
                  "independent of L, and O(d sqrt(ln d / L)) for Pre-LN.", figure="xiong_w2_depth",
        parts=[Part("pre", "Pre-LN's last-layer W2 gradient scales like L^(-1/2)",
@@ -40,7 +52,7 @@ def xiong_thm1(q: QuickData) -> dict[str, Measured]:
     return out
 
 
-@claim(id="forward-norms", quick=True, needs=Needs({"post": "all", "pre": "max"}), source="Xiong et al. 2020, Lemmas 1-2", experiment=PROBE,
+@claim(id="forward-norms", quick=True, regime=XIONG_INIT, needs=Needs({"post": "all", "pre": "max"}), source="Xiong et al. 2020, Lemmas 1-2", experiment=PROBE,
        settings=SETTINGS, figure="forward_norms",
        statement="Post-LN: the input to the last LN has E||x||^2 about 1.5 d in every layer; Pre-LN: the stream "
                  "grows linearly, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d.",
@@ -62,7 +74,7 @@ def forward_norms(q: QuickData) -> dict[str, Measured]:
                             {"layers_within_bounds": f"{inside}/{L}"})}
 
 
-@claim(id="xiong-direction", quick=True, needs=Needs({"post": "ref", "pre": "ref"}), experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
+@claim(id="xiong-direction", quick=True, regime=XIONG_INIT, needs=Needs({"post": "ref", "pre": "ref"}), experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
        source="Xiong et al. 2020, Fig. 3; seed 004 (Chinese survey, 004_d24365e98fdce59d.txt)",
        statement="At init the Post-LN gradient norm of the parameters rises with the layer index (largest next "
                  "to the output); Pre-LN's is much flatter. (Seed 004: 'Post Norm's expected gradient grows "
@@ -85,7 +97,7 @@ def xiong_direction(q: QuickData) -> dict[str, Measured]:
                                      "pre_profile": np.nanmean(g["pre"], 0).round(3).tolist()})}
 
 
-@claim(id="seed001-lower-layers", quick=True, needs=Needs({"post": "ref"}),
+@claim(id="seed001-lower-layers", quick=True, regime=INIT_REGIME, needs=Needs({"post": "ref"}),
        experiment=PROBE, settings=SETTINGS, figure="grad_per_layer",
        source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
        statement="In Post-LN at the start of training the gradients of the lower layers are much larger than "
@@ -113,7 +125,7 @@ def seed001_lower_layers(q: QuickData) -> dict[str, Measured]:
             "linear": Measured(one_sample(slope_per_seed(dist, rel)), cells)}
 
 
-@claim(id="normformer-pre-early", quick=True, needs=Needs({"pre": "ref"}), source="NormFormer (Shleifer et al. 2021)", experiment=PROBE,
+@claim(id="normformer-pre-early", quick=True, regime=INIT_REGIME, needs=Needs({"pre": "ref"}), source="NormFormer (Shleifer et al. 2021)", experiment=PROBE,
        settings=SETTINGS, figure="grad_per_layer",
        statement="In Pre-LN, gradients at early layers are much larger than at later layers.",
        parts=[Part("falls", "Pre-LN's parameter gradient falls with the layer index",
@@ -130,7 +142,7 @@ def normformer(q: QuickData) -> dict[str, Measured]:
             "much": Measured(one_sample(per_seed(lambda r: math.log(r[0] / r[-1]), blk)), cells)}
 
 
-@claim(id="rank-collapse", quick=True, needs=Needs({"post": "all", "pre": "all"}), source="Noci et al. 2022", experiment=PROBE, settings=SETTINGS,
+@claim(id="rank-collapse", quick=True, regime=INIT_REGIME, needs=Needs({"post": "all", "pre": "all"}), source="Noci et al. 2022", experiment=PROBE, settings=SETTINGS,
        figure="rank_collapse",
        statement="The mean pairwise cosine between tokens at the last layer rises toward 1 with depth, faster "
                  "for Post-LN.",
@@ -151,4 +163,31 @@ def rank_collapse(q: QuickData) -> dict[str, Measured]:
     return out
 
 
-CLAIMS = [xiong_thm1, forward_norms, xiong_direction, seed001_lower_layers, normformer, rank_collapse]
+
+@claim(id="seed001-pre-flat", quick=True, needs=Needs({"pre": "ref"}), experiment=PROBE, settings=SETTINGS,
+       regime=INIT_REGIME, source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
+       statement="In Pre-LN the gradient passes directly through the residual path: dL/dx_l ~ dL/dx_L, so its size "
+                 "stays almost constant whatever the depth.",
+       parts=[Part("flat", "Pre-LN's stream gradient at the input is within a factor 2 of the last block's",
+                   "log10(||dL/dx_0|| / ||dL/dx_{L-1}||) at L = 16, per seed (pre)", Within(-0.3, 0.3),
+                   "'almost constant' = within a factor 2 (log10 2 = 0.3) from the first block to the last")])
+def seed001_pre_flat(q: QuickData) -> dict[str, Measured]:
+    L = q.ref_depth()
+    st = q.values("pre", L, "grad_norm", "stream", "x")
+    return {"flat": Measured(one_sample(per_seed(lambda r: math.log10(r[0] / r[-1]), st)), q.cells("pre", [L]))}
+
+
+@claim(id="seed002-post-vanish", quick=True, needs=Needs({"post": "all"}), experiment=PROBE, settings=SETTINGS,
+       regime=INIT_REGIME, source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), on post-norm",
+       statement="In deep networks (more than 12-24 layers) the gradients may vanish, requiring special "
+                 "techniques (warm-up, small learning rates).",
+       parts=[Part("vanish", "in a 32-block Post-LN model the first block's parameter gradient is below a tenth of "
+                   "the last block's", "log10(||dLoss/d block 1 parameters|| / ||dLoss/d block L parameters||), "
+                   "L = 32, per seed (post)", Direction(-1, -1.0),
+                   "vanish = a factor 10 or more below the top of the stack")])
+def seed002_post_vanish(q: QuickData) -> dict[str, Measured]:
+    L = max(q.depths)
+    blk = q.values("post", L, "grad_norm", "block")
+    return {"vanish": Measured(one_sample(per_seed(lambda r: math.log10(r[0] / r[-1]), blk)), q.cells("post", [L]))}
+
+CLAIMS = [xiong_thm1, forward_norms, xiong_direction, seed001_lower_layers, normformer, rank_collapse, seed001_pre_flat, seed002_post_vanish]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from normlab.claims.claim import Measured, Part, claim
-from normlab.claims.measure import Needs, QuickData, factor_per_layer, per_seed
-from normlab.claims.quick import PROBE, SETTINGS
+from normlab.claims.measure import Needs, QuickData
+from normlab.claims.quick import INIT_REGIME, PROBE, SETTINGS
+from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
 from normlab.stats import Effect, one_sample, paired, slope_per_seed
 
@@ -18,13 +19,13 @@ STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Sha
         "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")
 
 
-@claim(id="jacobian-identity", quick=True, needs=Needs(extra=("identity:pre", "identity:post")), experiment=PROBE + "; one Rademacher probe per block",
+@claim(id="jacobian-identity", quick=True, regime=INIT_REGIME, needs=Needs(extra=("identity:pre", "identity:post")), experiment=PROBE + "; one Rademacher probe per block",
        source="seed 000 (Korean lecture notes, 000_ca64de5e8bef631c.txt)", settings=SETTINGS,
        statement="Post-LN's Jacobian is J_LN (I + J_F): even the identity path passes through J_LN. Pre-LN's "
                  "is I + J_F J_LN: it keeps a direct identity term.",
        parts=[Part("pre", "Pre-LN's block Jacobian carries the identity with weight 1",
                    "identity coefficient tr(d x_l / d x_{l-1}) / n, mean over the blocks of L = 16, per seed (pre)",
-                   Within(0.9, 1.1), "a direct I term gives 1 plus the branch's trace; +-0.1"),
+                   Within(0.9, 1.1), "a direct I term gives 1 plus the branch's trace; +-0.1", check=True),
               Part("post", "Post-LN's identity is scaled by J_LN (below 1)",
                    "the same coefficient (post)", Direction(-1, 0.9),
                    "J_LN divides by the std of x + F(x), above 1 when the branch adds variance (xavier init), so the "
@@ -39,23 +40,27 @@ def jacobian_identity(q: QuickData) -> dict[str, Measured]:
     return out
 
 
-@claim(id="seed004-decay", quick=True, needs=Needs({"post": "max"}), experiment=PROBE + "; end-to-end Jacobian d x_L / d x_l by autograd",
-       source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt)", settings=SETTINGS, figure="jacobian",
+@claim(id="seed004-decay", quick=True, needs=Needs(extra=("identity_path:post",)),
+       experiment=PROBE + "; the identity term prod_k J_LN_k pushed forward by jvp at L = 32",
+       source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt)", settings=SETTINGS,
+       regime=Regime((factor("init", "not stated (the derivation assumes Var F = Var x)", matters=False),)),
        statement="Post-LN's identity path decays like (1/sqrt(2))^L through the layers: a toll booth on every "
                  "layer, so that at 32 layers it is almost 0.",
-       parts=[Part("factor", "the gain falls by a factor 1/sqrt(2) = 0.707 per layer",
-                   "geometric factor per layer of the RMS singular value of d x_L / d x_l, L = 32, per seed (post)",
-                   Within(0.65, 0.76), "0.707 +- about 7%"),
+       parts=[Part("factor", "the identity term falls by a factor 1/sqrt(2) = 0.707 per normalised residual",
+                   "geometric mean over the 64 LayerNorms of L = 32 blocks of ||J_LN v|| / ||v||, the tangent v "
+                   "pushed through the LayerNorm Jacobians alone (every J_F term of the product dropped), per seed "
+                   "(post)", Within(0.65, 0.76),
+                   "0.707 +- about 7%; the seed's layer is x <- Norm(x + F(x)), one norm each, so the factor is "
+                   "per LayerNorm (2 per block)"),
               Part("almost-0", "at 32 layers the identity path is almost 0",
-                   "log10 of the RMS singular value of d x_32 / d x_0, per seed (post)", Direction(-1, -2),
-                   "'almost 0' read as below 1% (the seed's formula gives 1.5e-5)")])
+                   "log10 of ||prod_k J_LN_k v|| / ||v|| over all 64 LayerNorms, per seed (post)", Direction(-1, -2),
+                   "'almost 0' read as below 1% (the seed's formula gives 1.5e-5 at 32)")])
 def seed004_decay(q: QuickData) -> dict[str, Measured]:
-    L = max(q.depths)
-    jac = q.values("post", L, "jac_rms_to_last", "stream", "x")
-    cells = q.cells("post", [L])
-    return {"factor": Measured(one_sample(per_seed(factor_per_layer, jac)), cells),
-            "almost-0": Measured(one_sample([float(np.log10(v)) for v in jac[:, 0]]), cells,
-                                 {"predicted_log10": float(L * np.log10(2 ** -0.5))})}
+    f = np.array(q.extra["identity_path"]["post"])  # (seeds, norms)
+    cells = [f"post/L{q.extra['identity_path']['L']}/seed{s}" for s in range(len(f))]
+    return {"factor": Measured(one_sample(np.exp(np.log(f).mean(1)).tolist()), cells),
+            "almost-0": Measured(one_sample(np.log10(f).sum(1).tolist()), cells,
+                                 {"predicted_log10": float(f.shape[1] * np.log10(2 ** -0.5))})}
 
 
 def _slopes(q: QuickData, p: str) -> list[float]:
@@ -67,24 +72,26 @@ def _slopes(q: QuickData, p: str) -> list[float]:
 @claim(id="liu-amplification", quick=True,
        needs=Needs(extra=("one_step:post", "one_step:pre", "one_step:admin")), source="Liu et al. 2020, 'Understanding the Difficulty of Training "
        "Transformers', Sec. 4 and Theorem 2", experiment=STEP, settings="xavier init; Admin profiled on the batch",
-       statement="The output change caused by the first parameter updates grows with the number of layers for "
-                 "Post-LN (amplification), much less for Pre-LN and for Admin.",
-       parts=[Part("post", "Post-LN's output change grows with depth",
+       regime=Regime((factor("optimizer", "Adam, the first updates", why="one Adam step"),
+                      factor("depth", "N sub-layers, 12 to 120", inside=True,
+                             why="4 to 64 sub-layers (L = 2 to 32 blocks): the growth law is read over a factor 16"),
+                      factor("width", "d = 512", matters=False, why="the bound is in N, not d"))),
+       statement="The output change caused by the first parameter updates grows with the number of sub-layers N "
+                 "as O(N) for Post-LN (amplification) and as O(log N) for Pre-LN and for Admin.",
+       parts=[Part("post", "Post-LN's output change grows like N",
                    "slope of log(relative logit change after one step) against log L, per seed (post)",
-                   Direction(+1), "grows = positive log-log slope"),
-              Part("pre", "Pre-LN's grows less than Post-LN's", "that slope, pre minus post, paired by seed",
-                   Direction(-1), "less amplification = a smaller slope"),
-              Part("admin", "Admin's grows less than Post-LN's", "that slope, admin minus post, paired by seed",
-                   Direction(-1), "less amplification = a smaller slope")])
+                   Within(0.7, 1.3), "O(N) = a log-log slope about 1"),
+              Part("pre", "Pre-LN's grows like log N", "that slope (pre)", Direction(-1, 0.7),
+                   "O(log N) over N = 4..64 gives a log-log slope of ln(ln 64 / ln 4) / ln 16 = 0.40; 0.7 is the "
+                   "midpoint between that and 1"),
+              Part("admin", "Admin's grows like log N", "that slope (admin)", Direction(-1, 0.7),
+                   "as for Pre-LN")])
 def liu_amplification(q: QuickData) -> dict[str, Measured]:
     s = {p: _slopes(q, p) for p in ("post", "pre", "admin")}
-    cells = [f"{p}/one-step" for p in s]
-    return {"post": Measured(one_sample(s["post"]), cells, {"per_seed": s["post"]}),
-            "pre": Measured(paired(s["pre"], s["post"]), cells),
-            "admin": Measured(paired(s["admin"], s["post"]), cells)}
+    return {p: Measured(one_sample(s[p]), [f"{p}/one-step"], {"per_seed": s[p]}) for p in s}
 
 
-@claim(id="deepnorm-bounded", quick=True, needs=Needs(extra=("one_step:deepnorm", "one_step:post")), source="DeepNet (Wang et al. 2022), Sec. 4", experiment=STEP,
+@claim(id="deepnorm-bounded", quick=True, regime=INIT_REGIME, needs=Needs(extra=("one_step:deepnorm", "one_step:post")), source="DeepNet (Wang et al. 2022), Sec. 4", experiment=STEP,
        settings="xavier init; DeepNorm's alpha = (2L)^(1/4), beta = (8L)^(-1/4) (decoder-only)",
        statement="With alpha = (2M)^(1/4) on the shortcut and beta = (8M)^(-1/4) on W_V, W_O, W_1, W_2, the "
                  "model update stays bounded by a constant independent of depth.",
@@ -95,7 +102,8 @@ def liu_amplification(q: QuickData) -> dict[str, Measured]:
                    Direction(-1), "DeepNorm exists to remove Post-LN's growth"),
               Part("shortcut", "the shortcut's share of the pre-norm sum alpha x + F(x) grows with depth",
                    "slope of mean log(Var F / Var[alpha x]) over sub-layers against log L, per seed (deepnorm)",
-                   Direction(-1), "alpha grows and beta shrinks with depth: the branch share should fall")])
+                   Direction(-1), "alpha grows and beta shrinks with depth: the branch share should fall",
+                   check=True)])
 def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
     steps = q.extra["one_step"]
     s = {p: _slopes(q, p) for p in ("deepnorm", "post")}
@@ -107,7 +115,7 @@ def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
             "shortcut": Measured(one_sample(sh), ["deepnorm/one-step"])}
 
 
-@claim(id="seed001-rms", quick=True, needs=Needs(extra=("rms",)), source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
+@claim(id="seed001-rms", quick=True, regime=INIT_REGIME, needs=Needs(extra=("rms",)), source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
        experiment="x = s z, z of unit RMS (64 x 128, a new draw per seed), s = 0.1 and 10; 5 seeds",
        settings="exact arithmetic in float32",
        statement="RMSNorm(x) = x / RMS(x) * g, where RMS(x) = (1/n) sum x_i^2.",
@@ -120,7 +128,7 @@ def seed001_rms(q: QuickData) -> dict[str, Measured]:
                                    {"normlab_log10_ratio": float(np.mean([x["normlab_log10_ratio"] for x in r]))})}
 
 
-@claim(id="seed002-gpt2", quick=True, needs=Needs(extra=("gpt2",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+@claim(id="seed002-gpt2", quick=True, regime=INIT_REGIME, needs=Needs(extra=("gpt2",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        experiment="random 3-layer transformers GPT-2 models (d = 64, no download, 3 seeds) loaded into normlab's "
                   "post and pre placements", settings="float32, dropout off",
        statement="Example: GPT-2 uses post-norm.",
@@ -136,7 +144,7 @@ def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
                              {"log10_diff_pre": [x["log10_diff_pre"] for x in r]})}
 
 
-@claim(id="seed002-code-causal", quick=True, needs=Needs(extra=("causal",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+@claim(id="seed002-code-causal", quick=True, regime=INIT_REGIME, needs=Needs(extra=("causal",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        experiment="the seed's TransformerBlock code (pre-norm branch), d = 64, 4 heads, 16 positions, 3 seeds",
        settings="nn.MultiheadAttention in its default (sequence, batch, d) layout, as the code calls it",
        statement="Pet project: 'implement a simple transformer with a pre/post-norm switch, train it on Tiny "

@@ -94,7 +94,31 @@ class Within:
         return min(1.0, p_in, p_out)
 
 
-Rule = Direction | Within
+@dataclass(frozen=True)
+class Outside:
+    """The statement predicts a value outside [lo, hi] ("depends on", "sensitive to"): supported
+    if the interval lies entirely outside, contradicted if it lies inside, inconclusive if it
+    straddles a bound. The mirror of :class:`Within`, with the same p-value."""
+
+    lo: float
+    hi: float
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "outside", "lo": self.lo, "hi": self.hi}
+
+    def text(self) -> str:
+        return (f"supported if the 95% interval lies entirely outside [{self.lo:g}, {self.hi:g}]; contradicted if "
+                f"it lies inside; inconclusive if it straddles a bound")
+
+    def verdict(self, e: Effect) -> str:
+        v = Within(self.lo, self.hi).verdict(e)
+        return {SUPPORTED: CONTRADICTED, CONTRADICTED: SUPPORTED}.get(v, v)
+
+    def p(self, e: Effect) -> float | None:
+        return Within(self.lo, self.hi).p(e)
+
+
+Rule = Direction | Within | Outside
 
 
 def _decidable(e: Effect) -> bool:

@@ -36,6 +36,7 @@ class StudyContext:
     display: Any = None  # a normlab.progress.Progress shared by every study of the run
     _done: dict[str, list[Any]] = field(default_factory=dict)
     spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # first start, last finish
+    _ce: dict[str, Any] = field(default_factory=dict)  # reference losses per data setting
 
     def store_dir(self, name: str) -> Path:
         return Path(self.out) / "stores" / name
@@ -111,6 +112,36 @@ class StudyContext:
 
         study = Path(t.run_dir).parent.parent.name  # STORE/runs/<id>: the store is named after its study
         return analyze_run(t.run_dir, checkpoint=checkpoint, out=Path(self.out) / "analysis" / study / t.id)
+
+    def data_ce(self, t: Any) -> Any:
+        """The reference losses (unigram cross-entropy, ln V) of the data trial ``t`` trained on,
+        computed from the corpus (``normlab.data.unigram``), cached per data setting."""
+        from normlab.data.unigram import data_ce
+        from normlab.rundir import RunDir
+
+        data = RunDir(t.run_dir).config().data
+        key = repr(data)
+        if key not in self._ce:
+            self._ce[key] = data_ce(data)
+        return self._ce[key]
+
+    def outcome(self, t: Any) -> str | None:
+        """'trains', 'stalls' or 'diverged' (``normlab.study.outcome``); None if unfinished."""
+        from normlab.study.outcome import classify
+
+        if t.status == "diverged":
+            return "diverged"
+        if t.status != "completed":
+            return None
+        return classify(t, self.data_ce(t))
+
+    def unigram_ce(self, study: str = "stability-map") -> float:
+        """The unigram cross-entropy of the data study ``study``'s runs trained on."""
+        return float(self.data_ce(next(t for t in self.trials(study) if t.status == "completed")).unigram)
+
+    def uniform_ce(self, study: str = "stability-map") -> float:
+        """ln V of the data study ``study``'s runs trained on."""
+        return float(self.data_ce(next(t for t in self.trials(study) if t.status == "completed")).uniform)
 
     def describe(self, name: str) -> str:
         t = self.trials(name)

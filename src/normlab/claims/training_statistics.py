@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from normlab.claims.claim import Measured, Part, claim
+from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, final_capped, last_diag, series_mean, values, where
 from normlab.stats import one_sample, paired, welch
@@ -33,7 +34,12 @@ def _dist(x: float | None, y: float | None = 0.0) -> float | None:
 
 @claim(id="zloss-logz", quick=False, studies=["zloss"], source="PaLM (Chowdhery et al. 2022); Wortsman et al. 2023",
        experiment="study 'zloss': Pre-LN 6 blocks d=128, constant lr 3e-3, no warm-up, 300 steps, z_loss {0, 1e-4}, "
-                  "3 seeds, diagnostics every 30 steps", settings="gradient clipping at 1.0",
+                  "5 seeds, diagnostics every 30 steps", settings="gpt2 init; gradient clipping at 1.0",
+       regime=Regime((factor("steps", "whole pre-training runs (PaLM: 10^5+ steps)", inside=False,
+                             parts=("drifts", "near-0"), why="log Z drifts over long training; the lab reads "
+                             "300 steps, an early-training measurement"),
+                      factor("lr", "PaLM's schedule; Wortsman et al. raise the lr to provoke the drift",
+                             matters=False))),
        statement="Without z-loss the mean log Z of the output softmax drifts; with z-loss (1e-4) it stays near 0.",
        parts=[Part("drifts", "without z-loss, mean log Z moves during training",
                    "|late - early mean log Z| (last vs first quarter of diagnostic steps), z_loss 0, per seed",
@@ -50,6 +56,17 @@ def zloss_logz(ctx: StudyContext) -> dict[str, Measured]:
     without, io = _per(ctx, "zloss", {"optim.z_loss": 0.0}, lambda t: _dist(_logz(t)))
     return {"drifts": Measured(one_sample(drift), ids), "near-0": Measured(one_sample(with_z), iw),
             "lower": Measured(welch(without, with_z), io + iw)}
+
+
+WORTSMAN = Regime((
+    factor("lr", "a log grid from 1e-4 to 1 (AdamW, warm-up, cosine decay)", why="the lab's grid spans 3e-4 to "
+           "3e-2, the part of theirs where small models go from training to failing"),
+    factor("steps", "1e4 steps and more", inside=False, why="attention-logit growth develops over training; the "
+           "lab's 200 steps show its start"),
+    factor("clipping", "global norm 1.0", why="the same"),
+    factor("width", "d = 64 to 1024+ (the point is that small models show it)", matters=False),
+    factor("precision", "bfloat16 mixed", matters=False, why="the instabilities they study occur in float32 too"),
+))
 
 
 def _sensitivity(ctx: StudyContext, placement: str, qk: str | None) -> dict[int, float]:
@@ -76,7 +93,8 @@ def _logit_growth(t: Any) -> float | None:
 @claim(id="lr-sensitivity", quick=False, studies=["lr-sensitivity"], source="Wortsman et al. 2023, 'Small-scale proxies for large-scale "
        "Transformer training instabilities'; seed 000's check question on q/k logits",
        experiment="study 'lr-sensitivity': lr {3e-4 .. 3e-2} x (pre, pre + QK-norm, post), 6 blocks, 200 steps, "
-                  "3 seeds; attention logits from in-training diagnostics", settings="gradient clipping at 1.0",
+                  "5 seeds; attention logits from in-training diagnostics", settings="gpt2 init; gradient clipping at 1.0",
+       regime=WORTSMAN,
        statement="QK-norm lowers LR sensitivity; attention logits grow at high learning rates without it "
                  "(Pre-LN alone does not stop q/k logit growth).",
        parts=[Part("qk-lowers", "QK-norm lowers Pre-LN's LR sensitivity",
@@ -96,6 +114,9 @@ def lr_sensitivity(ctx: StudyContext) -> dict[str, Measured]:
                                   [t.id for t in where(ctx.trials("lr-sensitivity"), {P: "pre"})],
                                   {"pre": a, "pre_qk": b, "post": _sensitivity(ctx, "post", None)}),
             "logits-grow": Measured(one_sample(grow), ig), "qk-stops": Measured(welch(grow, grow_qk), ig + iq)}
+
+
+LRS_EXP = ("study 'lr-sensitivity': lr {3e-4 .. 3e-2} x (pre, pre + QK-norm, post), 6 blocks, 200 steps, 5 seeds")
 
 
 def _halves(vals: list[float | None]) -> float | None:
@@ -121,10 +142,23 @@ def _deletion(ctx: StudyContext, t: Any) -> float | None:
 
 
 COL = ("study 'collapse': pre/resi_dual/lns/sandwich, 24 blocks d=64, 300 steps, lr 1e-3 cosine, warm-up 30, "
-       "3 seeds, diagnostics every 60 steps")
+       "5 seeds, diagnostics every 60 steps")
+COLLAPSE = Regime((
+    factor("depth", "deep stacks (Sun et al.: up to 70B-parameter LLMs of 32 to 80 layers)", inside=False,
+           why="24 blocks is the deepest the run affords"),
+    factor("steps", "pre-trained models", inside=False, why="collapse is reported in trained LLMs; the lab reads "
+           "300 steps"),
+))
+SANDWICH = Regime((
+    factor("steps", "long training (CogView: instability after thousands of steps; Peri-LN: pre-training)",
+           inside=False, why="max |x| grows over long training; the lab reads 300 steps"),
+    factor("precision", "fp16 / bf16", matters=False, why="the lab measures the value in float32; overflow is "
+           "read against 65504"),
+))
 
 
-@claim(id="pre-collapse", quick=False, studies=["collapse"], experiment=COL, settings="gradient clipping at 1.0",
+@claim(id="pre-collapse", quick=False, studies=["collapse"], experiment=COL, settings="gpt2 init; gradient clipping at 1.0",
+       regime=COLLAPSE,
        source="Liu et al. 2020; Sun et al. 2025 ('curse of depth'); Xie et al. 2023 (ResiDual); seed 004",
        statement="In Pre-LN the deep layers become similar (cosine(x_l, x_{l+1}) near 1, small angular distance; "
                  "deleting a deep layer costs little). ResiDual and LayerNorm Scaling avoid it.",
@@ -140,8 +174,11 @@ COL = ("study 'collapse': pre/resi_dual/lns/sandwich, 24 blocks d=64, 300 steps,
               Part("resi_dual-d", "... and so does its un-normalised stream d",
                    "deep-half angular distance, resi_dual's d stream minus pre's", Direction(+1),
                    "the dual stream is the Pre-LN-like one: collapse would show there"),
-              Part("lns", "LayerNorm Scaling avoids it", "deep-half angular distance, lns minus pre", Direction(+1),
-                   "avoids = deep blocks move the stream more than Pre-LN's")])
+              Part("lns", "LayerNorm Scaling avoids it",
+                   "the deletion quantity above (deep half minus shallow half), lns minus pre", Direction(+1),
+                   "avoids = deleting its deep blocks costs relatively more than Pre-LN's; not an angle, since "
+                   "LNS scales deep branches by 1/sqrt(l) by design, which a similarity measure would penalise by "
+                   "construction")])
 def pre_collapse(ctx: StudyContext) -> dict[str, Measured]:
     def halves(t: Any) -> float | None:
         d = last_diag(t.run_dir)
@@ -150,10 +187,12 @@ def pre_collapse(ctx: StudyContext) -> dict[str, Measured]:
     pre, ip = _per(ctx, "collapse", {P: "pre"}, _deep_angle)
     out = {"deep-similar": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, halves)[0]), ip),
            "deletion": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, lambda t: _deletion(ctx, t))[0]), ip)}
-    for part, p, key in (("resi_dual-x", "resi_dual", "angle"), ("resi_dual-d", "resi_dual", "angle_aux"),
-                         ("lns", "lns", "angle")):
+    for part, p, key in (("resi_dual-x", "resi_dual", "angle"), ("resi_dual-d", "resi_dual", "angle_aux")):
         v, i = _per(ctx, "collapse", {P: p}, lambda t, k=key: _deep_angle(t, k))
         out[part] = Measured(welch(v, pre), i + ip, {p: v, "pre": pre})
+    lns, il = _per(ctx, "collapse", {P: "lns"}, lambda t: _deletion(ctx, t))
+    pre_del, _ = _per(ctx, "collapse", {P: "pre"}, lambda t: _deletion(ctx, t))
+    out["lns"] = Measured(welch(lns, pre_del), il + ip, {"lns": lns, "pre": pre_del})
     return out
 
 
@@ -166,7 +205,8 @@ def _max_abs(t: Any) -> tuple[float, float] | None:
     return math.log10(last), math.log10(last / first)
 
 
-@claim(id="sandwich-max-abs", quick=False, studies=["collapse"], experiment=COL, settings="gradient clipping at 1.0",
+@claim(id="sandwich-max-abs", quick=False, studies=["collapse"], experiment=COL, settings="gpt2 init; gradient clipping at 1.0",
+       regime=SANDWICH,
        source="CogView (Ding et al. 2021); Peri-LN (Kim et al. 2025)",
        statement="Sandwich/Peri-LN keeps the residual stream's max |x| bounded where Pre-LN's grows "
                  "(fp16 overflow risk at 65504).",
@@ -185,4 +225,19 @@ def sandwich_max_abs(ctx: StudyContext) -> dict[str, Measured]:
     return out
 
 
-CLAIMS = [zloss_logz, lr_sensitivity, pre_collapse, sandwich_max_abs]
+@claim(id="seed004-lr-sensitive", quick=False, studies=["lr-sensitivity"], experiment=LRS_EXP,
+       settings="gpt2 init; gradient clipping at 1.0", regime=WORTSMAN,
+       source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt), closing comparison",
+       statement="Post Norm trains unstably: its gradients explode easily, it is sensitive to the learning rate "
+                 "and to the weight initialisation, and it converges with difficulty.",
+       parts=[Part("post-more", "Post-LN's LR sensitivity is higher than Pre-LN's",
+                   "Wortsman et al.'s LR sensitivity of each seed's sweep (mean over lrs of min(final loss, loss at "
+                   "init) minus the sweep's best), post minus pre", Direction(+1),
+                   "more sensitive = a larger average loss excess over the lr grid")])
+def seed004_lr_sensitive(ctx: StudyContext) -> dict[str, Measured]:
+    a, b = _sensitivity(ctx, "post", None), _sensitivity(ctx, "pre", None)
+    return {"post-more": Measured(welch(list(a.values()), list(b.values())),
+                                  [t.id for t in where(ctx.trials("lr-sensitivity"), {QK: None})], {"post": a, "pre": b})}
+
+
+CLAIMS = [zloss_logz, lr_sensitivity, seed004_lr_sensitive, pre_collapse, sandwich_max_abs]
