@@ -51,6 +51,8 @@ SMOKE: list[tuple[str, str, str]] = [
      "one seed of a small model at the same placements and depths"),
     (r"^(normlab study run pre-vs-post .*)$", r"\1 --scale smoke --workers 1 --set train.steps=3",
      "the preset's smoke scale, three steps, in-process"),
+    (r"^(normlab study run stability-map .*)$", r"\1 --scale smoke --workers 1 --set train.steps=3",
+     "the preset's smoke grid, three steps, in-process"),
     (r"^normlab study run --store S$", "normlab study run --store studies/pvp",
      "S stands for a store started earlier: the one of the line before"),
     (r"^(normlab inspect .*)$", r"\1 --max-tokens 128 --quiet", "a short batch"),

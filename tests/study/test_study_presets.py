@@ -7,7 +7,8 @@ import pytest
 from normlab.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
-NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "deep-stability", "collapse"]
+NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "deep-stability", "collapse",
+         "stability-map"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:
@@ -37,6 +38,24 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
         study_preset("pre-vs-post", "huge")
     with pytest.raises(ConfigError, match="--scale"):
         study_preset("depth", "seed")
+
+
+def test_stability_map_grid_is_the_table_at_the_top() -> None:
+    import json
+
+    from normlab.study.presets import STABILITY_GRID
+
+    spec = study_preset("stability-map")
+    g = STABILITY_GRID["cpu"]
+    assert spec.axes == {"model.placement": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
+                         "optim.lr": [3e-4, 1e-3, 3e-3], "model.n_layer": [6, 24], "optim.warmup_steps": [0, 50]}
+    assert spec.seeds == g["seeds"] == [0, 1, 2, 3, 4] and len(spec.trials()) == 6 * 3 * 2 * 2 * 5
+    cfg = json.loads(spec.trials()[0].config_json)
+    m, o, t = cfg["model"], cfg["optim"], cfg["train"]
+    assert (m["d_model"], m["context"], m["init"], t["batch_size"], t["steps"]) == (64, 64, "xavier", 16, 200)
+    assert (o["schedule"], o["grad_clip"]) == ("constant", 0.0)  # constant after warm-up, unclipped
+    smoke = study_preset("stability-map", "smoke")
+    assert len(smoke.trials()) == 2 * 2 * 2 * 2 * 2
 
 
 def test_cli_presets_dry_run_and_status(tmp_path, capsys, fake_path) -> None:

@@ -6,6 +6,7 @@
 | probe | ``normlab probe``: models at initialisation over depths and seeds | probe.csv |
 | inspect | ``normlab inspect``: one trained checkpoint under the lab's statistics | probe.csv + a summary.json naming the model's family |
 | study | a study store | study.sqlite |
+| stability | a stability map: a study of outcomes over lr x depth x warm-up | study.sqlite whose spec is named in ``STABILITY_STUDIES`` |
 | compare | several of one kind on shared axes | (``normlab report A B ...``) |
 | series | checkpoints of one run over training (a page still to come) | (none yet) |
 
@@ -20,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KINDS = ("run", "probe", "inspect", "study", "compare", "series")
+KINDS = ("run", "probe", "inspect", "study", "stability", "compare", "series")
+
+# Studies whose page is the stability map (``report.stability_page``): by the spec's name, as
+# the questions below are (a preset's spec carries its name; a TOML study may take it too).
+STABILITY_STUDIES = ("stability-map",)
 
 # The question each preset study asks, answered first on its page (``study_answer``): the
 # axis whose values are contrasted, within each setting of the other scientific axes. A
@@ -37,6 +42,8 @@ STUDY_QUESTIONS: dict[str, tuple[str, str]] = {
     "deep-stability": ("Which placements train at depth 48 without warm-up where Post-LN fails "
                        "(DeepNet, Admin, sandwich)?", "model.placement"),
     "collapse": ("Do deep layers become similar, and which placements avoid it?", "model.placement"),
+    "stability-map": ("Where in learning rate x depth x warm-up does each placement train, stall at the "
+                      "unigram loss, or diverge?", "model.placement"),
 }
 
 
@@ -63,10 +70,14 @@ def inspected(path: str | Path) -> bool:
 
 
 def page_kind(path: str | Path) -> str:
-    """'run', 'probe', 'inspect' or 'study' for a directory the lab wrote (a UserError otherwise)."""
+    """'run', 'probe', 'inspect', 'study' or 'stability' for a directory the lab wrote (a
+    UserError otherwise)."""
     from normlab.report.load import detect
 
     kind = detect(path)
+    if kind == "study":
+        spec = _json(Path(path) / "spec.json")
+        return "stability" if isinstance(spec, dict) and spec.get("name") in STABILITY_STUDIES else kind
     return "inspect" if kind == "probe" and inspected(path) else kind
 
 
@@ -95,6 +106,8 @@ def heading(kind: str, **facts: Any) -> Heading:
                        f"{f['text']}, and which blocks matter most for its loss?")
     if kind == "study":
         return Heading(f"Study {f['name']}", f["question"])
+    if kind == "stability":
+        return Heading(f"Stability map: study {f['name']}", f["question"])
     if kind == "compare":
         return Heading(f"Comparison of {f['what']}: {' vs '.join(f['names'])}", f["question"])
     if kind == "series":
@@ -103,4 +116,4 @@ def heading(kind: str, **facts: Any) -> Heading:
     raise ValueError(f"unknown page kind {kind!r}; one of {', '.join(KINDS)}")
 
 
-__all__ = ["KINDS", "STUDY_QUESTIONS", "Heading", "heading", "inspected", "page_kind", "study_question"]
+__all__ = ["KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected", "page_kind", "study_question"]

@@ -19,6 +19,9 @@ _LAZY = {
     "STUDY_PRESETS": "normlab.study.presets",
     "EXECUTORS": "normlab.study.executors",
     "TRIALS": "normlab.study.trials",
+    "classify": "normlab.study.outcome",
+    "map_cells": "normlab.study.outcome",
+    "study_data_ce": "normlab.study.outcome",
 }
 
 

@@ -19,6 +19,7 @@ presets.STUDY_PRESETS.add("zloss", presets.zloss)
 presets.STUDY_PRESETS.add("depth", presets.depth)
 presets.STUDY_PRESETS.add("deep-stability", presets.deep_stability)
 presets.STUDY_PRESETS.add("collapse", presets.collapse)
+presets.STUDY_PRESETS.add("stability-map", presets.stability_map)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

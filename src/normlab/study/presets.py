@@ -198,6 +198,42 @@ def collapse(scale: str = "cpu") -> StudySpec:
                      description="Do deep layers become similar, and which placements avoid it")
 
 
+# The stability-map grid per scale, in one place so that it is easy to resize. Cost at cpu,
+# measured on one thread (OMP_NUM_THREADS=1, load 0.1-1.5 on 2 shared cores): a 200-step
+# run takes 11-14 s at depth 6 and 43-46 s at depth 24 (post and pre alike), so the 360 runs
+# of the full cpu grid are ~2.8 core-hours (~1.4 h with 2 workers): run a slice with a
+# smaller table or a TOML study when that is too much.
+STABILITY_GRID: dict[str, dict[str, Any]] = {
+    # smoke: 30 steps at lr 1e-2 are enough for some cells to train and others to stall; 0.3 blows up
+    "smoke": {"placements": ["post", "pre"], "lr": [1e-2, 3e-1], "n_layer": [2, 4], "warmup": [0, 5],
+              "seeds": [0, 1], "steps": 30},
+    "cpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"], "lr": [3e-4, 1e-3, 3e-3],
+            "n_layer": [6, 24], "warmup": [0, 50], "seeds": [0, 1, 2, 3, 4], "steps": 200},
+    "gpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
+            "lr": [3e-4, 1e-3, 3e-3, 1e-2], "n_layer": [6, 24, 48], "warmup": [0, 300], "seeds": [0, 1, 2],
+            "steps": 3000},
+}
+
+
+def stability_map(scale: str = "cpu") -> StudySpec:
+    """Stability maps: the outcome of training (trains, stalls at the unigram loss, diverges;
+    ``normlab.study.outcome``) over learning rate x depth x warm-up, per placement, over seeds.
+    Constant lr after linear warm-up, no gradient clipping (a clip would mask divergence),
+    xavier init (the papers' setting). cpu: d=64, context 64, batch 16, 200 steps,
+    post/pre/deepnorm/admin/sandwich/pre_post x lr {3e-4, 1e-3, 3e-3} x L {6, 24} x warm-up
+    {0, 50} x 5 seeds: 360 runs. The grid is ``STABILITY_GRID``."""
+    g = _pick(scale, STABILITY_GRID, "stability-map")
+    base = _base(scale, g["steps"], lr=1e-3, schedule="constant")
+    base["model"]["init"] = "xavier"
+    base["optim"].update({"grad_clip": 0.0, "min_lr": 0.0})  # min_lr: unused by "constant", <= every lr
+    if scale == "cpu":
+        base["model"]["d_model"] = 64
+    return StudySpec(name="stability-map", base=base, seeds=list(g["seeds"]),
+                     axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
+                           "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(g["warmup"])},
+                     description="Where in lr x depth x warm-up does each placement train, stall or diverge?")
+
+
 def study_preset(name: str, scale: str = "cpu") -> StudySpec:
     """The StudySpec of preset ``name`` at ``scale``."""
     return STUDY_PRESETS.get(name, "study")(scale)

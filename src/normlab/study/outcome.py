@@ -1,0 +1,162 @@
+"""What became of a trial: it trains, it stalls at the unigram loss, or it diverges; and the
+stability map of a study: the outcomes of its seeds per (placement, lr, depth, warm-up) cell.
+
+A finished trial (completed or diverged) is, in this order:
+
+* ``diverged``: the run says so (status diverged, or a ``diverged_at_step``), its best or
+  final validation loss is not finite, or its final validation loss is above ln V (worse
+  than predicting every symbol alike: it blew up without reaching NaN);
+* ``stalls``: its best validation loss is not below the unigram cross-entropy of the data
+  minus ``STALL_MARGIN``: it learned how often each symbol occurs and nothing of their order;
+* ``trains``: otherwise.
+
+The reference losses come from the data (``normlab.data.unigram.DataCE``), never typed in.
+Trials are read through the store's records (``Store.trials()``: status and summary.json);
+a trial's own RunConfig (``RunDir.config``) is read only for an axis the study does not vary.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, NamedTuple
+
+from normlab.data.unigram import DataCE
+from normlab.errors import UserError
+from normlab.study.store import TrialRecord
+
+OUTCOMES = ("trains", "stalls", "diverged")
+
+# A run "trains" once its best validation loss is this far below the unigram cross-entropy.
+# Why 0.15 nats, measured on Tiny Shakespeare (docs/studies.md, stability maps): the bigram
+# model of the training split scores 2.48 on the validation split, 0.87 below the unigram's
+# 3.347, so 0.15 is about a sixth of what one symbol of context buys. A stalled run sits
+# within ~0.015 of the unigram value (Post-LN, 24 blocks, lr 1e-3, no warm-up: 3.361; the
+# deep-stability study's stuck runs: 3.358); the fixed validation windows of the cpu scale
+# score 3.353 under the unigram itself, and other sets of as many windows spread by 0.017
+# (sd), so 0.15 is ~9 of those spreads above the noise. Every run that trained in 200 steps
+# ended 0.7-0.85 below the unigram (best val 2.51-2.63: post and pre at depth 6 and 24).
+STALL_MARGIN = 0.15
+
+AXES = {"placement": "model.placement", "lr": "optim.lr", "depth": "model.n_layer", "warmup": "optim.warmup_steps"}
+FINAL = ("completed", "diverged")  # a failed trial raised: no outcome of training, counted as missing
+
+
+class CellKey(NamedTuple):
+    """One cell of a stability map (a plain tuple: ``cells[("post", 1e-3, 6, 0)]`` works)."""
+
+    placement: str
+    lr: float | None
+    depth: int | None
+    warmup: int | None
+
+
+@dataclass
+class Cell:
+    """The seeds of one cell: their outcomes, best validation losses and trial ids (aligned)."""
+
+    trial_ids: list[str] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)
+    best_vals: list[float] = field(default_factory=list)  # nan where a run has none
+    missing: int = 0  # trials of the cell with no outcome yet (pending, running, interrupted, failed)
+
+    @property
+    def n(self) -> int:
+        """Seeds with an outcome."""
+        return len(self.outcomes)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Seeds per outcome, every outcome present (in ``OUTCOMES`` order)."""
+        return {o: self.outcomes.count(o) for o in OUTCOMES}
+
+    def share(self, outcome: str) -> float:
+        return self.outcomes.count(outcome) / self.n if self.n else 0.0
+
+    def mean_best(self) -> float | None:
+        """Mean best validation loss over the seeds that did not diverge (None: none did not)."""
+        vals = [v for v, o in zip(self.best_vals, self.outcomes) if o != "diverged" and math.isfinite(v)]
+        return statistics.fmean(vals) if vals else None
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def classify(trial: TrialRecord, ce: DataCE, margin: float = STALL_MARGIN) -> str | None:
+    """The outcome of one trial (``OUTCOMES``), or None when it has none (not finished, or failed)."""
+    if trial.status not in FINAL:
+        return None
+    s = trial.summary or {}
+    if trial.status == "diverged" or s.get("status") == "diverged" or s.get("diverged_at_step") is not None:
+        return "diverged"
+    best, final = _number(s.get("best_val_loss")), _number(s.get("final_val_loss"))
+    if best is None and final is None:
+        return None  # never validated: nothing to judge it by
+    if any(v is not None and not math.isfinite(v) for v in (best, final)):
+        return "diverged"
+    if final is not None and final > ce.uniform:
+        return "diverged"
+    best = best if best is not None else final
+    assert best is not None
+    return "stalls" if best >= ce.unigram - margin else "trains"
+
+
+def cell_key(trial: TrialRecord) -> CellKey:
+    """The trial's (placement, lr, depth, warm-up): its axis values, else its own RunConfig's."""
+    vals = {name: trial.params.get(key) for name, key in AXES.items()}
+    if any(v is None for v in vals.values()):
+        from normlab.rundir import RunDir
+
+        run = RunDir(trial.run_dir)
+        if run.is_run():
+            cfg = run.config()
+            own = {"placement": cfg.model.placement, "lr": cfg.optim.lr, "depth": cfg.model.n_layer,
+                   "warmup": cfg.optim.warmup_steps}
+            vals = {k: own[k] if v is None else v for k, v in vals.items()}
+    lr, depth, warmup = (_number(vals[k]) for k in ("lr", "depth", "warmup"))
+    return CellKey("?" if vals["placement"] is None else str(vals["placement"]), lr, None if depth is None else int(depth),
+                   None if warmup is None else int(warmup))
+
+
+def map_cells(trials: Iterable[TrialRecord], data_ce: DataCE,
+              margin: float = STALL_MARGIN) -> dict[CellKey, Cell]:
+    """The stability map: every (placement, lr, depth, warm-up) cell of ``trials`` with the
+    outcome, best validation loss and id of each seed, in the trials' order."""
+    cells: dict[CellKey, Cell] = {}
+    for t in trials:
+        cell = cells.setdefault(cell_key(t), Cell())
+        outcome = classify(t, data_ce, margin)
+        if outcome is None:
+            cell.missing += 1
+            continue
+        best = _number((t.summary or {}).get("best_val_loss"))
+        cell.trial_ids.append(t.id)
+        cell.outcomes.append(outcome)
+        cell.best_vals.append(best if best is not None else math.nan)
+    return cells
+
+
+def study_data_ce(trials: Iterable[TrialRecord]) -> DataCE:
+    """The reference losses of the data the trials trained on (their RunConfigs' ``data``); a
+    map compares one corpus, so trials on several are refused."""
+    from normlab.data.unigram import data_ce
+    from normlab.rundir import RunDir
+
+    seen: dict[str, Any] = {}  # repr of a DataConfig -> the DataConfig
+    for t in trials:
+        run = RunDir(t.run_dir)
+        if run.is_run():
+            data = run.config().data
+            seen.setdefault(repr(data), data)
+    if not seen:
+        raise UserError("no trial has a run directory yet: the map needs the data a run trained on")
+    if len(seen) > 1:
+        raise UserError(f"the trials trained on {len(seen)} different data settings; a stability map "
+                        "compares one corpus and split: map each study separately")
+    return data_ce(next(iter(seen.values())))
+
+
+__all__ = ["AXES", "OUTCOMES", "STALL_MARGIN", "Cell", "CellKey", "cell_key", "classify", "map_cells",
+           "study_data_ce"]
