@@ -20,6 +20,7 @@ presets.STUDY_PRESETS.add("depth", presets.depth)
 presets.STUDY_PRESETS.add("deep-stability", presets.deep_stability)
 presets.STUDY_PRESETS.add("collapse", presets.collapse)
 presets.STUDY_PRESETS.add("stability-map", presets.stability_map)
+presets.STUDY_PRESETS.add("recipe-variants", presets.recipe_variants)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

@@ -207,7 +207,7 @@ STABILITY_GRID: dict[str, dict[str, Any]] = {
     # smoke: 30 steps at lr 1e-2 are enough for some cells to train and others to stall; 0.3 blows up
     "smoke": {"placements": ["post", "pre"], "lr": [1e-2, 3e-1], "n_layer": [2, 4], "warmup": [0, 5],
               "seeds": [0, 1], "steps": 30},
-    "cpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"], "lr": [3e-4, 1e-3, 3e-3],
+    "cpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"], "lr": [5e-4, 1e-3, 3e-3],
             "n_layer": [6, 24], "warmup": [0, 50], "seeds": [0, 1, 2, 3, 4], "steps": 200},
     "gpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
             "lr": [3e-4, 1e-3, 3e-3, 1e-2], "n_layer": [6, 24, 48], "warmup": [0, 300], "seeds": [0, 1, 2],
@@ -215,20 +215,43 @@ STABILITY_GRID: dict[str, dict[str, Any]] = {
 }
 
 
-def stability_map(scale: str = "cpu") -> StudySpec:
-    """Stability maps: the outcome of training (trains, stalls at the unigram loss, diverges;
-    ``normlab.study.outcome``) over learning rate x depth x warm-up, per placement, over seeds.
-    Constant lr after linear warm-up, no gradient clipping (a clip would mask divergence),
-    xavier init (the papers' setting). cpu: d=64, context 64, batch 16, 200 steps,
-    post/pre/deepnorm/admin/sandwich/pre_post x lr {3e-4, 1e-3, 3e-3} x L {6, 24} x warm-up
-    {0, 50} x 5 seeds: 360 runs. The grid is ``STABILITY_GRID``."""
+def _map_base(scale: str) -> dict[str, Any]:
+    """The stability map's base config (lr 1e-3); ``recipe-variants`` shares it, so that a map
+    cell is the control of each of its variants."""
     g = _pick(scale, STABILITY_GRID, "stability-map")
     base = _base(scale, g["steps"], lr=1e-3, schedule="constant")
     base["model"]["init"] = "xavier"
     base["optim"].update({"grad_clip": 0.0, "min_lr": 0.0})  # min_lr: unused by "constant", <= every lr
     if scale == "cpu":
         base["model"]["d_model"] = 64
-    return StudySpec(name="stability-map", base=base, seeds=list(g["seeds"]),
+    return base
+
+
+def recipe_variants(scale: str = "cpu") -> StudySpec:
+    """Variants of stability-map cells at lr 1e-3 that the map does not cross, each with the map
+    cell of the same config otherwise as its control (same base, same seeds): GPT-2's init for
+    Post-LN (warm-up 0 and W) and Pre-LN (warm-up 0) at the shallow depth (seed 002's init
+    claim, and whether Xiong et al.'s warm-up verdict depends on the init), and Pre-LN without
+    its final norm at the deep depth, warm-up W (seed 000). cpu: 4 variants x 5 seeds."""
+    g = _pick(scale, STABILITY_GRID, "recipe-variants")
+    lo, hi, w = min(g["n_layer"]), max(g["n_layer"]), max(g["warmup"])
+    rows = [("post", "gpt2", None, lo, 0), ("post", "gpt2", None, lo, w), ("pre", "gpt2", None, lo, 0),
+            ("pre", "xavier", False, hi, w)]
+    keys = ("model.placement", "model.init", "model.final_norm", "model.n_layer", "optim.warmup_steps")
+    return StudySpec(name="recipe-variants", base=_map_base(scale), seeds=list(g["seeds"]),
+                     zip=[{k: [r[i] for r in rows] for i, k in enumerate(keys)}],
+                     description="Stability-map cells under GPT-2's init, and Pre-LN without its final norm")
+
+
+def stability_map(scale: str = "cpu") -> StudySpec:
+    """Stability maps: the outcome of training (trains, stalls at the unigram loss, diverges;
+    ``normlab.study.outcome``) over learning rate x depth x warm-up, per placement, over seeds.
+    Constant lr after linear warm-up, no gradient clipping (a clip would mask divergence),
+    xavier init (the papers' setting). cpu: d=64, context 64, batch 16, 200 steps,
+    post/pre/deepnorm/admin/sandwich/pre_post x lr {5e-4, 1e-3, 3e-3} x L {6, 24} x warm-up
+    {0, 50} x 5 seeds: 360 runs. The grid is ``STABILITY_GRID``."""
+    g = _pick(scale, STABILITY_GRID, "stability-map")
+    return StudySpec(name="stability-map", base=_map_base(scale), seeds=list(g["seeds"]),
                      axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
                            "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(g["warmup"])},
                      description="Where in lr x depth x warm-up does each placement train, stall or diverge?")
