@@ -6,13 +6,16 @@ One place for every number a verdict rests on (docs/theory.md, "How a verdict is
 - :func:`welch`: difference of two means, a - b, Welch's t interval (unequal variances).
 - :func:`one_sample`: the mean of per-seed values (a slope, a Spearman rho, a paired
   difference, a log ratio) with its t interval; :func:`paired` is one_sample(a - b).
-- :func:`rate_diff`: difference of two rates (k of n), Newcombe's hybrid score interval built
-  from the two Wilson intervals, with Fisher's exact test; :func:`rate` one rate, Wilson
-  interval and the exact binomial test.
+- :func:`rate`: one rate (k of n), the Clopper-Pearson interval; :func:`rate_diff`: the
+  difference of two rates, the exact unconditional interval (Chan & Zhang 1999). Each is the
+  inversion of the exact test whose p-value the rules report (:func:`rate_p`,
+  :func:`rate_tails`; :mod:`normlab.exact`), so the interval excludes a reference exactly
+  when that p-value is below 0.05.
 - :func:`holm`: Holm's step-down adjustment of the parts' p-values (family-wise error).
 
 An :class:`Effect` carries its estimate, interval, n per side and what the p-value of a
-rule needs (standard error and degrees of freedom, or the counts). Rules
+rule needs (standard error and degrees of freedom, or the counts: a rate's p-value at any
+reference comes from its counts). Rules
 (:mod:`normlab.claims.rules`) turn an effect into a verdict.
 """
 
@@ -118,57 +121,44 @@ def welch(a: Sequence[float | None], b: Sequence[float | None]) -> Effect:
     return Effect(ma - mb, ma - mb - h, ma - mb + h, na, nb, "welch", se, df, **kw)
 
 
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """Wilson score interval of the rate k / n."""
-    if n == 0:
-        return 0.0, 1.0
-    z = _zq()
-    p = k / n
-    den = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, c - h), min(1.0, c + h)
-
-
-def _zq() -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(0.5 + LEVEL / 2))
-
-
 def rate(k: int, n: int) -> Effect:
-    """The rate k / n with its Wilson interval (the exact binomial test is the rule's p)."""
+    """The rate k / n with its Clopper-Pearson interval ("clopper-pearson"): the rates that
+    neither one-sided exact binomial test rejects at 0.025 (p-value: :func:`rate_p`)."""
     if n == 0:
-        return Effect(None, None, None, 0, method="wilson", counts=(k, n))
-    lo, hi = wilson(k, n)
-    return Effect(k / n, lo, hi, n, method="wilson", counts=(k, n))
+        return Effect(None, None, None, 0, method="clopper-pearson", counts=(k, n))
+    from normlab.exact import clopper_pearson
+
+    lo, hi = clopper_pearson(k, n)
+    return Effect(k / n, lo, hi, n, method="clopper-pearson", counts=(k, n))
 
 
 def rate_diff(k_a: int, n_a: int, k_b: int, n_b: int) -> Effect:
-    """k_a/n_a - k_b/n_b with Newcombe's hybrid score interval (method 10, from the two
-    Wilson intervals); the rule's p-value is Fisher's exact test on the 2x2 table."""
+    """k_a/n_a - k_b/n_b with the exact unconditional interval ("exact-unconditional"): the
+    differences that neither one-sided exact score test rejects at 0.025, the nuisance rate
+    maximised over its range (:func:`normlab.exact.diff_interval`; p-value: :func:`rate_p`)."""
+    counts = (k_a, n_a, k_b, n_b)
     if n_a == 0 or n_b == 0:
-        return Effect(None, None, None, n_a, n_b, "newcombe", counts=(k_a, n_a, k_b, n_b))
-    pa, pb = k_a / n_a, k_b / n_b
-    la, ua = wilson(k_a, n_a)
-    lb, ub = wilson(k_b, n_b)
-    d = pa - pb
-    lo = d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
-    hi = d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
-    return Effect(d, lo, hi, n_a, n_b, "newcombe", counts=(k_a, n_a, k_b, n_b))
+        return Effect(None, None, None, n_a, n_b, "exact-unconditional", counts=counts)
+    from normlab.exact import diff_interval
+
+    lo, hi = diff_interval(*counts)
+    return Effect(k_a / n_a - k_b / n_b, lo, hi, n_a, n_b, "exact-unconditional", counts=counts)
 
 
-def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
-    """Two-sided Fisher exact test of equal rates."""
-    from scipy import stats
+def rate_tails(e: Effect, ref: float) -> tuple[float, float]:
+    """(p_above, p_below): the one-sided exact p-values at ``ref`` of a rate effect's tests,
+    the ones its interval inverts (alternatives: the rate, or difference, is above / below ref)."""
+    from normlab.exact import tails
 
-    return float(stats.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]]).pvalue)
+    if e.counts is None:
+        raise ValueError(f"rate_tails: effect '{e.method}' has no counts (only rate and rate_diff effects do)")
+    return tails(e.counts, ref)
 
 
-def binom_p(k: int, n: int, p0: float, alternative: str = "two-sided") -> float:
-    from scipy import stats
-
-    return float(stats.binomtest(k, n, p0, alternative=alternative).pvalue)
+def rate_p(e: Effect, ref: float) -> float:
+    """The central two-sided exact p-value at ``ref``: min(1, 2 min(p_above, p_below)); below
+    0.05 exactly when the 95% interval excludes ``ref``."""
+    return min(1.0, 2 * min(rate_tails(e, ref)))
 
 
 def t_sf(t: float, df: float) -> float:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from scipy import stats as ss
 
@@ -41,25 +39,15 @@ def test_degenerate_samples() -> None:
     assert stats.welch([1.0], [2.0, 3.0]).lo is None
 
 
-def test_wilson_by_hand() -> None:
-    # 3 of 4: p = .75, z = 1.95996; centre (p + z^2/2n)/(1 + z^2/n), half-width z sqrt(p(1-p)/n + z^2/4n^2)/(1 + z^2/n)
-    z, n, p = 1.959963984540054, 4, 0.75
-    den = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    assert stats.wilson(3, 4) == (pytest.approx(c - h), pytest.approx(c + h))
-    assert stats.wilson(0, 5)[0] == 0.0 and stats.wilson(0, 5)[1] == pytest.approx(0.4345, abs=1e-4)
+def test_rate_effects_carry_their_counts() -> None:
+    # the intervals themselves: tests/claims/test_exact.py
     r = stats.rate(4, 4)
-    assert r.estimate == 1.0 and r.lo == pytest.approx(0.5101, abs=1e-4) and r.counts == (4, 4)
-
-
-def test_newcombe_reference_example_and_fisher() -> None:
-    # Newcombe (1998), Table II example (h): 56/70 vs 48/80, method 10 gives 0.0524 .. 0.3339
-    e = stats.rate_diff(56, 70, 48, 80)
-    assert e.estimate == pytest.approx(0.2)
-    assert (e.lo, e.hi) == (pytest.approx(0.0524, abs=1e-4), pytest.approx(0.3339, abs=1e-4))
-    assert stats.fisher_p(0, 5, 5, 5) == pytest.approx(ss.fisher_exact([[0, 5], [5, 0]]).pvalue)
-    assert stats.fisher_p(0, 5, 5, 5) == pytest.approx(2 / 252)
+    assert r.estimate == 1.0 and r.lo == pytest.approx(0.025 ** 0.25) and r.hi == 1.0 and r.counts == (4, 4)
+    assert stats.rate(0, 0).estimate is None and stats.rate(0, 0).method == "clopper-pearson"
+    d = stats.rate_diff(3, 4, 1, 4)
+    assert d.estimate == pytest.approx(0.5) and (d.n_a, d.n_b, d.counts) == (4, 4, (3, 4, 1, 4))
+    with pytest.raises(ValueError, match="no counts"):
+        stats.rate_p(stats.one_sample([1.0, 2.0, 3.0]), 0.0)
 
 
 def test_holm_by_hand() -> None:

@@ -29,6 +29,35 @@ def adjust(records: list[dict[str, Any]]) -> int:
     return sum(p["p"] is not None for p in parts)
 
 
+def holm_verdicts(records: list[dict[str, Any]]) -> None:
+    """Per claim, after :func:`adjust`: ``verdict_holm``, the claim's verdict with every decisive
+    part that does not survive Holm counted as inconclusive, and ``holm_note``, "" or (when
+    ``verdict_holm`` differs from ``verdict``) the sentence naming those parts. The raw verdict
+    stays; the tables and the page show both (:func:`verdict_text`)."""
+    from normlab.claims.rules import combine
+
+    for r in records:
+        fails = [p for p in r["parts"] if p.get("holm_ok") is False]
+        r["verdict_holm"] = combine(["inconclusive" if p.get("holm_ok") is False else p["verdict"]
+                                     for p in r["parts"]])
+        r["holm_note"] = "" if r["verdict_holm"] == r["verdict"] else _holm_sentence(fails)
+
+
+def _holm_sentence(fails: list[dict[str, Any]]) -> str:
+    named = [f"{p['id']} (p {p['p']:.2g}, adjusted {p['p_holm']:.2g})" for p in fails]
+    if len(named) == 1:
+        return f"rests on part {named[0]}, which does not survive the Holm adjustment"
+    return f"rests on parts {', '.join(named[:-1])} and {named[-1]}, which do not survive the Holm adjustment"
+
+
+def verdict_text(r: dict[str, Any]) -> str:
+    """The claim's verdict as the tables show it: 'supported', or with the Holm note when the
+    adjustment changes it ('supported, inconclusive after Holm: rests on part ...')."""
+    if not r.get("holm_note"):
+        return str(r["verdict"])
+    return f"{r['verdict']}, {r['verdict_holm']} after Holm: {r['holm_note']}"
+
+
 def provenance() -> dict[str, Any]:
     """normlab version, git revision of the source tree (when it is a checkout), versions."""
     import torch
@@ -75,6 +104,7 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
 
     out.mkdir(parents=True, exist_ok=True)
     meta = {**meta, **provenance(), "family_size": adjust(records)}
+    holm_verdicts(records)
     if q is not None:
         quick_context_figures(q, out, records)
     for r in records:
@@ -96,7 +126,7 @@ def markdown_table(records: list[dict[str, Any]]) -> str:
                 f" [{e['lo']:+.3g}, {e['hi']:+.3g}]" if e["lo"] is not None else ""))
             n = f"{e['n_a']}" + (f"/{e['n_b']}" if e["n_b"] is not None else "")
             dag = " †" if p.get("holm_ok") is False else ""
-            lines.append(f"| {'`' + r['id'] + '`' if i == 0 else ''} | {r['verdict'] if i == 0 else ''} | "
+            lines.append(f"| {'`' + r['id'] + '`' if i == 0 else ''} | {verdict_text(r) if i == 0 else ''} | "
                          f"{p['id']}: {p['asserts'].replace('|', chr(92) + '|')} | {p['verdict']}{dag} | {eff} | {n} |")
     return "\n".join(lines) + "\n"
 
@@ -110,6 +140,12 @@ def counts(records: list[dict[str, Any]]) -> dict[str, int]:
 
 def _badge(v: str) -> str:
     return f'<span class="{esc(v.replace(" ", "-"))}">{esc(v)}</span>'
+
+
+def _verdict_html(r: dict[str, Any]) -> str:
+    if not r.get("holm_note"):
+        return _badge(r["verdict"])
+    return f"{_badge(r['verdict'])}<br>{_badge(r['verdict_holm'])} after Holm: {esc(r['holm_note'])}"
 
 
 def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
@@ -132,12 +168,14 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
     for r in records:
         parts = "<br>".join(f"{esc(p['id'])}: {_badge(p['verdict'])}{' †' if p.get('holm_ok') is False else ''} "
                             f"{esc(p['effect_text'])}" for p in r["parts"])
-        rows.append([f'<a href="#claim-{esc(r["id"])}">{esc(r["id"])}</a>', _badge(r["verdict"]), parts,
+        rows.append([f'<a href="#claim-{esc(r["id"])}">{esc(r["id"])}</a>', _verdict_html(r), parts,
                      esc(r["source"])])
     page.table(["claim", "verdict", "parts: effect [95% interval], n per side", "source"], rows, raw_cols=(0, 1, 2, 3))
     page.heading("Claims in full", "details")
     for r in records:
         page.raw(f'<h3 id="claim-{esc(r["id"])}">{esc(r["id"])}: {_badge(r["verdict"])}</h3>')
+        if r.get("holm_note"):
+            page.text(f"After Holm's adjustment: {r['verdict_holm']}; the verdict {r['holm_note']}.")
         page.table([], [["statement", esc(r["statement"])], ["source", esc(r["source"])],
                         ["experiment", esc(r["experiment"])], ["settings", esc(r["settings"])],
                         ["rule hash", esc(r["rule_hash"])]], raw_cols=(1,))
@@ -187,6 +225,7 @@ def render_from_json(out: str | Path, q: Any = None) -> Path:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         records, meta = data["claims"], data["meta"]
+        holm_verdicts(records)  # a claims.json from before the claims' Holm verdicts gets them here
     except FileNotFoundError:
         raise UserError(f"{path}: no such file (give the --out directory of a `normlab claims` run)") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -208,6 +247,8 @@ def print_table(records: list[dict[str, Any]], width: int = 110) -> None:
         for p in r["parts"]:
             lines += textwrap.wrap(f"{p['id']}: {p['verdict']}{' (not after Holm)' if p.get('holm_ok') is False else ''}"
                                    f", {p['effect_text']}", width - 45) or [""]
+        if r.get("holm_note"):
+            lines += textwrap.wrap(f"claim: {r['verdict_holm']} after Holm: {r['holm_note']}", width - 45)
         print(f"{r['id']:<26} {r['verdict']:<17} {lines[0]}")
         for line in lines[1:]:
             print(" " * 44 + line)

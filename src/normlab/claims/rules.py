@@ -14,8 +14,9 @@ into claims.json, and applied the same way to every effect:
 
 Fewer than ``MIN_SEEDS`` finished seeds on a side, or no interval, is always inconclusive.
 Every rule also gives a p-value: the smallest alpha at which the (1 - alpha) interval would
-reach the decisive verdict nearest to the data (for rates: Fisher's exact test or the exact
-binomial test), so that the family of parts can be Holm-adjusted.
+reach the decisive verdict nearest to the data, so that the family of parts can be
+Holm-adjusted. For rates it comes from the very exact tests the interval inverts
+(:func:`normlab.stats.rate_tails`), so p < 0.05 exactly when the verdict is decisive.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.stats import MIN_SEEDS, Effect, binom_p, fisher_p, t_sf
+from normlab.stats import MIN_SEEDS, Effect, rate_p, rate_tails, t_sf
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY = "supported", "contradicted", "inconclusive", "partly supported"
 
@@ -53,10 +54,8 @@ class Direction:
     def p(self, e: Effect) -> float | None:
         if not _decidable(e) or e.estimate is None:
             return None
-        if e.counts is not None:
-            if len(e.counts) == 4:
-                return fisher_p(*e.counts)
-            return binom_p(e.counts[0], e.counts[1], self.ref)
+        if e.counts is not None:  # a rate: the exact test its interval inverts
+            return rate_p(e, self.ref)
         return _two_sided(e.estimate - self.ref, e)
 
 
@@ -82,8 +81,12 @@ class Within:
         return INCONCLUSIVE
 
     def p(self, e: Effect) -> float | None:
-        if not _decidable(e) or e.counts is not None or e.estimate is None:
+        if not _decidable(e) or e.estimate is None:
             return None
+        if e.counts is not None:  # a rate: inside needs both one-sided tests, outside one of them
+            up_lo, down_lo = rate_tails(e, self.lo)
+            up_hi, down_hi = rate_tails(e, self.hi)
+            return min(1.0, 2 * max(up_lo, down_hi), 2 * min(up_hi, down_lo))
         if e.se is None or e.df is None:  # no t-based interval: no evidence either way, as _two_sided
             return 1.0
         if e.se == 0:
