@@ -1,5 +1,6 @@
 """``normlab claims``: every claim of the literature and the seed documents as an object with
-parts, rules fixed in advance, effects with 95% intervals over seeds, and verdicts.
+parts, rules declared with the claim (and, with ``registration``, checked against a committed
+pre-registration), effects with 95% intervals over seeds, and verdicts.
 
 ``run_claims(quick=True, out=DIR)`` measures what the chosen quick claims declare they need
 (probe cells at initialisation and the extra checks of ``measure_beyond_grid.py``; the whole grid
@@ -21,13 +22,17 @@ from typing import Any
 def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] | None = None,
                seeds: int = 5, depths: list[int] | None = None, d_model: int = 128,
                scale: str = "cpu", workers: int | None = None, train: bool = True,
-               progress: Any = False, cache: bool = True) -> list[dict[str, Any]]:
+               progress: Any = False, cache: bool = True, registration: str | Path | None = None,
+               allow_post_hoc: bool = False) -> list[dict[str, Any]]:
     """Decide the claims and write the outputs; returns the claim records (claims.json).
 
     ``progress``: True for finished/total, the current item and an ETA on stderr (a bar on a
     terminal, plain lines otherwise), or a :class:`normlab.progress.Progress` to feed (the
     caller closes it). ``cache=False``: measure everything and neither read nor write
-    ``OUT/cache``."""
+    ``OUT/cache``. ``registration``: a committed ``normlab claims register`` file; checked
+    against the current rules before anything is measured (``allow_post_hoc``: decide changed
+    claims anyway, marked post-hoc), and each part is marked before-data, post-hoc or
+    not-registered (``claims/registered.py``)."""
     from normlab.claims.cache import Cache
     from normlab.claims.catalogue import all_claims
     from normlab.claims.output import write_outputs
@@ -53,13 +58,22 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
                             f"run `normlab claims --scale {scale} {' '.join('--only ' + i for i in have)}`")
     if not chosen:
         raise UserError("--only: every named claim needs training; drop --quick to run them")
+    from normlab.claims import registered
+    from normlab.claims.registration import load, require_match
+
+    reg_file = None
+    if registration is not None:  # before anything is measured or trained
+        reg_file = load(registration)
+        require_match(reg_file, chosen, scale, quick, allow_post_hoc)
     out = Path(out)
     display = progress if isinstance(progress, Progress) else Progress("claims", enabled=bool(progress))
     store = Cache(out / "cache" if cache else None)
     meta: dict[str, Any] = {"scale": None if quick else scale, "quick_only": quick}
     ctx = StudyContext(out, scale=scale, workers=workers, train=train, display=display)
     try:
-        records, qr = _decide(chosen, reg, quick, seeds, depths, d_model, store, ctx, display)
+        # a registered run measures the quick claims now (their data must not predate the registration)
+        records, qr = _decide(chosen, reg, quick, seeds, depths, d_model, store, ctx, display,
+                              Cache(None) if reg_file is not None else store)
     finally:
         if display is not progress:
             display.close()
@@ -71,21 +85,24 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
         meta["studies"] = {n: {"first_start": s, "last_finish": f, "wall_s": round(f - s, 1), "trials": len(ctx.trials(n))}
                            for n, (s, f) in ctx.spans.items()}
         meta["training_wall_s"] = round(max(f for _, f in ctx.spans.values()) - min(s for s, _ in ctx.spans.values()), 1)
+    meta["started_at"] = round(t0, 3)
+    meta["registration"] = registered.mark(records, {c.id: c for c in chosen}, reg_file, meta.get("studies", {}), t0)
     full_grid = qr is not None and {c.id for c in chosen if c.quick} == {i for i, c in reg.items() if c.quick}
     write_outputs(records, out, meta, qr.q if full_grid else None)
     return records
 
 
 def _decide(chosen: list[Any], reg: Any, quick: bool, seeds: int, depths: list[int] | None, d_model: int,
-            store: Any, ctx: Any, display: Any) -> tuple[list[dict[str, Any]], Any]:
+            store: Any, ctx: Any, display: Any, quick_store: Any = None) -> tuple[list[dict[str, Any]], Any]:
     """Plan everything on the display first (one total), then the quick claims, the studies,
-    the training claims; returns the records in the order of ``chosen`` and the QuickRun."""
+    the training claims; returns the records in the order of ``chosen`` and the QuickRun.
+    ``quick_store``: the cache of the quick measurements (default ``store``)."""
     from normlab.claims.measure import FIGURE_NEEDS
     from normlab.claims.quickrun import QuickRun
 
     fast = [c for c in chosen if c.quick]
     slow = [c for c in chosen if not c.quick]
-    qr = QuickRun(seeds, depths, d_model, store, display) if fast else None
+    qr = QuickRun(seeds, depths, d_model, store if quick_store is None else quick_store, display) if fast else None
     # the context figures of the page need the whole grid: only when every quick claim is decided
     figures = [FIGURE_NEEDS] if {c.id for c in fast} == {i for i, c in reg.items() if c.quick} else []
     if qr is not None:

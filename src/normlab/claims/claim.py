@@ -3,11 +3,12 @@ every claim is ``claims/catalogue.py``).
 
 A :class:`Claim` quotes its statement as the source puts it (never corrected in place: the
 verdict is where the lab answers) and splits it into the :class:`Part` s it asserts. Each
-part declares its quantity and its :mod:`rule <normlab.claims.rules>` when the claim is
-registered, before anything is measured; ``measure(data)`` only measures, returning one
-:class:`Measured` per part. The verdicts are applied here, the same way for every claim.
-The rule texts and parameters are hashed (``rule_hash``) and so is the measuring code
-(``code_hash``), so a changed rule shows up in the verdict history.
+part declares its quantity and its :mod:`rule <normlab.claims.rules>` with the claim, apart
+from the measuring; ``measure(data)`` only measures, returning one :class:`Measured` per
+part. The verdicts are applied here, the same way for every claim. The rule texts and
+parameters are hashed (``rule_hash``) and so is the measuring code (``code_hash``), so a
+changed rule shows up in the verdict history; that a rule predates the data is shown only by
+a committed pre-registration (``claims/registration.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from normlab.stats import Effect
 
 @dataclass(frozen=True)
 class Part:
-    """One assertion of a claim, with the rule fixed before the data."""
+    """One assertion of a claim, with its rule (declared with the claim; whether it was fixed before
+    the data is what a committed registration shows: ``claims/registration.py``)."""
 
     id: str
     asserts: str      # what this part of the statement asserts, in the lab's words
@@ -78,11 +80,7 @@ class Claim:
         return self.experiments.get(scale, self.experiment) if scale else self.experiment
 
     def rule_hash(self, scale: str | None = None) -> str:
-        spec: dict[str, Any] = {"statement": self.statement, "experiment": self.experiment_at(scale),
-                                "parts": [p.spec() for p in self.parts]}
-        if self.regime is not None:  # which factors count as departures is part of the rule
-            spec["departures"] = {p.id: self.regime.departures(scale or "init", p.id) for p in self.parts}
-        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+        return rule_spec_hash(self.statement, self.experiment_at(scale), [p.spec() for p in self.parts])
 
     def code_hash(self) -> str:
         return hashlib.sha256(inspect.getsource(self.measure).encode()).hexdigest()[:16]
@@ -126,6 +124,14 @@ class Claim:
 
         specs = {n: study_preset(n, data.scale) for n in self.studies}
         return merge_settings({n: lab_settings(s.base, s.axes, len(s.seeds)) for n, s in specs.items()})
+
+
+def rule_spec_hash(statement: str, experiment: str, parts: list[dict[str, Any]]) -> str:
+    """The rule hash of a claim from its written-down specs (``Part.spec`` of each part): what
+    :meth:`Claim.rule_hash` computes, and what a registration file is checked against
+    (``claims/registration.py``), so that either can be recomputed from the text alone."""
+    spec = {"statement": statement, "experiment": experiment, "parts": parts}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def claim(**kw: Any) -> Callable[[Callable[[Any], dict[str, Measured]]], Claim]:

@@ -116,7 +116,10 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
 
 
 def markdown_table(records: list[dict[str, Any]]) -> str:
-    """claim | verdict | part: verdict, effect [95% interval], n per side (one row per part)."""
+    """claim | verdict | part: verdict, effect [95% interval], n per side (one row per part); a
+    post-hoc part (``claims/registered.py``) is marked with the registered rule's verdict."""
+    from normlab.claims.registered import tag
+
     lines = ["| claim | verdict | part | part verdict | effect [95% interval] | seeds (n per side) |",
              "|---|---|---|---|---|---|"]
     for r in records:
@@ -127,7 +130,7 @@ def markdown_table(records: list[dict[str, Any]]) -> str:
             n = f"{e['n_a']}" + (f"/{e['n_b']}" if e["n_b"] is not None else "")
             dag = " †" if p.get("holm_ok") is False else ""
             lines.append(f"| {'`' + r['id'] + '`' if i == 0 else ''} | {verdict_text(r) if i == 0 else ''} | "
-                         f"{p['id']}: {p['asserts'].replace('|', chr(92) + '|')} | {p['verdict']}{dag} | {eff} | {n} |")
+                         f"{p['id']}: {p['asserts'].replace('|', chr(92) + '|')} | {p['verdict']}{dag}{tag(p)} | {eff} | {n} |")
     return "\n".join(lines) + "\n"
 
 
@@ -151,23 +154,26 @@ def _verdict_html(r: dict[str, Any]) -> str:
 def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
     import base64
 
+    from normlab.claims.registered import summary, tag
+
     page = Page("normlab claims: which statements about normalization placement hold up?", out)
     # verdict colours of this page (the report style knows only supported / inconclusive)
     page.raw("<style>.contradicted{color:#b00000;font-weight:600} .partly-supported{color:#6a1b9a;"
              "font-weight:600}</style>")
     c = counts(records)
     n_parts = sum(len(r["parts"]) for r in records)
-    page.text(f"{len(records)} claims in {n_parts} parts, each decided by a rule fixed before the data from a "
+    page.text(f"{len(records)} claims in {n_parts} parts, each decided by its rule from a "
               f"95% interval over seeds: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) + ". "
               f"{meta['family_size']} parts have a p-value; a decisive verdict that does not survive Holm's "
               "adjustment over all of them is marked with †.")
+    page.text(summary(records, meta))  # pre-registration: only what the records show
     if meta.get("training_wall_s"):
         page.text(f"Training studies at scale {meta.get('scale')}: {meta['training_wall_s'] / 60:.1f} min wall "
                   "(first trial start to last finish).")
     rows = []
     for r in records:
-        parts = "<br>".join(f"{esc(p['id'])}: {_badge(p['verdict'])}{' †' if p.get('holm_ok') is False else ''} "
-                            f"{esc(p['effect_text'])}" for p in r["parts"])
+        parts = "<br>".join(f"{esc(p['id'])}: {_badge(p['verdict'])}{' †' if p.get('holm_ok') is False else ''}"
+                            f"{esc(tag(p))} {esc(p['effect_text'])}" for p in r["parts"])
         rows.append([f'<a href="#claim-{esc(r["id"])}">{esc(r["id"])}</a>', _verdict_html(r), parts,
                      esc(r["source"])])
     page.table(["claim", "verdict", "parts: effect [95% interval], n per side", "source"], rows, raw_cols=(0, 1, 2, 3))
@@ -180,7 +186,8 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
                         ["experiment", esc(r["experiment"])], ["settings", esc(r["settings"])],
                         ["rule hash", esc(r["rule_hash"])]], raw_cols=(1,))
         prow = [[esc(p["id"]), esc(p["asserts"]), esc(p["quantity"]), esc(p["rule_text"]) + "<br><i>" + esc(p["why"])
-                 + "</i>", esc(p["effect_text"]), _badge(p["verdict"]),
+                 + "</i>" + (f"<br>{esc(p.get('registered_note', ''))}" if p.get("registered") == "post-hoc" else ""),
+                 esc(p["effect_text"]), _badge(p["verdict"]) + esc(tag(p)),
                  "-" if p["p"] is None else f"{p['p']:.3g} / {p['p_holm']:.3g}"] for p in r["parts"]]
         page.table(["part", "asserts", "quantity", "rule", "effect", "verdict", "p / Holm"], prow,
                    raw_cols=(0, 1, 2, 3, 4, 5, 6))
@@ -238,17 +245,22 @@ def render_from_json(out: str | Path, q: Any = None) -> Path:
     return out / "index.html"
 
 
-def print_table(records: list[dict[str, Any]], width: int = 110) -> None:
-    """claim | verdict | one line per part (effect [interval], n), wrapped to ``width``."""
+def print_table(records: list[dict[str, Any]], width: int = 110, meta: dict[str, Any] | None = None) -> None:
+    """claim | verdict | one line per part (effect [interval], n), wrapped to ``width``; then the
+    pre-registration line (``meta``: claims.json's, when given)."""
+    from normlab.claims.registered import summary, tag
+
     print(f"{'claim':<26} {'verdict':<17} parts")
     print("-" * width)
     for r in records:
         lines = []
         for p in r["parts"]:
             lines += textwrap.wrap(f"{p['id']}: {p['verdict']}{' (not after Holm)' if p.get('holm_ok') is False else ''}"
-                                   f", {p['effect_text']}", width - 45) or [""]
+                                   f"{tag(p)}, {p['effect_text']}", width - 45) or [""]
         if r.get("holm_note"):
             lines += textwrap.wrap(f"claim: {r['verdict_holm']} after Holm: {r['holm_note']}", width - 45)
         print(f"{r['id']:<26} {r['verdict']:<17} {lines[0]}")
         for line in lines[1:]:
             print(" " * 44 + line)
+    if meta is not None:
+        print("\n" + textwrap.fill(summary(records, meta), width))

@@ -1,4 +1,5 @@
-"""``normlab claims``: decide every claim of the catalogue and print the verdicts with numbers."""
+"""``normlab claims``: decide every claim of the catalogue and print the verdicts with numbers;
+``normlab claims register``: write the rules down, to commit before the data (docs/theory.md)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,19 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("claims", help="decide the claims of the literature and the seed documents, with numbers",
-                       description="Decide each claim from a rule fixed in advance: every part's effect with a 95% "
+                       description="Decide each claim by its rule (pre-registered: `normlab claims register`, commit, "
+                                   "then --registration): every part's effect with a 95% "
                                    "interval over seeds. --quick: the claims decidable at initialisation (measured "
                                    "30-50 s on 2 idle CPU cores); --only ID measures only what ID needs. Finished "
                                    "claims are kept in OUT/cache, so an interrupted run resumes. Without --quick the training studies run at --scale "
                                    "into OUT/stores (64 minutes at cpu scale on 2 cores, measured; resumable).")
+    p.add_argument("action", nargs="?", choices=["register"], metavar="register",
+                   help="write the chosen claims' rules, reasons and studies to --out FILE.json instead of "
+                        "deciding them; commit that file before training, then pass it as --registration")
     p.add_argument("--quick", action="store_true", help="only the claims decidable at initialisation")
     p.add_argument("--out", metavar="DIR", default="claims",
-                   help="where claims.json, index.html, history.jsonl, figures/ and stores/ go (default: ./claims)")
+                   help="where claims.json, index.html, history.jsonl, figures/ and stores/ go (default: ./claims); "
+                        "with register: the registration FILE.json")
     p.add_argument("--only", metavar="ID", action="append", default=[],
                    help="decide just this claim (repeatable; ids in the table)")
     p.add_argument("--seeds", type=int, default=5, help="seeds of the quick measurements (default 5, at least 3)")
@@ -28,6 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="measure every chosen claim again; neither read nor write OUT/cache (what an "
                         "interrupted run resumes from)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--registration", metavar="FILE", default=None,
+                   help="a committed `claims register` file: checked against the rules before any training; each "
+                        "part is then marked before-data, post-hoc or not-registered (without it: not-registered)")
+    p.add_argument("--allow-post-hoc", action="store_true",
+                   help="with --registration: decide claims whose rules changed since, marked post-hoc with the "
+                        "registered rule's verdict beside (default: refuse)")
+    p.add_argument("--force", action="store_true", help="register: replace an --out file holding another registration")
     p.set_defaults(func=_claims)
 
 
@@ -38,11 +51,37 @@ def _claims(args: argparse.Namespace) -> int:
     from normlab.claims.output import print_table
     from normlab.fscheck import writable_dir
 
+    if args.action == "register":
+        return _register(args)
     writable_dir(args.out, "--out")  # before any measurement
 
     results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds, scale=args.scale,
                          workers=args.workers, train=not args.no_train, progress=not args.quiet,
-                         cache=not args.no_cache)
-    print_table(results)
+                         cache=not args.no_cache, registration=args.registration,
+                         allow_post_hoc=args.allow_post_hoc)
+    from normlab.fsutil import read_json
+
+    print_table(results, meta=(read_json(Path(args.out) / "claims.json", {}) or {}).get("meta"))
     print(f"\nwrote {Path(args.out) / 'claims.json'} and {Path(args.out) / 'index.html'}")
+    return 0
+
+
+def _register(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from normlab.claims.registration import build, write
+    from normlab.errors import UserError
+
+    out = Path(args.out)
+    if out.suffix != ".json" or out.is_dir():
+        raise UserError(f"--out {out}: register writes one file; name it, e.g. --out registration-{args.scale}.json")
+    doc = build(args.scale, args.only, quick=args.quick)
+    wrote = write(out, doc, force=args.force)
+    n_parts = sum(len(e["parts"]) for e in doc["claims"].values())
+    said = "wrote" if wrote else "unchanged:"
+    print(f"{said} {out}: {len(doc['claims'])} claims, {n_parts} parts, {len(doc['studies'])} studies at scale "
+          f"{args.scale}; document hash {doc['document_hash']}")
+    if wrote:
+        print(f"commit it before any training: git add {out} && git commit -m 'Register the claims' ; then run "
+              f"normlab claims --scale {args.scale} --registration {out}")
     return 0

@@ -1,0 +1,242 @@
+"""Pre-registration: the claims' rules written to a file and committed before the data.
+
+``normlab claims register --scale cpu --out FILE`` writes :func:`build`'s document: for every
+chosen claim its statement, experiment, rule hash and the studies it reads; for every part the
+rule spec, rule text, parameters, reason (``why``) and a part hash; for every study the hash of
+the ``spec.json`` its store is created with and of its trial ids; and a hash of the whole
+document. Nothing in it depends on the clock: the commit that adds the file is what dates it.
+
+``normlab claims --registration FILE`` then :func:`load` s the file (its commit and commit time
+from git: the file must be committed and unmodified), refuses before any training when the
+current rules or studies differ from the registered ones (:func:`require_match`), and after the
+decisions :func:`normlab.claims.registered.mark` s every part "before-data", "post-hoc" or
+"not-registered". How to verify a registration by hand: docs/theory.md, "Pre-registration".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+
+FORMAT, VERSION = "normlab-claims-registration", 1
+log = logging.getLogger(__name__)
+
+
+def _sha(text: str | bytes, n: int = 16) -> str:
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()[:n]
+
+
+def part_hash(spec: dict[str, Any]) -> str:
+    """Hash of one part's spec (``Part.spec``: id, asserts, quantity, rule, rule text, why)."""
+    return _sha(json.dumps(spec, sort_keys=True))
+
+
+def study_ids(name: str, scale: str) -> dict[str, Any]:
+    """What identifies study ``name`` at ``scale``: ``spec_hash``, the first 16 hex digits of
+    sha256 of the STORE/spec.json a store of it is created with (``sha256sum STORE/spec.json``),
+    and ``trials_hash`` over its sorted trial ids (each id hashes a trial's whole resolved
+    config, so a changed default shows up too)."""
+    from normlab.study.presets import study_preset
+
+    spec = study_preset(name, scale)
+    ids = sorted(t.id for t in spec.trials())
+    return {"spec_hash": _sha(json.dumps(spec.to_json_data(), indent=2, sort_keys=True)),
+            "trials_hash": _sha("\n".join(ids)), "trials": len(ids)}
+
+
+def claim_entry(c: Any, scale: str) -> dict[str, Any]:
+    """One claim as registered (the rule hash at the scale the claim is decided at: None for a
+    quick claim, as ``Claim.decide`` uses it)."""
+    s = None if c.quick else scale
+    return {"statement": c.statement, "source": c.source, "experiment": c.experiment_at(s), "quick": c.quick,
+            "studies": list(c.studies), "rule_hash": c.rule_hash(s),
+            "parts": [{**p.spec(), "part_hash": part_hash(p.spec())} for p in c.parts]}
+
+
+def document_hash(doc: dict[str, Any]) -> str:
+    return _sha(json.dumps({k: v for k, v in doc.items() if k != "document_hash"}, sort_keys=True))
+
+
+def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> list[Any]:
+    """The claims a registration (or a run) with these options covers; UserError as the run gives."""
+    from normlab.claims.catalogue import all_claims
+    from normlab.study.presets import SCALES
+
+    reg = all_claims()
+    chosen = [reg.get(i, "--only") for i in only] if only else [c for _, c in reg.items()]
+    chosen = [c for c in chosen if c.quick or not quick]
+    if scale not in SCALES:
+        lacking = [c.id for c in chosen if scale not in c.experiments]
+        have = sorted(i for i, c in reg.items() if scale in c.experiments)
+        if lacking:
+            raise UserError(f"--scale={scale}: only claims {', '.join(have) or '(none)'} have this scale; "
+                            "name them with --only")
+    return chosen
+
+
+def build(scale: str, only: list[str] | None = None, quick: bool = False) -> dict[str, Any]:
+    """The registration document of the claims ``normlab claims`` with these options decides."""
+    return document(choose(scale, only, quick), scale)
+
+
+def document(chosen: list[Any], scale: str) -> dict[str, Any]:
+    """The registration document of the claims ``chosen`` at ``scale``."""
+    names = sorted({n for c in chosen if not c.quick for n in c.studies})
+    doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
+                           "claims": {c.id: claim_entry(c, scale) for c in chosen},
+                           "studies": {n: study_ids(n, scale) for n in names}}
+    doc["document_hash"] = document_hash(doc)
+    return doc
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def write(path: str | Path, doc: dict[str, Any], force: bool = False) -> bool:
+    """Write ``doc`` to ``path`` atomically; False when the file already holds exactly it. A file
+    holding something else is refused unless ``force`` (a committed registration is evidence)."""
+    from normlab.fsutil import atomic_write_text
+
+    path = Path(path)
+    text = dumps(doc)
+    if path.exists():
+        try:
+            old = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"{path}: cannot read the file there ({e}); choose another --out") from None
+        if old == text:
+            return False
+        if not force:
+            raise UserError(f"{path}: holds a different registration; pass --force to replace it (the old "
+                            "one stays in git history), or choose another --out")
+    atomic_write_text(path, text)
+    return True
+
+
+@dataclass
+class Registration:
+    """A registration file as a run reads it: the document, where it is, and its commit."""
+
+    doc: dict[str, Any]
+    path: Path
+    sha256: str
+    file: str = ""                    # path inside its repository (as `git show COMMIT:FILE` takes it)
+    commit: str | None = None
+    committed_at: int | None = None   # the commit's committer time, seconds since the epoch
+    unverified: str = ""              # why there is no commit (no git, not in a repository)
+    changed: dict[str, str] = field(default_factory=dict)  # claim id -> what changed since registration
+
+    def meta(self) -> dict[str, Any] | None:
+        """claims.json's ``meta.registration`` (None when no commit dates the file)."""
+        if self.commit is None:
+            return None
+        return {"file": self.file, "sha256": self.sha256, "commit": self.commit, "committed_at": self.committed_at,
+                "document_hash": self.doc.get("document_hash"), "scale": self.doc.get("scale")}
+
+
+def load(path: str | Path) -> Registration:
+    """Read and check a registration file, and find its commit with git. A damaged or hand-edited
+    document, or a file git has uncommitted changes for, is a UserError; without git (or outside
+    a repository) the registration is kept but unverified, and every part is then not-registered."""
+    from normlab.claims.claim import rule_spec_hash
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        doc = json.loads(raw.decode("utf-8"))
+        ok = isinstance(doc, dict) and doc.get("format") == FORMAT and isinstance(doc.get("claims"), dict)
+    except FileNotFoundError:
+        raise UserError(f"--registration {path}: no such file; write one with `normlab claims register "
+                        f"--out {path}` and commit it") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"--registration {path}: not a registration file ({e})") from None
+    if not ok:
+        raise UserError(f"--registration {path}: not a registration file written by `normlab claims register`")
+    bad = [i for i, e in doc["claims"].items()
+           if rule_spec_hash(e["statement"], e["experiment"],
+                             [{k: v for k, v in p.items() if k != "part_hash"} for p in e["parts"]]) != e["rule_hash"]]
+    if bad or document_hash(doc) != doc.get("document_hash"):
+        raise UserError(f"--registration {path}: its hashes do not match its text (edited by hand"
+                        f"{': claims ' + ', '.join(bad) if bad else ''}); register again with `normlab claims register`")
+    reg = Registration(doc, path, hashlib.sha256(raw).hexdigest())
+    _date(reg, raw)
+    return reg
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, timeout=30)
+
+
+def _date(reg: Registration, raw: bytes) -> None:
+    """Fill in the commit that last wrote the file and its commit time (``git log -1``)."""
+    where = reg.path.resolve().parent
+    try:
+        top = _git(where, "rev-parse", "--show-toplevel")
+    except (OSError, subprocess.SubprocessError) as e:
+        reg.unverified = f"git is not available ({e.__class__.__name__}), so no commit dates {reg.path}"
+        log.warning("--registration %s: %s; every part is marked not-registered", reg.path, reg.unverified)
+        return
+    if top.returncode != 0:
+        reg.unverified = f"{reg.path} is not in a git repository, so no commit dates it"
+        log.warning("--registration %s: %s; every part is marked not-registered", reg.path, reg.unverified)
+        return
+    root = Path(top.stdout.decode().strip())
+    reg.file = reg.path.resolve().relative_to(root.resolve()).as_posix()
+    fix = f"commit it first (git add {reg.path} && git commit), or run without --registration"
+    if _git(root, "status", "--porcelain", "--", reg.file).stdout.strip():
+        raise UserError(f"--registration {reg.path}: not committed, or changed since its commit; {fix}")
+    got = _git(root, "log", "-1", "--format=%H %ct", "--", reg.file).stdout.decode().split()
+    if len(got) != 2:
+        raise UserError(f"--registration {reg.path}: no commit holds it; {fix}")
+    shown = _git(root, "show", f"{got[0]}:{reg.file}")
+    if shown.returncode != 0 or hashlib.sha256(shown.stdout).hexdigest() != hashlib.sha256(raw).hexdigest():
+        raise UserError(f"--registration {reg.path}: its content differs from commit {got[0][:7]}; {fix}")
+    reg.commit, reg.committed_at = got[0], int(got[1])
+
+
+def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
+    """What differs between the registration and the chosen claims now: claim id -> reason."""
+    entries = reg.doc["claims"]
+    out: dict[str, str] = {}
+    study_now: dict[str, dict[str, Any]] = {}
+    for c in chosen:
+        e = entries.get(c.id)
+        if e is None:
+            out[c.id] = "not in the registration"
+            continue
+        now = claim_entry(c, scale)
+        if now["rule_hash"] != e["rule_hash"]:
+            was = {p["id"]: p["part_hash"] for p in e["parts"]}
+            parts = [p["id"] for p in now["parts"] if was.get(p["id"]) != p["part_hash"]]
+            out[c.id] = f"rule of parts {', '.join(parts)} changed" if parts else "statement or experiment changed"
+            continue
+        for n in c.studies if not c.quick else ():
+            if n not in study_now:
+                study_now[n] = study_ids(n, scale)
+            if reg.doc.get("studies", {}).get(n) != study_now[n]:
+                out[c.id] = f"study {n} changed"
+                break
+    return out
+
+
+def require_match(reg: Registration, chosen: list[Any], scale: str, quick: bool, allow_post_hoc: bool) -> None:
+    """Before any training: the registration's scale and rules must be the ones this run uses,
+    else one line naming the changed claims and the fixes (``allow_post_hoc``: decide them
+    anyway, marked post-hoc with the registered rule's verdict beside)."""
+    if not quick and any(not c.quick for c in chosen) and reg.doc.get("scale") != scale:
+        raise UserError(f"--registration {reg.path}: registered for --scale {reg.doc.get('scale')}, this run is "
+                        f"--scale {scale}; register this scale (`normlab claims register --scale {scale} --out FILE`)")
+    reg.changed = changes(reg, chosen, scale)
+    if reg.changed and not allow_post_hoc:
+        said = "; ".join(f"{i}: {why}" for i, why in reg.changed.items())
+        raise UserError(f"--registration {reg.path}: differs from the current claims ({said}); register again "
+                        "and commit (`normlab claims register --force`), run without --registration (marked not "
+                        "pre-registered), or pass --allow-post-hoc (these claims marked post-hoc)")
