@@ -40,7 +40,7 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
             assert p["trials"], (r["id"], p["id"])
     data = json.loads((tmp_path / "claims.json").read_text())
     assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
-        "xiong-warmup", "deep-stability", "pre-vs-post", "lr-sensitivity", "zloss", "collapse"}
+        "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse"}
     stamp = {p: p.stat().st_mtime_ns for p in tmp_path.glob("stores/*/runs/*/summary.json")}
     again = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", train=False)
     assert [r["parts"] for r in again] == [r["parts"] for r in recs]

@@ -154,6 +154,7 @@ def _verdict_html(r: dict[str, Any]) -> str:
 def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
     import base64
 
+    from normlab.claims.page_regime import check_rows, regime_rows, regime_sentence
     from normlab.claims.registered import summary, tag
 
     page = Page("normlab claims: which statements about normalization placement hold up?", out)
@@ -167,6 +168,7 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
               f"{meta['family_size']} parts have a p-value; a decisive verdict that does not survive Holm's "
               "adjustment over all of them is marked with †.")
     page.text(summary(records, meta))  # pre-registration: only what the records show
+    page.text(regime_sentence(records))
     if meta.get("training_wall_s"):
         page.text(f"Training studies at scale {meta.get('scale')}: {meta['training_wall_s'] / 60:.1f} min wall "
                   "(first trial start to last finish).")
@@ -191,6 +193,8 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
                  "-" if p["p"] is None else f"{p['p']:.3g} / {p['p_holm']:.3g}"] for p in r["parts"]]
         page.table(["part", "asserts", "quantity", "rule", "effect", "verdict", "p / Holm"], prow,
                    raw_cols=(0, 1, 2, 3, 4, 5, 6))
+        if regime_rows(r):
+            page.table(["factor", "source's setting", "lab's setting", "", "why"], regime_rows(r), raw_cols=(0, 1, 2, 3, 4))
         if r.get("rule_changed"):
             page.text(f"Rule changed since {r['rule_changed']['at']}: verdict then {r['rule_changed']['verdict_before']}.")
         for name in [r["effect_figure"]] + ([r["figure"]] if r.get("figure") else []):
@@ -201,6 +205,12 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
                 page.raw(f'<figure><img alt="{esc(text)}" src="data:image/png;base64,{data}">'
                          f'<figcaption>{esc(text)} <a href="figures/{esc(name)}.png">PNG</a> · '
                          f'<a href="figures/{esc(name)}.svg">SVG</a></figcaption></figure>')
+    checks = check_rows(records)
+    if checks:
+        page.heading("Checks of the implementation", "checks")
+        page.text("True by construction (an identity term of weight 1, a slope fixed by alpha and beta): they test "
+                  "the code, not the literature, and are not counted among the verdicts.")
+        page.table(["check", "asserts", "rule", "measured", ""], checks, raw_cols=(0, 1, 2, 3, 4))
     page.heading("Run", "run")
     page.pre(json.dumps(meta, indent=2, default=str))
     page.versions()
