@@ -8,7 +8,7 @@ from normlab.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
 NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "deep-stability", "collapse",
-         "stability-map"]
+         "stability-map", "recipe-variants"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:
@@ -48,14 +48,33 @@ def test_stability_map_grid_is_the_table_at_the_top() -> None:
     spec = study_preset("stability-map")
     g = STABILITY_GRID["cpu"]
     assert spec.axes == {"model.placement": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
-                         "optim.lr": [3e-4, 1e-3, 3e-3], "model.n_layer": [6, 24], "optim.warmup_steps": [0, 50]}
+                         "optim.lr": [5e-4, 1e-3, 3e-3], "model.n_layer": [6, 24], "optim.warmup_steps": [0, 50]}
     assert spec.seeds == g["seeds"] == [0, 1, 2, 3, 4] and len(spec.trials()) == 6 * 3 * 2 * 2 * 5
     cfg = json.loads(spec.trials()[0].config_json)
     m, o, t = cfg["model"], cfg["optim"], cfg["train"]
     assert (m["d_model"], m["context"], m["init"], t["batch_size"], t["steps"]) == (64, 64, "xavier", 16, 200)
     assert (o["schedule"], o["grad_clip"]) == ("constant", 0.0)  # constant after warm-up, unclipped
     smoke = study_preset("stability-map", "smoke")
-    assert len(smoke.trials()) == 2 * 2 * 2 * 2 * 2
+    assert len(smoke.trials()) == 6 * 3 * 2 * 2 * 2
+
+
+def test_recipe_variants_differ_from_their_map_control_in_one_field() -> None:
+    """Each recipe-variants trial has a stability-map trial (same seed) whose config differs only
+    in the field the variant changes: the map cell is its control."""
+    import json
+
+    def flat(d: dict, pre: str = "") -> dict:
+        out: dict = {}
+        for k, v in d.items():
+            out.update(flat(v, pre + k + ".") if isinstance(v, dict) else {pre + k: v})
+        return out
+
+    m = [flat(json.loads(t.config_json)) for t in study_preset("stability-map").trials()]
+    for t in study_preset("recipe-variants").trials():
+        v = flat(json.loads(t.config_json))
+        diffs = [{k for k in v if v[k] != c.get(k)} for c in m]
+        assert min(len(d) for d in diffs) == 1, (t.params, min(diffs, key=len))
+        assert min(diffs, key=len) <= {"model.init", "model.final_norm"}
 
 
 def test_cli_presets_dry_run_and_status(tmp_path, capsys, fake_path) -> None:

@@ -204,9 +204,10 @@ def collapse(scale: str = "cpu") -> StudySpec:
 # of the full cpu grid are ~2.8 core-hours (~1.4 h with 2 workers): run a slice with a
 # smaller table or a TOML study when that is too much.
 STABILITY_GRID: dict[str, dict[str, Any]] = {
-    # smoke: 30 steps at lr 1e-2 are enough for some cells to train and others to stall; 0.3 blows up
-    "smoke": {"placements": ["post", "pre"], "lr": [1e-2, 3e-1], "n_layer": [2, 4], "warmup": [0, 5],
-              "seeds": [0, 1], "steps": 30},
+    # smoke: every placement and lr the claims read (so `claims --scale smoke` exercises every
+    # part), in a few steps; the stability page's own test picks cells that train and stall
+    "smoke": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"], "lr": [5e-4, 1e-3, 3e-3],
+              "n_layer": [2, 4], "warmup": [0, 5], "seeds": [0, 1], "steps": 12},
     "cpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"], "lr": [5e-4, 1e-3, 3e-3],
             "n_layer": [6, 24], "warmup": [0, 50], "seeds": [0, 1, 2, 3, 4], "steps": 200},
     "gpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
