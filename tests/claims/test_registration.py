@@ -190,6 +190,17 @@ def test_the_table_and_page_mark_post_hoc_parts() -> None:
     meta = {"registration": {"commit": "abcdef0123", "committed_at": 0}}
     assert registered.summary([r], meta) == (
         "Pre-registration (commit abcdef0 at 1970-01-01 00:00:00 UTC): 1 of 3 parts' rules were registered before "
-        "each study's first trial (the quick claims: before this run measured them); 1 are post-hoc (marked ‡: "
+        "each study's first trial; 1 are post-hoc (marked ‡: "
         "the rule changed after registration, or was registered after the data; the registered rule's verdict is "
         "given beside); 1 not registered.")
+
+
+def test_a_missing_registration_is_one_line_before_anything_runs(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from normlab.cli import main
+
+    missing = tmp_path / "registration-cpu.json"
+    assert main(["claims", "--quick", "--out", str(tmp_path / "out"), "--registration", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such file; write one with `normlab claims register" in err, err
+    assert not (tmp_path / "out" / "claims.json").exists()
