@@ -24,7 +24,7 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
     import json
 
     cpu = study_preset("pre-vs-post")
-    assert len(cpu.trials()) == 16 and cpu.seeds == [0, 1, 2, 3]
+    assert len(cpu.trials()) == 24 and cpu.seeds == [0, 1, 2, 3, 4, 5]
     cfg = json.loads(cpu.trials()[0].config_json)
     assert (cfg["model"]["n_layer"], cfg["model"]["d_model"], cfg["model"]["context"]) == (6, 128, 64)
     assert (cfg["train"]["batch_size"], cfg["train"]["steps"], cfg["optim"]["lr"]) == (16, 500, 1e-3)
