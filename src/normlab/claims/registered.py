@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from normlab.claims.rules import Direction, Rule, Within
+from normlab.claims.rules import Direction, Outside, Rule, Within
 from normlab.stats import Effect
 
 BEFORE, POST_HOC, NOT_REGISTERED = "before-data", "post-hoc", "not-registered"
@@ -35,7 +35,9 @@ def rule_from_spec(spec: dict[str, Any]) -> Rule:
         return Direction(int(spec["sign"]), float(spec.get("ref", 0.0)))
     if spec.get("kind") == "within":
         return Within(float(spec["lo"]), float(spec["hi"]))
-    raise ValueError(f"unknown rule kind in a registration: {spec.get('kind')!r}; valid: direction, within")
+    if spec.get("kind") == "outside":
+        return Outside(float(spec["lo"]), float(spec["hi"]))
+    raise ValueError(f"unknown rule kind in a registration: {spec.get('kind')!r}; valid: direction, within, outside")
 
 
 def effect_from_dict(d: dict[str, Any]) -> Effect:
