@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from normlab.runconfig import RunConfig
 
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
+DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
 
 
@@ -171,6 +172,15 @@ class RunDir:
     def append_metrics(self, step: int, metrics: dict[str, Any]) -> None:
         """One flushed line of metrics.jsonl."""
         append_jsonl(self.path / METRICS, {"step": step, **metrics})
+
+    def append_diagnostics(self, rec: dict[str, Any]) -> None:
+        """One flushed line of diagnostics.jsonl (``normlab.diagnostics.training``)."""
+        append_jsonl(self.path / DIAGNOSTICS, rec)
+
+    @property
+    def diagnostics_ref(self) -> Path:
+        """Where the in-training diagnostics keep W_0's logits."""
+        return self.path / DIAGNOSTICS_REF
 
     def truncate_logs(self, upto: int) -> None:
         """Drop log lines after the checkpoint step (resume rewrites them) and any torn last line."""

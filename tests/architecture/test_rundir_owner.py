@@ -11,7 +11,8 @@ import normlab
 SRC = Path(normlab.__file__).parent
 OWNER = "rundir.py"
 # the run's file names, as they appear in a path expression (a string literal of its own)
-NAMES = {"config.json", "env.json", "metrics.jsonl", "checkpoints", ".old"}
+NAMES = {"config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "diagnostics_ref.safetensors",
+         "checkpoints", ".old"}
 ALLOWED = {  # (module, name): why this is not a run directory's file
     ("train/checkpoint.py", ".old"): "the checkpoint folder's own swap twin, inside the folder format it owns",
     ("inspect/subject.py", "config.json"): "a Hugging Face model directory's config.json (same file name)",

@@ -70,3 +70,15 @@ def test_seed_scale_is_for_the_claims_that_state_it(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"--scale=huge: choose one of smoke, cpu, gpu, seed"):
         run_claims(quick=False, scale="huge", out=tmp_path, train=False)
     assert not any(tmp_path.iterdir())  # refused before anything is written
+
+
+def test_training_runs_group_overlapping_studies_and_split_sessions() -> None:
+    """Studies trained together are one run; a study trained hours later is a run of its own,
+    and the wall time is the sum of the runs, not the span between them."""
+    from normlab.claims import training_runs
+
+    spans = {"a": (0.0, 100.0), "b": (50.0, 300.0), "c": (350.0, 400.0), "d": (10_000.0, 10_500.0)}
+    runs = training_runs(spans)
+    assert [r["studies"] for r in runs] == [["a", "b", "c"], ["d"]]
+    assert [r["wall_s"] for r in runs] == [400.0, 500.0]
+    assert training_runs({}) == []

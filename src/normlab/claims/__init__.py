@@ -84,7 +84,8 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     if ctx.spans:
         meta["studies"] = {n: {"first_start": s, "last_finish": f, "wall_s": round(f - s, 1), "trials": len(ctx.trials(n))}
                            for n, (s, f) in ctx.spans.items()}
-        meta["training_wall_s"] = round(max(f for _, f in ctx.spans.values()) - min(s for s, _ in ctx.spans.values()), 1)
+        meta["training_runs"] = training_runs(ctx.spans)
+        meta["training_wall_s"] = round(sum(r["wall_s"] for r in meta["training_runs"]), 1)
     meta["started_at"] = round(t0, 3)
     meta["registration"] = registered.mark(records, {c.id: c for c in chosen}, reg_file, meta.get("studies", {}), t0)
     full_grid = qr is not None and {c.id for c in chosen if c.quick} == {i for i, c in reg.items() if c.quick}
@@ -121,6 +122,24 @@ def _decide(chosen: list[Any], reg: Any, quick: bool, seeds: int, depths: list[i
     for c in slow:
         got[c.id] = ctx.record(c, store)
     return [got[c.id] for c in chosen], qr
+
+
+def training_runs(spans: dict[str, tuple[float, float]], gap: float = 600.0) -> list[dict[str, Any]]:
+    """The stores' training as separate runs: studies whose spans overlap (or follow within
+    ``gap`` seconds) form one run, with its wall time from first start to last finish. A claims
+    run resumed in another session (a long study trained on its own first, say) is then
+    reported as the runs it was, not as one span with the days between them."""
+    runs: list[dict[str, Any]] = []
+    for name, (start, end) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+        if runs and start <= runs[-1]["last_finish"] + gap:
+            r = runs[-1]
+            r["studies"].append(name)
+            r["last_finish"] = max(r["last_finish"], end)
+        else:
+            runs.append({"studies": [name], "first_start": start, "last_finish": end})
+    for r in runs:
+        r["wall_s"] = round(r["last_finish"] - r["first_start"], 1)
+    return runs
 
 
 def _studies(chosen: list[Any]) -> list[str]:

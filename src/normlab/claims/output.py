@@ -170,8 +170,10 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
     page.text(summary(records, meta))  # pre-registration: only what the records show
     page.text(regime_sentence(records))
     if meta.get("training_wall_s"):
+        runs = meta.get("training_runs") or []
+        each = "; ".join(f"{', '.join(r['studies'])}: {r['wall_s'] / 60:.1f} min" for r in runs)
         page.text(f"Training studies at scale {meta.get('scale')}: {meta['training_wall_s'] / 60:.1f} min wall "
-                  "(first trial start to last finish).")
+                  "(first trial start to last finish" + (f" of each run: {each}" if len(runs) > 1 else "") + ").")
     rows = []
     for r in records:
         parts = "<br>".join(f"{esc(p['id'])}: {_badge(p['verdict'])}{' †' if p.get('holm_ok') is False else ''}"

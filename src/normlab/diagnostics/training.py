@@ -32,7 +32,6 @@ from torch import nn
 
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
-from normlab.fsutil import append_jsonl
 from normlab.model.capture import main_stream
 
 if TYPE_CHECKING:
@@ -49,8 +48,10 @@ class TrainingDiagnostics:
         if every < 1:
             raise ValueError(f"every={every}: must be >= 1")
         self.model: Any = getattr(model, "_orig_mod", model)  # hooks go on the eager module
+        from normlab.rundir import RunDir
+
         self.run_dir, self.every = Path(run_dir), every
-        self.path = self.run_dir / "diagnostics.jsonl"
+        self.run = RunDir(self.run_dir)  # the owner of RUN/diagnostics.jsonl and the W_0 reference
         self.x = fixed_batch[0][:fixed_rows]
         self.L = len(self.model.blocks)
         # Parameter groups: 0 = embeddings, 1..L = blocks, L + 1 = everything after (final norm, head).
@@ -118,7 +119,7 @@ class TrainingDiagnostics:
             i += k
         if metrics and "train/loss" in metrics:
             rec["train/loss"] = metrics["train/loss"]
-        append_jsonl(self.path, rec)
+        self.run.append_diagnostics(rec)
         self._early, self._snapshot = {}, None
         return rec
 
@@ -175,7 +176,7 @@ class TrainingDiagnostics:
         from normlab.errors import UserError
         from normlab.fsutil import atomic_write_bytes
 
-        path = self.run_dir / "diagnostics_ref.safetensors"
+        path = self.run.diagnostics_ref
         if path.exists():
             try:
                 ref = load_file(path, device=str(self.x.device))["logits"]
