@@ -1,21 +1,32 @@
 """Synthetic study stores for the training claims: run directories with exactly the files the
 claims read (config.json, metrics.jsonl, summary.json, diagnostics.jsonl), built from a
-per-cell description, and a study context that serves them instead of training."""
+per-cell description, and a study context that serves them instead of training.
+
+:class:`FakeContext` is a :class:`~normlab.claims.studies.StudyContext` whose ``trials``
+serve the synthetic cells and whose data references are fixed (Tiny Shakespeare's unigram
+cross-entropy, 65 symbols): ``outcome``, ``unigram_ce`` and ``uniform_ce`` are the real ones,
+so a run's outcome follows from the best / final losses written, never typed beside them."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from normlab.claims.studies import StudyContext
 from normlab.config import RunConfig
+from normlab.data.unigram import DataCE
 from normlab.study.store import TrialRecord
 
-SEEDS = 4
-INIT = math.log(65)             # the uniform prediction's loss, the reference of every gain
-JITTER = (-1.0, 1.0, -0.5, 0.5)  # mean 0: a cell with sigma * JITTER straddles its centre
+CE = DataCE(unigram=3.347, vocab_size=65)
+INIT = math.log(65)      # the uniform prediction's loss, the reference of every gain
+SEEDS = 5                # the map's seeds
+STUDY_SEEDS = {"pre-vs-post": 6}  # studies whose preset runs another number of seeds
+# mean 0 over the first 5 and over all 6: a cell with sigma * JITTER straddles its centre
+JITTER = (-1.0, 1.0, -0.5, 0.5, 0.0, 0.0)
+TRAINS = 2.6             # a best val loss that trains (0.75 below the unigram plateau)
+STALLS = 3.36            # a best val loss on the unigram plateau (a stalled run)
 
 
 def jit(seed: int, sigma: float) -> float:
@@ -45,27 +56,37 @@ def write_run(d: Path, params: dict[str, Any], q: dict[str, Any]) -> None:
 Cell = tuple[str, dict[str, Any], Callable[[int], dict[str, Any]]]  # study, params, seed -> quantities
 
 
-@dataclass
-class FakeContext:
-    """Serves synthetic trials per study (the interface claims use: ``trials(name)``)."""
+class FakeContext(StudyContext):
+    """Serves synthetic trials per study; everything else is the real StudyContext's."""
 
-    root: Path
-    cells: list[Cell]
-
-    def __post_init__(self) -> None:
+    def __init__(self, root: Path, cells: list[Cell], seeds: dict[str, int] | None = None,
+                 scale: str = "cpu") -> None:
+        super().__init__(out=root, scale=scale, train=False)
         self.by_study: dict[str, list[TrialRecord]] = {}
-        for i, (study, params, fn) in enumerate(self.cells):
-            for s in range(SEEDS):
+        seen = set()
+        for i, (study, params, fn) in enumerate(cells):
+            key = (study, json.dumps(params, sort_keys=True))
+            assert key not in seen, f"cell {key} given twice: a world must name each cell once"
+            seen.add(key)
+            for s in range(({**STUDY_SEEDS, **(seeds or {})}).get(study, SEEDS)):
                 p = {**params, "seed": s}
-                d = self.root / study / f"c{i}-s{s}"
+                d = root / study / f"c{i}-s{s}"
                 q = fn(s)
                 write_run(d, p, q)
                 summary = json.loads((d / "summary.json").read_text())
                 self.by_study.setdefault(study, []).append(
                     TrialRecord(f"{study}-{i}-{s}", p, q.get("status", "completed"), summary, d, None))
 
-    def trials(self, name: str) -> list[TrialRecord]:
+    def trials(self, name: str) -> list[Any]:
         return self.by_study[name]
+
+    def data_ce(self, t: Any) -> DataCE:  # noqa: ARG002 (every synthetic run trains on the same data)
+        return CE
+
+
+def best_run(centre: float, sigma: float = 0.0) -> Callable[[int], dict[str, Any]]:
+    """A completed run whose best (= final) val loss is ``centre`` plus the seed's jitter."""
+    return lambda s: {"best": centre + jit(s, sigma)}
 
 
 def gain_run(g: float) -> dict[str, Any]:

@@ -32,5 +32,9 @@ def test_deciding_a_claim_leaves_its_study_store_byte_identical(tmp_path: Path) 
     assert _snapshot(store_dir) == before
     deletion = next(p for p in recs[0]["parts"] if p["id"] == "deletion")
     assert deletion["effect"]["estimate"] is not None  # the deletion was measured, from the checkpoints
+    # the deletion is measured on the pre runs (deletion part) and the lns runs (lns part, lns minus pre)
+    lns = next(p for p in recs[0]["parts"] if p["id"] == "lns")
+    assert set(deletion["trials"]) < set(lns["trials"])
     written = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "analysis").rglob("analysis.json"))
-    assert len(written) == len(deletion["trials"]) and all(w.startswith("analysis/collapse/") for w in written)
+    assert all(w.startswith("analysis/collapse/") for w in written)
+    assert sorted(w.split("/")[2] for w in written) == sorted(lns["trials"])

@@ -1,6 +1,9 @@
 """Every training claim on synthetic stores, in the three outcomes: a world where the statement
-holds (every part supported), one where its opposite holds (every part contradicted), and one
-of noise around the rule's reference (every part inconclusive). 4 seeds per cell."""
+holds (every part's rule verdict supported), one where its opposite holds (every part
+contradicted), and one of noise around the rule's reference (every part inconclusive); the
+scoped verdict is the regime's reading of the rule's. Then the guards of the map contrasts:
+arms that all stall, a rate on too few runs, a part outside the source's regime.
+5 seeds per cell (6 in 'pre-vs-post', as the presets)."""
 
 from __future__ import annotations
 
@@ -12,87 +15,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import synthetic as S  # noqa: E402
+import worlds as WD  # noqa: E402
 
 from normlab.claims import training_statistics  # noqa: E402
 from normlab.claims.catalogue import all_claims  # noqa: E402
+from normlab.claims.regime import scoped  # noqa: E402
 
-P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
-TINY, WIDE = 0.01, 0.5
+P, W, LR, QK, L = WD.P, WD.W, WD.LR, WD.QK, WD.L
 WANT = {"S": "supported", "C": "contradicted", "I": "inconclusive"}
-
-
-def g(center: float, sigma: float = TINY) -> Any:
-    return lambda s: S.gain_run(center + S.jit(s, sigma))
-
-
-def pick(o: str, sup: float, con: float, neutral: float) -> tuple[float, float]:
-    """(centre, sigma) of a cell: its supported / contradicted value, or noise around neutral."""
-    return {"S": (sup, TINY), "C": (con, TINY), "I": (neutral, WIDE)}[o]
-
-
-def two(o: str, study: str, a: dict, b: dict, sup: tuple[float, float], con: tuple[float, float],
-        neutral: float = -1.5) -> list:
-    """Cells a and b with gains whose difference a - b follows the outcome."""
-    va, vb = {"S": sup, "C": con, "I": (neutral, neutral)}[o]
-    sig = WIDE if o == "I" else TINY
-    return [(study, a, g(va, sig)), (study, b, g(vb, sig))]
-
-
-def warmup_post(o: str) -> list:
-    c = []
-    for lr in (5e-4, 1e-3):
-        c += two(o, "xiong-warmup", {P: "post", LR: lr, W: 0}, {P: "post", LR: lr, W: 60}, (-1.0, -1.5), (-1.8, -1.5))
-        c += two(o, "xiong-warmup", {P: "pre", LR: lr, W: 0}, {P: "pre", LR: lr, W: 60}, (-1.5, -1.5), (-1.0, -1.5))
-    return c
-
-
-def warmup_pre_not_universal(o: str) -> list:
-    return two(o, "xiong-warmup", {P: "pre", LR: 3e-3, W: 0}, {P: "pre", LR: 3e-3, W: 60}, (-1.0, -1.5), (-1.8, -1.5))
-
-
-def liu_post_converged(o: str) -> list:
-    return (two(o, "xiong-warmup", {P: "post", LR: 5e-4, W: 60}, {P: "pre", LR: 5e-4, W: 60}, (-1.5, -1.5),
-                (-1.0, -1.5))
-            + two(o, "deep-stability", {P: "post", L: 48}, {P: "pre", L: 48}, (-0.1, -1.5), (-2.0, -1.5)))
-
-
-def seed002_post_shallow(o: str) -> list:
-    return two(o, "xiong-warmup", {P: "post", LR: 5e-4, W: 60}, {P: "pre", LR: 5e-4, W: 60}, (-1.52, -1.5),
-               (-1.0, -1.5))
-
-
-def seed002_pet_project(o: str) -> list:
-    first = {"S": (2.5, 3.3), "C": (3.3, 2.5), "I": (3.0, 3.0)}[o]
-    gains = {"S": (-1.8, -0.3), "C": (-0.3, -1.8), "I": (-1.0, -1.0)}[o]
-    sig = WIDE if o == "I" else TINY
-    return [("pre-vs-post", {P: p, W: 0}, lambda s, f=f, gg=gg: {**S.gain_run(gg + S.jit(s, sig)),
-                                                               "first": f + S.jit(s, sig)})
-            for p, f, gg in (("pre", first[0], gains[0]), ("post", first[1], gains[1]))]
-
-
-def seed002_clipping(o: str) -> list:
-    k = {"S": ((0, 0, 0, 0), (12, 13, 11, 12)), "C": ((16, 17, 15, 16), (6, 7, 5, 6)),
-         "I": ((1, 5, 2, 4), (1, 5, 2, 4))}[o]  # steps of 20 above the clip, per seed
-
-    def run(counts: tuple[int, ...]) -> Any:
-        return lambda s: {**S.gain_run(-1.5), "grad": [1.5] * counts[s] + [0.5] * (20 - counts[s])}
-
-    return [("pre-vs-post", {P: "pre", W: 0}, run(k[0])), ("pre-vs-post", {P: "post", W: 0}, run(k[1]))]
-
-
-def seed002_higher_lr(o: str) -> list:
-    a, b = {"S": (2.0, 3.5), "C": (3.5, 2.0), "I": (3.0, 3.0)}[o]
-    sig = WIDE if o == "I" else TINY
-    return [("lr-sensitivity", {P: p, QK: None, LR: 1e-2}, lambda s, v=v: {"best": v, "final": v + S.jit(s, sig)})
-            for p, v in (("pre", a), ("post", b))]
-
-
-def deep(o: str, cells: dict[str, tuple[float, float]]) -> list:
-    out = []
-    for p, (sup, con) in cells.items():
-        c, sig = pick(o, sup, con, -1.0)
-        out.append(("deep-stability", {P: p, L: 48}, g(c, sig)))
-    return out + [("deep-stability", {P: "pre", L: 6}, g(-1.8))]
 
 
 def zloss_logz(o: str) -> list:
@@ -102,10 +32,10 @@ def zloss_logz(o: str) -> list:
 
     if o == "S":
         return [("zloss", {"optim.z_loss": 0.0}, run(4.0, lambda s: 6.0)),
-                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 0.2 + S.jit(s, TINY)))]
+                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 0.2 + S.jit(s, 0.01)))]
     if o == "C":
-        return [("zloss", {"optim.z_loss": 0.0}, run(0.3, lambda s: 0.3 + S.jit(s, TINY))),
-                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 3.0 + S.jit(s, TINY)))]
+        return [("zloss", {"optim.z_loss": 0.0}, run(0.3, lambda s: 0.3 + S.jit(s, 0.01))),
+                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 3.0 + S.jit(s, 0.01)))]
     return [("zloss", {"optim.z_loss": 0.0}, run(1.0, lambda s: 1.5 + S.jit(s, 0.5))),
             ("zloss", {"optim.z_loss": 1e-4}, run(1.0, lambda s: 1.0 + S.jit(s, 0.5)))]
 
@@ -130,6 +60,7 @@ def pre_collapse(o: str) -> list:
     sh, dp = {"S": (0.3, 0.05), "C": (0.05, 0.3), "I": (0.2, 0.2)}[o]
     other = {"S": 0.3, "C": 0.02, "I": 0.2}[o]
     dele = {"S": -0.5, "C": 0.5, "I": 0.0}[o]
+    lns_dele = {"S": 0.5, "C": -0.5, "I": 0.0}[o]  # the lns part compares deletions, lns minus pre
     sig = 0.1 if o == "I" else 0.001
 
     def run(angle: Any, aux: Any = None, dl: float | None = None) -> Any:
@@ -144,7 +75,7 @@ def pre_collapse(o: str) -> list:
 
     flat = profile(other, other)
     return [("collapse", {P: "pre"}, run(profile(sh, dp), dl=dele)),
-            ("collapse", {P: "resi_dual"}, run(flat, flat)), ("collapse", {P: "lns"}, run(flat))]
+            ("collapse", {P: "resi_dual"}, run(flat, flat)), ("collapse", {P: "lns"}, run(flat, dl=lns_dele))]
 
 
 def sandwich_max_abs(o: str) -> list:
@@ -158,18 +89,36 @@ def sandwich_max_abs(o: str) -> list:
     return [("collapse", {P: "sandwich"}, run(*ends[0])), ("collapse", {P: "pre"}, run(*ends[1]))]
 
 
+def seed004_lr_sensitive(o: str) -> list:
+    """Per-seed sweeps of final losses; the jitter moves with the lr so the sensitivity varies by seed."""
+    steep, flat = [2.0, 1.8, 2.5, 4.17, 4.17], [2.0, 1.8, 1.9, 2.0, 2.1]
+    curves = {"S": (steep, flat), "C": (flat, steep), "I": (flat, flat)}[o]
+    sig = 0.5 if o == "I" else 0.01
+    out = []
+    for p, curve in zip(("post", "pre"), curves):
+        for i, (lr, v) in enumerate(zip([3e-4, 1e-3, 3e-3, 1e-2, 3e-2], curve)):
+            out.append(("lr-sensitivity", {P: p, QK: None, LR: lr},
+                        lambda s, v=v, i=i: {"best": v, "final": v + S.jit((s + i) % 5, sig)}))
+    return out
+
+
 WORLDS = {
-    "warmup-post": warmup_post, "warmup-pre-not-universal": warmup_pre_not_universal,
-    "liu-post-converged": liu_post_converged, "seed002-post-shallow": seed002_post_shallow,
-    "seed002-pet-project": seed002_pet_project, "seed002-clipping": seed002_clipping,
-    "seed002-higher-lr": seed002_higher_lr,
-    "deepnorm-depth": lambda o: deep(o, {"deepnorm": (-1.8, -0.2), "post": (-0.2, -1.8)}),
-    "admin-depth": lambda o: deep(o, {"admin": (-1.8, -0.2), "post": (-0.2, -1.8)}),
-    "seed002-sandwich-deep": lambda o: deep(o, {"pre_post": (-1.8, -1.0), "sandwich": (-1.8, -1.0),
-                                                "pre": (-1.0, -1.8)}),
-    "zloss-logz": zloss_logz, "lr-sensitivity": lr_sensitivity, "pre-collapse": pre_collapse,
-    "sandwich-max-abs": sandwich_max_abs,
+    "warmup-post": WD.warmup_post, "warmup-pre-not-universal": WD.warmup_pre_not_universal,
+    "seed002-post-shallow": WD.seed002_post_shallow, "seed002-shorter-warmup": WD.seed002_shorter_warmup,
+    "seed004-warmup-lr": WD.seed004_warmup_lr, "seed002-init-sensitive": WD.seed002_init_sensitive,
+    "liu-post-converged": WD.liu_post_converged, "seed004-depth": WD.seed004_depth,
+    "deepnorm-depth": lambda o: WD.depth_fix(o, "deepnorm", 5e-4),
+    "admin-depth": lambda o: WD.depth_fix(o, "admin", 1e-3),
+    "seed002-sandwich-deep": WD.seed002_sandwich_deep, "seed000-final-norm": WD.seed000_final_norm,
+    "seed002-pet-project": WD.seed002_pet_project, "seed002-clipping": WD.seed002_clipping,
+    "seed001-early-gradients": WD.seed001_early_gradients, "seed002-higher-lr": WD.seed002_higher_lr,
+    "zloss-logz": zloss_logz, "lr-sensitivity": lr_sensitivity, "seed004-lr-sensitive": seed004_lr_sensitive,
+    "pre-collapse": pre_collapse, "sandwich-max-abs": sandwich_max_abs,
 }
+
+
+def decide(cid: str, cells: list, root: Path, **kw: Any) -> dict[str, Any]:
+    return all_claims().get(cid).decide(S.FakeContext(root, cells, **kw))
 
 
 def test_every_training_claim_has_a_synthetic_world() -> None:
@@ -180,14 +129,81 @@ def test_every_training_claim_has_a_synthetic_world() -> None:
 @pytest.mark.parametrize("cid", sorted(WORLDS))
 def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
-    claim = all_claims().get(cid)
-    rec = claim.decide(S.FakeContext(tmp_path, WORLDS[cid](outcome)))
-    got = {p["id"]: p["verdict"] for p in rec["parts"]}
-    assert set(got.values()) == {WANT[outcome]}, {p["id"]: (p["verdict"], p["effect_text"]) for p in rec["parts"]}
-    assert rec["verdict"] == WANT[outcome]
+    rec = decide(cid, WORLDS[cid](outcome), tmp_path)
+    got = {p["id"]: p["rule_verdict"] for p in rec["parts"]}
+    assert set(got.values()) == {WANT[outcome]}, {p["id"]: (p["rule_verdict"], p["effect_text"], p["note"])
+                                                 for p in rec["parts"]}
+    assert rec["rule_verdict"] == WANT[outcome]
+    # the scoped verdicts are the regime's reading of the rule's, for the claim and each part
+    assert rec["verdict"] == scoped(rec["rule_verdict"], rec["departures"])
     for p in rec["parts"]:
+        assert p["verdict"] == scoped(p["rule_verdict"], p["departures"]), p["id"]
         e = p["effect"]
         assert e["n_a"] >= 3 and (e["n_b"] is None or e["n_b"] >= 3) and p["trials"]
+
+
+def _plateau(p: str, lr: float, w: int, best: float) -> tuple:
+    return ("stability-map", WD.m(p, lr, 6, w), S.best_run(best, 0.002))
+
+
+def test_an_interaction_whose_arms_all_stall_is_inconclusive(tmp_path: Path) -> None:
+    """Every run of the four cells on the unigram plateau: a tiny spread makes the interval
+    exclude 0, but stalled models differ by noise, so the part is inconclusive, and says why."""
+    cells = [_plateau("post", 1e-3, 0, 3.40), _plateau("post", 1e-3, 50, 3.36), _plateau("pre", 1e-3, 0, 3.36),
+             _plateau("pre", 1e-3, 50, 3.36)]
+    part = decide("seed002-shorter-warmup", cells, tmp_path)["parts"][0]
+    assert part["effect"]["lo"] > 0  # the interval alone would say supported
+    assert part["rule_verdict"] == "inconclusive" and part["p"] is None
+    assert "every run of every arm failed to train (20 stalled on the unigram plateau, 0 diverged)" in part["note"]
+    assert part["numbers"]["outcomes"]["a1"] == {"trains": 0, "stalls": 5, "diverged": 0}
+
+
+def test_a_difference_of_two_stalled_cells_is_inconclusive(tmp_path: Path) -> None:
+    cells = [_plateau("pre", 3e-3, 0, 3.40), _plateau("pre", 3e-3, 50, 3.36)]
+    rec = decide("warmup-pre-not-universal", cells, tmp_path)
+    part = rec["parts"][0]
+    assert part["effect"]["lo"] > 0 and part["rule_verdict"] == "inconclusive" == rec["rule_verdict"]
+    assert "10 stalled on the unigram plateau" in part["note"]
+    # one arm that trains is enough for the contrast to count
+    cells[1] = _plateau("pre", 3e-3, 50, WD.T)
+    assert decide("warmup-pre-not-universal", cells, tmp_path / "one")["parts"][0]["rule_verdict"] == "supported"
+
+
+def _wilson() -> bool:
+    from normlab.stats import rate
+
+    return rate(4, 4).method == "wilson"
+
+
+@pytest.mark.xfail(_wilson(), strict=True, reason="normlab.stats.rate is still Wilson on this branch (4 of 4: "
+                   "lower bound 0.51 > 0.5); the exact interval the part's rule names gives 0.40")
+def test_four_of_four_failing_post_runs_do_not_show_most_likely(tmp_path: Path) -> None:
+    """'most likely does not converge' = more than half the runs, by the exact interval: 4 of 4
+    failing has a lower bound of 0.40, so the part stays inconclusive at n = 4."""
+    cells = WD.seed002_pet_project("S", post_fails=(True,) * 4)
+    rec = decide("seed002-pet-project", cells, tmp_path, seeds={"pre-vs-post": 4})
+    part = next(p for p in rec["parts"] if p["id"] == "post-fails")
+    assert part["effect"]["n_a"] == 4 and part["effect"]["estimate"] == 1.0
+    assert part["rule_verdict"] == "inconclusive"
+
+
+def test_six_of_six_failing_post_runs_show_most_likely(tmp_path: Path) -> None:
+    rec = decide("seed002-pet-project", WD.seed002_pet_project("S"), tmp_path)
+    assert next(p for p in rec["parts"] if p["id"] == "post-fails")["rule_verdict"] == "supported"
+
+
+def test_a_part_outside_the_regime_does_not_scope_the_claim(tmp_path: Path) -> None:
+    """warmup-post's gpt2 arm departs from the source's init by design: its own verdict is
+    scoped, the claim's rests on the in-regime parts and is stated as the rule's."""
+    cells = [c for c in WD.warmup_post("S") if c[0] == "stability-map"]
+    cells += [c for c in WD.warmup_post("C") if c[0] == "recipe-variants"]
+    rec = decide("warmup-post", cells, tmp_path)
+    parts = {p["id"]: p for p in rec["parts"]}
+    gpt2 = parts.pop("post-1e-3-gpt2")
+    assert gpt2["departures"] == ["init"] and gpt2["rule_verdict"] == "contradicted"
+    assert gpt2["verdict"] == "not seen at the lab's settings"
+    assert all(not p["departures"] and p["verdict"] == "supported" for p in parts.values())
+    assert rec["departures"] == [] and rec["rule_verdict"] == rec["verdict"] == "supported"
 
 
 def test_resi_dual_parts_read_their_own_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,7 +215,7 @@ def test_resi_dual_parts_read_their_own_stream(tmp_path: Path, monkeypatch: pyte
         last = {"angle": [0.3] * 8, "angle_aux": [0.01 + S.jit(s, 0.001)] * 8}
         return {**S.gain_run(-1.5), "diag": S.diag_lines(last, last)}
 
-    rec = all_claims().get("pre-collapse").decide(S.FakeContext(tmp_path, cells + [("collapse", {P: "resi_dual"}, resi)]))
-    got = {p["id"]: p["verdict"] for p in rec["parts"]}
+    rec = decide("pre-collapse", cells + [("collapse", {P: "resi_dual"}, resi)], tmp_path)
+    got = {p["id"]: p["rule_verdict"] for p in rec["parts"]}
     assert got["resi_dual-x"] == "supported" and got["resi_dual-d"] == "contradicted"
-    assert rec["verdict"] == "partly supported"
+    assert rec["rule_verdict"] == "partly supported"
