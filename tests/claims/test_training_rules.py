@@ -169,14 +169,6 @@ def test_a_difference_of_two_stalled_cells_is_inconclusive(tmp_path: Path) -> No
     assert decide("warmup-pre-not-universal", cells, tmp_path / "one")["parts"][0]["rule_verdict"] == "supported"
 
 
-def _wilson() -> bool:
-    from normlab.stats import rate
-
-    return rate(4, 4).method == "wilson"
-
-
-@pytest.mark.xfail(_wilson(), strict=True, reason="normlab.stats.rate is still Wilson on this branch (4 of 4: "
-                   "lower bound 0.51 > 0.5); the exact interval the part's rule names gives 0.40")
 def test_four_of_four_failing_post_runs_do_not_show_most_likely(tmp_path: Path) -> None:
     """'most likely does not converge' = more than half the runs, by the exact interval: 4 of 4
     failing has a lower bound of 0.40, so the part stays inconclusive at n = 4."""
@@ -184,6 +176,7 @@ def test_four_of_four_failing_post_runs_do_not_show_most_likely(tmp_path: Path) 
     rec = decide("seed002-pet-project", cells, tmp_path, seeds={"pre-vs-post": 4})
     part = next(p for p in rec["parts"] if p["id"] == "post-fails")
     assert part["effect"]["n_a"] == 4 and part["effect"]["estimate"] == 1.0
+    assert part["effect"]["method"] == "clopper-pearson" and round(part["effect"]["lo"], 3) == 0.398
     assert part["rule_verdict"] == "inconclusive"
 
 
