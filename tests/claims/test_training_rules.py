@@ -15,6 +15,7 @@ import synthetic as S  # noqa: E402
 
 from normlab.claims import training_statistics  # noqa: E402
 from normlab.claims.catalogue import all_claims  # noqa: E402
+from normlab.claims.rules import combine  # noqa: E402
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
 TINY, WIDE = 0.01, 0.5
@@ -176,6 +177,11 @@ def test_every_training_claim_has_a_synthetic_world() -> None:
     assert sorted(WORLDS) == sorted(c.id for _, c in all_claims().items() if not c.quick)
 
 
+# Rate parts no world of 4 seeds can decide: "more than half of 4 runs" needs an exact interval
+# away from 1/2, and 4 of 4 gives [0.398, 1], 0 of 4 [0, 0.602] (p = 0.125 either way)
+UNDECIDABLE_AT_4 = {"seed002-pet-project": ("post-fails",)}
+
+
 @pytest.mark.parametrize("outcome", ["S", "C", "I"])
 @pytest.mark.parametrize("cid", sorted(WORLDS))
 def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,8 +189,9 @@ def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeyp
     claim = all_claims().get(cid)
     rec = claim.decide(S.FakeContext(tmp_path, WORLDS[cid](outcome)))
     got = {p["id"]: p["verdict"] for p in rec["parts"]}
-    assert set(got.values()) == {WANT[outcome]}, {p["id"]: (p["verdict"], p["effect_text"]) for p in rec["parts"]}
-    assert rec["verdict"] == WANT[outcome]
+    want = {p: "inconclusive" if p in UNDECIDABLE_AT_4.get(cid, ()) else WANT[outcome] for p in got}
+    assert got == want, {p["id"]: (p["verdict"], p["effect_text"]) for p in rec["parts"]}
+    assert rec["verdict"] == combine(list(want.values()))
     for p in rec["parts"]:
         e = p["effect"]
         assert e["n_a"] >= 3 and (e["n_b"] is None or e["n_b"] >= 3) and p["trials"]
