@@ -122,3 +122,12 @@ def test_restricted_mle_is_the_constrained_maximum() -> None:
         grid = np.linspace(max(0, d), min(1, 1 + d), 20001)
         ll = ss.binom.logpmf(xa, n_a, grid) + ss.binom.logpmf(xb, n_b, grid - d)
         assert ss.binom.logpmf(xa, n_a, got) + ss.binom.logpmf(xb, n_b, got - d) >= ll.max() - 1e-9
+
+
+def test_an_island_beyond_the_scan_step_is_inside_the_interval() -> None:
+    # 11/12 vs 6/6: the one-sided p_below dips under 0.025 near +0.36 and is above it again at
+    # 0.365-0.37 (not monotone); the interval is the hull, so it reaches past the island
+    e = rate_diff(11, 12, 6, 6)
+    assert exact.diff_tails(11, 12, 6, 6, 0.37)[1] >= 0.025
+    assert e.hi is not None and e.hi > 0.37 and rate_p(e, 0.37) >= 0.05
+    assert rate_p(e, e.hi + 1e-7) < 0.05

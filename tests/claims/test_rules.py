@@ -56,6 +56,8 @@ def test_the_reviewers_case_is_inconclusive() -> None:
     e = rate(0, 4)
     assert Direction(+1, 0.5).verdict(e) == INCONCLUSIVE and Direction(+1, 0.5).p(e) == pytest.approx(0.125)
     assert Direction(+1, 0.5).verdict(rate(4, 4)) == INCONCLUSIVE      # 4 of 4 cannot show > 1/2 either
+    six = rate(6, 6)                                                     # 6 of 6 can: [0.025^(1/6) = 0.541, 1]
+    assert Direction(+1, 0.5).verdict(six) == SUPPORTED and Direction(+1, 0.5).p(six) == pytest.approx(2 / 64)
 
 
 # n = 4, Clopper-Pearson: 0/4 [0, 0.602], 2/4 [0.068, 0.932], 4/4 [0.398, 1]; p by hand (binomial tails)
