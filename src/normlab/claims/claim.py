@@ -39,7 +39,7 @@ class Part:
     check: bool = False
 
     def spec(self) -> dict[str, Any]:
-        out = {"id": self.id, "asserts": self.asserts, "quantity": self.quantity, "rule": self.rule.spec(),
+        out: dict[str, Any] = {"id": self.id, "asserts": self.asserts, "quantity": self.quantity, "rule": self.rule.spec(),
                "rule_text": self.rule.text(), "why": self.why}
         if self.check:
             out["check"] = True
@@ -93,7 +93,8 @@ class Claim:
         if missing:
             raise RuntimeError(f"claim {self.id}: measure() returned no value for parts {missing}")
         key = scale or "init"
-        parts, checks = [], []
+        parts: list[dict[str, Any]] = []
+        checks: list[dict[str, Any]] = []
         for p in self.parts:
             m = got[p.id]
             raw = INCONCLUSIVE if m.all_failed else p.rule.verdict(m.effect)

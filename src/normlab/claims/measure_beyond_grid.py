@@ -92,7 +92,7 @@ def identity_path(L: int, seed: int) -> list[float]:
     v = torch.randn(ins[0].shape, generator=gen)
     out = []
     for n, u in zip(norms, ins):
-        _, w = torch.func.jvp(n, (u,), (v,))
+        w = torch.func.jvp(n, (u,), (v,))[1]
         out.append(float(w.detach().norm() / v.norm()))
         w = w.detach()
         v = w
