@@ -64,7 +64,7 @@ def test_seed_scale_is_for_the_claims_that_state_it(tmp_path: Path) -> None:
     assert "lr 3e-4 constant, batch 32, 4900 steps" in pet.experiment_at("seed")
     assert pet.experiment_at("cpu") == pet.experiment and pet.rule_hash("cpu") == pet.rule_hash()
     assert pet.rule_hash("seed") != pet.rule_hash()  # another experiment is another decision
-    with pytest.raises(UserError, match=r"--scale=seed: only claims seed002-clipping, seed002-pet-project have"):
+    with pytest.raises(UserError, match=r"--scale=seed: only claims seed001-early-gradients, seed002-pet-project have"):
         run_claims(quick=False, scale="seed", only=["seed002-pet-project", "lr-sensitivity"], out=tmp_path,
                    train=False)
     with pytest.raises(UserError, match=r"--scale=huge: choose one of smoke, cpu, gpu, seed"):
