@@ -35,7 +35,16 @@ import torch
 from normlab.config import RunConfig
 from normlab.errors import UserError
 from normlab.schema import to_dict
-from normlab.train.lifecycle import finite, metrics_line, open_files, save, start_loggers, validated
+from normlab.train.lifecycle import (
+    diverged_row,
+    finish,
+    metrics_line,
+    open_files,
+    save,
+    start_loggers,
+    validated,
+    window_row,
+)
 from normlab.train.window import Window
 
 if TYPE_CHECKING:
@@ -102,10 +111,7 @@ def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
     tr.st.wall_time = wall
     tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model)
     tr.summary["batched"] = True
-    for lg in tr.loggers:
-        lg.finish(tr.summary)
-        lg.close()
-    RunDir(tr.run_dir).write_summary(tr.summary)
+    finish(RunDir(tr.run_dir), tr.loggers, tr.summary)
     return tr.summary
 
 
@@ -172,16 +178,14 @@ def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad:
     loop writes them; True when the trial diverged (its last line says so)."""
     tokens_per_step = tr.cfg.train.batch_size * tr.cfg.model.context
     tr.st.step, tr.st.loss_n = step, w.steps
-    row: dict[str, Any] = {"train/loss": finite(float(w.loss[i]) / w.steps), "lr": lr, "grad_norm": finite(gnorm)}
     if first_bad >= 0:
         tr.status, tr.diverged_at = "diverged", first_bad
         tr.st.train_time += w.train_s
-        metrics_line(tr.loggers, step, tokens_per_step, {**row, "diverged": True})
+        metrics_line(tr.loggers, step, tokens_per_step, diverged_row(float(w.loss[i]), w.steps, lr, gnorm))
         return True
     opt = stack.export(i, tr.model, tr.cfg.optim, step) if (plan.ckpt or vals is not None) else None
     if plan.log:
-        row.update({"time/step_s": w.train_s / w.steps,
-                    "tokens_per_s": tokens_per_step * w.steps / max(w.train_s, 1e-9)})
+        row = window_row(float(w.loss[i]), w.steps, lr, gnorm, w.steps, w.train_s, tokens_per_step)
         if vals is not None:
             v = float(vals[i])
             row["val/loss"] = v

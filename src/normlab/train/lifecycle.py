@@ -38,6 +38,28 @@ def metrics_line(loggers: list[Any], step: int, tokens_per_step: int, metrics: d
         lg.log(row, step)
 
 
+def window_row(loss_sum: float, loss_n: int, lr: float, grad_norm: float, steps: int, train_s: float,
+               tokens_per_step: int) -> dict[str, Any]:
+    """The training part of a metrics line for the steps since the last one: mean train loss,
+    lr, pre-clip gradient norm, seconds per step and tokens/s (both loops, one definition)."""
+    return {"train/loss": finite(loss_sum / loss_n), "lr": lr, "grad_norm": finite(grad_norm),
+            "time/step_s": train_s / steps, "tokens_per_s": tokens_per_step * steps / max(train_s, 1e-9)}
+
+
+def diverged_row(loss_sum: float, loss_n: int, lr: float, grad_norm: float) -> dict[str, Any]:
+    """The last metrics line of a run that diverged."""
+    return {"train/loss": finite(loss_sum / loss_n), "lr": lr, "grad_norm": finite(grad_norm), "diverged": True}
+
+
+def finish(run: Any, loggers: list[Any], summary: dict[str, Any]) -> None:
+    """The closing of a trial of the batched loop: every logger gets the summary and is closed,
+    then RUN/summary.json is written (the solo loop does the same around its error handling)."""
+    for lg in loggers:
+        lg.finish(summary)
+        lg.close()
+    run.write_summary(summary)
+
+
 def validated(st: Any, val: float) -> bool:
     """Record validation loss ``val`` in loop state ``st``; True when it is a new best (the
     caller then saves the ``best`` checkpoint, weights only)."""

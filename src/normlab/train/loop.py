@@ -23,7 +23,7 @@ from normlab.rundir import RunDir
 from normlab.train import checkpoint
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
-from normlab.train.lifecycle import finite, metrics_line, save, validated
+from normlab.train.lifecycle import diverged_row, metrics_line, save, validated, window_row
 from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
 
@@ -258,8 +258,7 @@ class Trainer:
 
     def _report_divergence(self, st: LoopState, w: Window, out: _Step, at: int) -> None:
         """The last metrics line (``diverged``), and with diagnostics on, where it began."""
-        self._log(st.step, {"train/loss": finite(float(w.loss) / st.loss_n), "lr": out.lr,
-                            "grad_norm": finite(float(out.grad_norm)), "diverged": True})
+        self._log(st.step, diverged_row(float(w.loss), st.loss_n, out.lr, float(out.grad_norm)))
         if self.diag is not None and not self.dist.enabled:
             from normlab.train.replay import localise
 
@@ -268,10 +267,8 @@ class Trainer:
     def _log_window(self, st: LoopState, w: Window, out: _Step, is_eval: bool, bar: Any) -> None:
         """One metrics line for the steps since the last one (with validation on eval steps)."""
         tokens_per_step = self.cfg.train.batch_size * self.cfg.model.context
-        metrics: dict[str, Any] = {
-            "train/loss": float(w.loss) / st.loss_n, "lr": out.lr, "grad_norm": finite(float(out.grad_norm)),
-            "time/step_s": w.train_s / w.steps,
-            "tokens_per_s": tokens_per_step * w.steps / max(w.train_s, 1e-9)}
+        metrics = window_row(float(w.loss), st.loss_n, out.lr, float(out.grad_norm), w.steps, w.train_s,
+                             tokens_per_step)
         if out.log_z is not None:
             metrics["train/log_z"] = float(out.log_z)
         if is_eval:
