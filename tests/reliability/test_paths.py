@@ -69,6 +69,8 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                           ("ro", ["report", "--quiet", "{ro}/run", "--out", "{ro}/../page"], 0)],
     ("report", "--out"): [("wrong", ["report", "--quiet", "{run}", "--out", "{bad}"], 2),
                           ("ro", ["report", "--quiet", "{run}", "--out", "{ro}/new"], 2)],
+    ("claims", "--registration"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{new}",
+                                              "--registration", "{bad}"], 2)],
     ("claims", "--out"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{bad}"], 2),
                           ("ro", ["claims", "--quick", "--seeds", "3", "--out", "{ro}/new"], 2)],
     ("probe", "--data-dir"): [("wrong", ["probe", "--out", "{new}", "--data-dir", "{bad}", *PROBE], 2)],
