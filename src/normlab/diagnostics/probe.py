@@ -112,13 +112,24 @@ def sample_batch(tokens: torch.Tensor | None, vocab: int, n: int, T: int,
 def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int = 2,
                 gen: torch.Generator | None = None) -> list[tuple[int, str, str, str, float]]:
     """Every registered probe statistic of one model on one batch: rows (layer, sublayer,
-    param, metric, value); the statistics come from ``normlab.diagnostics.catalogue``."""
+    param, metric, value); the statistics come from ``normlab.diagnostics.catalogue``.
+
+    ``model``: a lab ``TransformerLM``, a ``normlab.inspect.Subject`` (any causal LM, built
+    by ``normlab.inspect.subject_from_module``), or any other ``nn.Module``, which is made a
+    subject with the blocks and embedding found for it. ``targets`` are the next tokens."""
     from normlab.diagnostics.catalogue import STATISTICS
     from normlab.diagnostics.rows import computed
     from normlab.diagnostics.statistic import chosen
 
     wanted = [s for _, s in STATISTICS.items() if "probe" in s.tools]
-    c = _capture(model, idx, targets, n_proj, gen, set().union(*(s.needs for s in wanted)))
+    needs = set().union(*(s.needs for s in wanted))
+    if hasattr(model, "run") and hasattr(model, "blocks"):  # a lab TransformerLM: its own one forward
+        c = _capture(model, idx, targets, n_proj, gen, needs)
+    else:
+        from normlab.inspect.measure import probe_capture
+        from normlab.inspect.module import as_subject
+
+        c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
     # the statistics of the backward pass one after another, then the others position by
     # position: the order probe.csv has always had
     return computed(chosen(wanted, "probe", c.provided), c, frozenset({"param_grads", "stream_grads", "jacobian"}))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.errors import UserError
+from normlab.lazy import lazy_getattr
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
@@ -57,27 +58,49 @@ def rows_of(captured: Any, placement: str, name: str, d: int) -> list[dict[str, 
 def inspect_model(model: str, out: str | Path, text: str | None = None, *, context: int | None = None,
                   max_tokens: int = 2048, dtype: str = "float32", device: str = "cpu", seed: int = 0,
                   data_dir: str | None = None, quiet: bool = False, force: bool = False) -> dict[str, Any]:
-    """Measure MODEL on the text and write OUT (see the module docstring); returns the summary."""
+    """Measure MODEL (a name: ``subject.load_subject``) on the text and write OUT (see the
+    module docstring); returns the summary."""
+    from normlab.inspect.subject import DTYPES, load_subject
+
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
+    _check_out(out, max_tokens, context, force)
+    t0 = time.perf_counter()
+    subject = load_subject(model, dtype, device, context)
+    settings = {"model": model, "dtype": dtype, "device": device}
+    return inspect_subject(subject, out, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir, quiet=quiet,
+                           force=force, settings=settings, started=t0)
+
+
+def _check_out(out: str | Path, max_tokens: int, context: int | None, force: bool) -> None:
+    if max_tokens < 2 or (context is not None and context < 2):
+        raise UserError("--max-tokens and --context must be >= 2")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise UserError(f"--out {out}: already exists and is not empty; choose another or pass --force")
+
+
+def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, max_tokens: int = 2048,
+                    seed: int = 0, data_dir: str | None = None, quiet: bool = True, force: bool = False,
+                    settings: dict[str, Any] | None = None, started: float | None = None) -> dict[str, Any]:
+    """``normlab inspect`` of a :class:`~normlab.inspect.subject.Subject` (any causal LM, from
+    ``subject_from_module``): measure it on ``text`` (a file; default Tiny Shakespeare's
+    validation tenth) and write OUT, which ``normlab report OUT`` and ``normlab report A B``
+    read. Returns the summary (summary.json) with the raw results under ``result``."""
     import torch
 
     from normlab.diagnostics.catalogue import STATISTICS
     from normlab.diagnostics.rows import PAIR_COLUMNS, pair_rows, results, write_csv
     from normlab.fsutil import atomic_write_text
     from normlab.inspect.measure import make_batch, measure
-    from normlab.inspect.subject import DTYPES, load_subject
 
-    if dtype not in DTYPES:
-        raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
-    if max_tokens < 2 or (context is not None and context < 2):
-        raise UserError("--max-tokens and --context must be >= 2")
+    t0 = time.perf_counter() if started is None else started
+    _check_out(out, max_tokens, None, force)
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise UserError(f"--out {out}: already exists and is not empty; choose another or pass --force")
     body, source = read_text(text, data_dir)
-    t0 = time.perf_counter()
-    subject = load_subject(model, dtype, device, context)
+    name = subject.name
     if not subject.family.causal and subject.mask_id is None:
-        raise UserError(f"{model}: the tokenizer has no mask token, needed for a masked-LM loss")
+        raise UserError(f"{name}: the tokenizer has no mask token, needed for a masked-LM loss")
     ids = subject.encode(body)
     inner = subject.context - len(subject.prefix) - len(subject.suffix)
     if len(ids) < inner:
@@ -86,11 +109,11 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
     vocab = subject.info.get("vocab_size")
     top = max(ids + subject.prefix + subject.suffix)
     if vocab is not None and top >= vocab:
-        raise UserError(f"{model}: the tokenizer gives token id {top} but the model has {vocab} embeddings; "
+        raise UserError(f"{name}: the tokenizer gives token id {top} but the model has {vocab} embeddings; "
                         "the tokenizer does not belong to this model")
     fam = subject.family
     if not quiet:
-        logging.getLogger(__name__).info(f"{subject.name}: {fam.describe()}")
+        logging.getLogger(__name__).info(f"{name}: {fam.describe()}")
     x, y = make_batch(subject, ids, max_tokens, seed)
     torch.manual_seed(seed)
     bar = None
@@ -107,17 +130,21 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
     if bar is not None:
         bar.close()
     L, d = len(subject.layers), subject.d_model
+    first = next(subject.model.parameters())
+    given = settings or {}  # inspect_model's own words for them
+    dtype = given.get("dtype", str(first.dtype).removeprefix("torch."))
+    device = given.get("device", first.device.type)
     params = sum(p.numel() for p in subject.model.parameters())
-    rows = rows_of(captured, fam.placement, subject.name, d)
+    rows = rows_of(captured, fam.placement, name, d)
     res = {**raw, **results([(r["layer"], r["sublayer"], r["param"], r["metric"], r["value"]) for r in rows])}
-    summary = {"model": subject.name, "source": subject.info.get("source"), "family": fam.name,
+    summary = {"model": name, "source": subject.info.get("source"), "family": fam.name,
                "placement": fam.placement, "norm": fam.norm, "notes": fam.notes, "causal": fam.causal,
                "importable": fam.importable, "n_layer": L, "d_model": d, "params": params,
                "dtype": dtype, "device": device, "text": source, "tokens": res["tokens"],
                "sequences": res["sequences"], "context": res["context"], "loss": res["loss"],
                "log_z": res["log_z"], "wall_time_s": round(time.perf_counter() - t0, 3)}
-    settings = {"model": model, "text": text, "context": subject.context, "max_tokens": max_tokens,
-                "dtype": dtype, "device": device, "seed": seed}
+    settings = {"model": given.get("model", name), "text": text, "context": subject.context,
+                "max_tokens": max_tokens, "dtype": dtype, "device": device, "seed": seed}
     # analysis/ holds what ``normlab analyze`` writes: the rows of the statistics it computes too
     per_block = {s.key for _, s in STATISTICS.items() if "analyze" in s.tools and s.over == "blocks"}
     arows = [r for r in rows if r["metric"] in per_block and r["sublayer"] == "block"]
@@ -132,7 +159,14 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
     return {**summary, "result": res}
 
 
-__all__ = ["inspect_model", "read_text", "rows_of"]
+# The public Python API (docs/inspect.md), imported on first use: torch loads only then.
+_LAZY = {"Subject": "normlab.inspect.module", "Family": "normlab.inspect.families",
+         "subject_from_module": "normlab.inspect.module", "subject_from_bridge": "normlab.inspect.bridge",
+         "find_blocks": "normlab.inspect.module", "no_attention": "normlab.inspect.module"}
+__getattr__ = lazy_getattr("normlab.inspect", _LAZY)
+
+
+__all__ = ["inspect_model", "inspect_subject", "read_text", "rows_of", *_LAZY]
 
 
 def _finite(obj: Any) -> Any:

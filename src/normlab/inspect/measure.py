@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from normlab.diagnostics.statistic import Captured, StreamStates
-from normlab.inspect.subject import Subject
+from normlab.inspect.module import Subject
 
 MLM_FRACTION = 0.15  # BERT's share of masked positions
 
@@ -63,7 +63,7 @@ def _hooks(subject: Subject, stream: list[Any] | None = None, skip: int | None =
 
     def pre(i: int) -> Callable:
         def hook(_m, args, kwargs):
-            h = args[0] if args else kwargs["hidden_states"]
+            h = args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values()), None))
             if stream is not None and i == 0:
                 stream.append(subject.state_of(h))
             if i == skip:
@@ -146,3 +146,77 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
                            "log_z": log_z, "max_logit": max_logit})
     c.provided = {"stream", "loss", "deletion", "state_grads", "block_grads", "log_z", "max_logit"}
     return c, raw
+
+
+def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_proj: int,
+                  gen: torch.Generator | None, needs: set[str]) -> Captured:
+    """What ``normlab.diagnostics.probe.probe_model`` captures, for any subject: the stream
+    x_0..x_L from block hooks, the logits and loss of ``subject.forward``, the inputs of the
+    norm modules inside the blocks (and of those running after the last block: ``final``),
+    and one backward for every gradient. A block parameter ``attn.c_attn.weight`` of block
+    l is the row (l, attn, c_attn.weight); a parameter directly on the block, (l, block, name)."""
+    stream: list[torch.Tensor] = []
+    norm_in: dict[str, torch.Tensor] = {}
+    handles = []
+    if "norm_inputs" in needs:
+        handles = _norm_hooks(subject, norm_in)
+    try:
+        with torch.enable_grad(), _hooks(subject, stream):
+            logits = subject.forward(idx)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+    finally:
+        for h in handles:
+            h.remove()
+    c = Captured(n_layer=len(subject.layers), stream=StreamStates([x.detach() for x in stream]),
+                 logits=logits.detach(), loss=loss, norm_inputs=norm_in, n_proj=n_proj, generator=gen)
+    c.provided = {"stream", "logits", "loss", "norm_inputs"}
+    if needs & {"param_grads", "stream_grads"}:
+        keys, params = [], []
+        for li, block in enumerate(subject.layers, start=1):
+            for pname, p in block.named_parameters():
+                if p.requires_grad:
+                    head, _, rest = pname.partition(".")
+                    keys.append((li, head, rest) if rest else (li, "block", pname))
+                    params.append(p)
+        jac = n_proj > 0 and "jacobian" in needs
+        grads = torch.autograd.grad(loss, params + stream[:-1], retain_graph=jac, allow_unused=True)
+        c.param_grads = list(zip(keys, grads[: len(params)]))
+        c.stream_grads = grads[len(params):]
+        c.provided |= {"param_grads", "stream_grads"}
+    if n_proj > 0:
+        c.graph = stream
+        c.provided.add("jacobian")
+    return c
+
+
+def _is_norm(m: torch.nn.Module) -> bool:
+    return "norm" in type(m).__name__.lower() and not any(True for _ in m.children())
+
+
+def _norm_hooks(subject: Subject, into: dict[str, torch.Tensor]) -> list[Any]:
+    """Hooks writing each norm module's input into ``into``: ``blocks.{i}.{sub}.{name}`` inside
+    block i (``sub`` the first part of its path, ``block`` when it sits on the block), and its
+    own path for a norm outside the blocks that runs after the last block (the final norm)."""
+    inside: set[int] = set()
+    handles = []
+    done = [False]  # the last block has run: a norm outside the blocks now is a final one
+
+    def keep(name: str, final: bool = False) -> Callable:
+        def hook(_m, args):
+            if args and isinstance(args[0], torch.Tensor) and (not final or done[0]):
+                into[name] = args[0].detach()
+        return hook
+
+    for i, block in enumerate(subject.layers):
+        for path, m in block.named_modules():
+            if path and _is_norm(m):
+                inside.add(id(m))
+                head, _, rest = path.partition(".")
+                handles.append(m.register_forward_pre_hook(keep(f"blocks.{i}.{head}.{rest}" if rest
+                                                                else f"blocks.{i}.block.{path}")))
+    handles.append(subject.layers[-1].register_forward_hook(lambda *_: done.__setitem__(0, True)))
+    handles.append(subject.layers[0].register_forward_pre_hook(lambda *_: done.__setitem__(0, False)))
+    for path, m in subject.model.named_modules():
+        if path and id(m) not in inside and _is_norm(m):
+            handles.append(m.register_forward_pre_hook(keep(path, final=True)))
+    return handles
