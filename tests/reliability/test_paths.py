@@ -102,8 +102,11 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                                            "--quiet"], 2)],
     ("import", "model"): [("wrong", ["import", "{bad}", "{new}"], 2)],
     ("import", "dir"): [("wrong", ["import", "{run}", "{bad}"], 2), ("ro", ["import", "{run}", "{ro}/new"], 2)],
+    ("export", "run"): [("wrong", ["export", "{bad}", "{new}"], 2), ("damaged", ["export", "{damaged_run}", "{new}"], 2),
+                        ("ro", ["export", "{ro}/run", "{ro}/../exported"], 0)],
+    ("export", "dir"): [("wrong", ["export", "{run}", "{bad}"], 2), ("ro", ["export", "{run}", "{ro}/new"], 2)],
 }
-OUTPUTS = {k for k in CASES if k[1] in ("--out", "--store") or k == ("import", "dir")}
+OUTPUTS = {k for k in CASES if k[1] in ("--out", "--store") or k in (("import", "dir"), ("export", "dir"))}
 STORES = {k for k in CASES if "store" in k[1]}
 
 

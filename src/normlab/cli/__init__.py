@@ -26,6 +26,7 @@ COMMANDS = [
     "normlab.cli.analyze_cmd",  # analyze, lr-sensitivity
     "normlab.cli.bench_cmd",    # bench (throughput vs peers)
     "normlab.cli.inspect_cmd",  # inspect (HF or lab model statistics), import (HF -> TransformerLM)
+    "normlab.cli.export_cmd",   # export (TransformerLM -> HF checkpoint)
 ]
 
 

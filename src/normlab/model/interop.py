@@ -113,11 +113,15 @@ INSPECT_ONLY = {
 
 def _rope_theta(hf_config: Any) -> float:
     """RoPE base of a transformers config; refuses scaled variants (Llama 3.1 'llama3', YaRN, ...)."""
+    # transformers 5 keeps RoPE in ``rope_parameters`` (and mirrors it as ``rope_scaling``);
+    # 4.x kept the scaling in ``rope_scaling`` ("type" before "rope_type") and the base in
+    # ``rope_theta``. Every place one may sit is read, so no scaling is ever dropped silently.
     rp = getattr(hf_config, "rope_parameters", None) or {}
-    rtype = rp.get("rope_type", "default")
-    if rtype != "default":
-        raise UserError(f"rope_type={rtype!r}: normlab's RoPE is the unscaled one (rope_type 'default'); "
-                        "inspect this checkpoint with `normlab inspect` instead of importing it")
+    for table in (rp, getattr(hf_config, "rope_scaling", None) or {}):
+        rtype = table.get("rope_type", table.get("type", "default"))
+        if rtype != "default":
+            raise UserError(f"rope_type={rtype!r}: normlab's RoPE is the unscaled one (rope_type 'default'); "
+                            "inspect this checkpoint with `normlab inspect` instead of importing it")
     return float(rp.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
 
 
