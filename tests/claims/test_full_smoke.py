@@ -41,6 +41,9 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
     data = json.loads((tmp_path / "claims.json").read_text())
     assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
         "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse"}
+    assert data["meta"]["maps"] == ["maps/stability-map/index.html"]  # the map page the evidence links
+    assert (tmp_path / "maps" / "stability-map" / "index.html").is_file()
+    assert 'href="maps/stability-map/index.html"' in (tmp_path / "index.html").read_text()
     stamp = {p: p.stat().st_mtime_ns for p in tmp_path.glob("stores/*/runs/*/summary.json")}
     again = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", train=False)
     assert [r["parts"] for r in again] == [r["parts"] for r in recs]

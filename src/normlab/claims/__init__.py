@@ -89,6 +89,7 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     meta["started_at"] = round(t0, 3)
     meta["registration"] = registered.mark(records, {c.id: c for c in chosen}, reg_file, meta.get("studies", {}), t0)
     full_grid = qr is not None and {c.id for c in chosen if c.quick} == {i for i, c in reg.items() if c.quick}
+    meta["maps"] = _map_pages(ctx, out)
     write_outputs(records, out, meta, qr.q if full_grid else None)
     return records
 
@@ -122,6 +123,21 @@ def _decide(chosen: list[Any], reg: Any, quick: bool, seeds: int, depths: list[i
     for c in slow:
         got[c.id] = ctx.record(c, store)
     return [got[c.id] for c in chosen], qr
+
+
+def _map_pages(ctx: Any, out: Path) -> list[str]:
+    """The stability-map page of every map study the claims read (``OUT/maps/<study>/``),
+    so that the evidence links the phase diagrams its depth and warm-up verdicts come from."""
+    from normlab.report import build_report
+    from normlab.report.kinds import STABILITY_STUDIES
+
+    pages = []
+    for name in STABILITY_STUDIES:
+        store = ctx.store_dir(name)
+        if name in ctx.studies_read() and (store / "study.sqlite").is_file():
+            page = build_report(store, out=out / "maps" / name)
+            pages.append(str(page.relative_to(out)))
+    return pages
 
 
 def training_runs(spans: dict[str, tuple[float, float]], gap: float = 600.0) -> list[dict[str, Any]]:

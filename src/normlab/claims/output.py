@@ -169,6 +169,9 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
               "adjustment over all of them is marked with †.")
     page.text(summary(records, meta))  # pre-registration: only what the records show
     page.text(regime_sentence(records))
+    for m in meta.get("maps") or []:  # the phase diagrams the depth and warm-up claims read
+        page.raw(f'<p>Stability map (trains / stalls / diverges per placement over lr x depth x warm-up): '
+                 f'<a href="{esc(m)}">{esc(m)}</a></p>')
     if meta.get("training_wall_s"):
         runs = meta.get("training_runs") or []
         each = "; ".join(f"{', '.join(r['studies'])}: {r['wall_s'] / 60:.1f} min" for r in runs)

@@ -113,6 +113,10 @@ class StudyContext:
         study = Path(t.run_dir).parent.parent.name  # STORE/runs/<id>: the store is named after its study
         return analyze_run(t.run_dir, checkpoint=checkpoint, out=Path(self.out) / "analysis" / study / t.id)
 
+    def studies_read(self) -> list[str]:
+        """The studies whose trials this context has served, in the order first asked for."""
+        return list(self._done)
+
     def data_ce(self, t: Any) -> Any:
         """The reference losses (unigram cross-entropy, ln V) of the data trial ``t`` trained on,
         computed from the corpus (``normlab.data.unigram``), cached per data setting."""
