@@ -7,7 +7,9 @@ Every file of ``RUN/`` is named here and only here:
   metrics.jsonl      one JSON line per logged step
   diagnostics.jsonl  in-training statistics (``train.diagnostics_every``)
   summary.json       status and results, written when the run ends
-  checkpoints/       ``latest`` and ``best`` (``normlab.train.checkpoint``: hash-checked)
+  checkpoints/       ``latest`` and ``best`` (``normlab.train.checkpoint``: hash-checked), and
+                     with ``train.keep_checkpoints`` the weights of each checkpoint step,
+                     ``step_NNNNNN`` (``step_checkpoints``)
 
 Readers (sample, analyze, sensitivity, inspect, claims, report) and writers (the solo and the
 batched loop) go through it, so a new run file is one edit here. Checkpoints are always
@@ -17,6 +19,7 @@ loaded through ``normlab.train.checkpoint``, which checks every file against its
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
+STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 
 
 class RunDir:
@@ -105,6 +109,30 @@ class RunDir:
         from normlab.train import checkpoint
 
         return checkpoint.find(self.checkpoint_dir(name))
+
+    @staticmethod
+    def step_name(step: int) -> str:
+        """The name of step ``step``'s kept checkpoint (``train.keep_checkpoints``): step_000100."""
+        return f"step_{step:06d}"
+
+    def step_checkpoints(self) -> list[tuple[int, Path]]:
+        """(step, folder) of every kept step checkpoint, in step order; an interrupted swap's
+        twin stands in for its folder. A damaged one is an error naming it, never skipped (a
+        series with a hole would read as a smooth curve)."""
+        from normlab.train import checkpoint
+
+        root = self.path / CHECKPOINTS
+        steps = sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
+                        if (m := STEP_CHECKPOINT.fullmatch(p.name.removesuffix(".old")))})
+        out = []
+        for s in steps:
+            folder = self.checkpoint_dir(self.step_name(s))
+            found = checkpoint.find(folder)
+            if found is None:
+                raise UserError(f"checkpoint {folder} is damaged ({checkpoint.problem(folder)}); "
+                                "delete it to leave that step out, or retrain the run")
+            out.append((s, found))
+        return out
 
     def checkpoint_problem(self, name: str) -> str | None:
         from normlab.train import checkpoint

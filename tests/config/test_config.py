@@ -190,6 +190,8 @@ INVALID = [
     (TrainConfig, {"log_every": 0}, "train.log_every", ">= 1"),
     (TrainConfig, {"eval_every": -1}, "train.eval_every", ">= 0"),
     (TrainConfig, {"checkpoint_every": -1}, "train.checkpoint_every", ">= 0"),
+    (TrainConfig, {"keep_checkpoints": True, "checkpoint_every": 0}, "train.keep_checkpoints",
+     "needs train.checkpoint_every > 0"),
     (TrainConfig, {"diag_every": -1}, "train.diag_every", ">= 0"),
     (TrainConfig, {"threads": -1}, "train.threads", ">= 0"),
     (TrainConfig, {"loggers": ["csv"]}, "train.loggers", "valid: jsonl, tensorboard, wandb"),

@@ -56,6 +56,8 @@ SMOKE: list[tuple[str, str, str]] = [
     (r"^normlab study run --store S$", "normlab study run --store studies/pvp",
      "S stands for a store started earlier: the one of the line before"),
     (r"^(normlab inspect .*)$", r"\1 --max-tokens 128 --quiet", "a short batch"),
+    (r"^(normlab train .*keep_checkpoints=true.*)$", r"\1 --set train.checkpoint_every=1",
+     "two steps keep two step checkpoints, a series"),
     (r"runs/20260101-120000", "{run}", "a lab run: the session's smoke run"),
 ]
 

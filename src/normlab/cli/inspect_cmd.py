@@ -1,4 +1,5 @@
-"""``normlab inspect MODEL`` (a real or lab model under the lab's statistics) and
+"""``normlab inspect MODEL`` (a real or lab model under the lab's statistics; ``--series SRC``
+for one model's checkpoints over training, ``normlab.inspect.series``) and
 ``normlab import MODEL DIR`` (a transformers checkpoint as a TransformerLM model directory)."""
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "directory. Prints the family and its placement in the lab's terms, then measures "
                        "on text tokenised with the model's own tokenizer and writes OUT/probe.csv, "
                        "summary.json, probe_config.json and OUT/analysis/ (render with `normlab report OUT`).")
-    p.add_argument("model", metavar="MODEL", help="Hugging Face id, save_pretrained directory, normlab run, "
-                   "checkpoint or model directory (docs/inspect.md)")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="Hugging Face id, save_pretrained directory, "
+                   "normlab run, checkpoint or model directory (docs/inspect.md)")
+    p.add_argument("--series", metavar="SRC", action="append", help="instead of MODEL: a checkpoint series, "
+                   "measured step by step (resumable) with a page of each per-layer statistic against step; SRC "
+                   "is a run trained with train.keep_checkpoints, a directory of step checkpoints (lab or "
+                   "Hugging Face) or one checkpoint; repeat to add more")
     p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on (default: Tiny Shakespeare, "
                    "last 10%%, from --data-dir / $NORMLAB_DATA_DIR)")
     p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>)")
@@ -26,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions (default 0)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt")
-    p.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out (a series: measure "
+                   "every step again)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_inspect)
 
@@ -44,9 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from normlab.errors import UserError
     from normlab.fscheck import writable_dir
     from normlab.inspect import inspect_model
 
+    if (args.model is None) == (args.series is None):
+        raise UserError("give MODEL or --series SRC (one or more), not " + ("both" if args.model else "neither"))
+    if args.series:
+        return _series(args)
     out = writable_dir(Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name,
                        "--out")
     s = inspect_model(args.model, out, args.text, context=args.context, max_tokens=args.max_tokens,
@@ -64,6 +75,24 @@ def _inspect(args: argparse.Namespace) -> int:
               f"{r['attn_max_logit'][li - 1]:>9.3g}")
     logging.getLogger(__name__).info(f"wrote {out}/probe.csv, summary.json, probe_config.json, analysis/ "
                                      f"in {s['wall_time_s']:.1f} s")
+    return 0
+
+
+def _series(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from normlab.fscheck import writable_dir
+    from normlab.inspect.series import inspect_series
+
+    out = writable_dir(Path(args.out) if args.out else Path("inspect") / (
+        Path(args.series[0].rstrip("/")).resolve().name + "-series"), "--out")
+    got = inspect_series(args.series, out, args.text, context=args.context, max_tokens=args.max_tokens,
+                         dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
+                         quiet=args.quiet, force=args.force)
+    steps = got["steps"]
+    logging.getLogger(__name__).info(f"{len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}), "
+                                     f"{len(got['measured'])} measured now; rows in {out}/series.csv")
+    print(got["page"])
     return 0
 
 

@@ -43,6 +43,16 @@ def load_subject(model: str, dtype: str = "float32", device: str = "cpu", contex
     return _hf(model, dtype, device, context)
 
 
+def is_hf_dir(path: Path) -> bool:
+    """A Hugging Face model directory: its config.json names a ``model_type`` (a lab run's
+    config.json, the same file name, holds the run's sections instead)."""
+    try:
+        data = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "model_type" in data
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

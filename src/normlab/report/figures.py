@@ -114,11 +114,18 @@ def depth_axis(ax: Any, depths: Sequence[float]) -> None:
 def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], label: str, title: str,
             xlabel: str = "training step", ylabel: str = "layer") -> Any:
     """A per-layer statistic (rows = layers, bottom = layer 1) against step; log colours if needed."""
+    fig, ax = figure(height=3.6)
+    _heat(fig, ax, matrix, xs, layers, label, title, xlabel, ylabel)
+    return fig
+
+
+def _heat(fig: Any, ax: Any, matrix: np.ndarray, xs: Sequence[float], layers: Sequence[Any], label: str,
+          title: str, xlabel: str, ylabel: str) -> None:
     from matplotlib.colors import LogNorm
 
     m = np.asarray(matrix, dtype=float)  # (n_layers, n_steps)
-    fig, ax = figure(height=3.6)
-    norm = LogNorm() if spans_decades(m, 1.0) and np.nanmin(m) > 0 else None
+    finite = m[np.isfinite(m)]
+    norm = LogNorm() if spans_decades(m, 1.0) and finite.size and finite.min() > 0 else None
     im = ax.imshow(m, aspect="auto", origin="lower", interpolation="nearest", norm=norm, cmap="viridis",
                    extent=(-0.5, m.shape[1] - 0.5, -0.5, m.shape[0] - 0.5))
     ticks = np.linspace(0, m.shape[1] - 1, min(6, m.shape[1])).round().astype(int)
@@ -127,6 +134,31 @@ def heatmap(matrix: np.ndarray, xs: Sequence[float], layers: Sequence[int], labe
     ax.grid(False)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     fig.colorbar(im, ax=ax, label=label)
+
+
+def layer_step(matrix: np.ndarray, steps: Sequence[float], layers: Sequence[Any], chosen: Sequence[int],
+               label: str, title: str, ylabel: str = "layer", names: Sequence[str] | None = None) -> Any:
+    """A per-layer statistic over a checkpoint series: left, the layer x step heat map (one
+    column per checkpoint, in step order); right, the rows ``chosen`` (indices into ``layers``)
+    as lines against step, drawn at the exact values (``get_lines()[k]`` is ``chosen[k]``),
+    labelled ``names[i]`` (default '<ylabel> <layer>')."""
+    m = np.asarray(matrix, dtype=float)
+    fig, (left, right) = figure(ncols=2, width=5.0, height=3.6)
+    _heat(fig, left, m, steps, layers, label, "per layer (columns: checkpoints)", "training step", ylabel)
+    x = np.asarray(steps, dtype=float)
+    for i in chosen:
+        lab = names[i] if names is not None else f"{ylabel} {layers[i]}"
+        right.plot(x, m[i], marker="o", markersize=3, label=lab, color=color(lab))
+    vals = m[list(chosen)]
+    if spans_decades(vals) and np.all(vals[np.isfinite(vals)] > 0):
+        right.set_yscale("log")
+    if len(x) <= 8:
+        right.set_xticks(x, [num(v, compact=True) for v in x])  # a tick at each checkpoint
+    elif whole(x):
+        integer_ticks(right.xaxis)
+    right.set(xlabel="training step", ylabel=label, title="chosen layers against step")
+    legend(right)
+    fig.suptitle(title)
     return fig
 
 

@@ -8,9 +8,9 @@
 | study | a study store | study.sqlite |
 | stability | a stability map: a study of outcomes over lr x depth x warm-up | study.sqlite whose spec is named in ``STABILITY_STUDIES`` |
 | compare | several of one kind on shared axes | (``normlab report A B ...``) |
-| series | checkpoints of one run over training (a page still to come) | (none yet) |
+| series | ``normlab inspect --series``: one model's checkpoints over training | series.csv + series.json |
 
-The readers (``load.detect``) know three file formats; an inspected checkpoint is written
+The readers (``load.detect``) know four file formats; an inspected checkpoint is written
 in the probe's format, so only its own files tell it apart from a probe at initialisation.
 """
 
@@ -70,8 +70,8 @@ def inspected(path: str | Path) -> bool:
 
 
 def page_kind(path: str | Path) -> str:
-    """'run', 'probe', 'inspect', 'study' or 'stability' for a directory the lab wrote (a
-    UserError otherwise)."""
+    """'run', 'probe', 'inspect', 'study', 'stability' or 'series' for a directory the lab wrote
+    (a UserError otherwise)."""
     from normlab.report.load import detect
 
     kind = detect(path)
@@ -112,7 +112,8 @@ def heading(kind: str, **facts: Any) -> Heading:
         return Heading(f"Comparison of {f['what']}: {' vs '.join(f['names'])}", f["question"])
     if kind == "series":
         return Heading(f"Checkpoint series: {f['name']}",
-                       f"How do the layer statistics of {f['name']} change from checkpoint to checkpoint?")
+                       f"How do the layer statistics of {f['name']} change from checkpoint to checkpoint "
+                       f"({f['what']})?")
     raise ValueError(f"unknown page kind {kind!r}; one of {', '.join(KINDS)}")
 
 

@@ -5,6 +5,7 @@
 | run   | config.json + metrics.jsonl       | ``load_run``   |
 | probe | probe.csv (+ summary.json, probe_config.json) | ``load_probe`` |
 | study | study.sqlite (+ spec.json, runs/) | ``load_study`` |
+| series | series.csv + series.json (+ steps/, ``normlab inspect --series``) | ``load_series`` |
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from normlab.fsutil import read_json
 
 
 def detect(path: str | Path) -> str:
-    """'run', 'probe' or 'study' for a directory the lab wrote; a UserError otherwise."""
+    """'run', 'probe', 'study' or 'series' for a directory the lab wrote; a UserError otherwise."""
     p = Path(path)
     if not p.is_dir():
         raise UserError(f"{p}: no such directory (give a run dir, a probe output dir or a study store)")
@@ -27,12 +28,14 @@ def detect(path: str | Path) -> str:
         return "study"
     if (p / "probe.csv").is_file():
         return "probe"
+    if (p / "series.csv").is_file() and (p / "series.json").is_file():
+        return "series"
     from normlab.rundir import RunDir
 
     if RunDir(p).is_report_run():
         return "run"
     raise UserError(f"{p}: not a run dir (config.json + metrics.jsonl), a probe output (probe.csv) "
-                    f"or a study store (study.sqlite)")
+                    f"a study store (study.sqlite) or a checkpoint series (series.csv)")
 
 
 
@@ -88,21 +91,28 @@ class ProbeData:
 _INT_COLS = ("n_layer", "d_model", "seed", "layer")
 
 
-def load_probe(path: str | Path) -> ProbeData:
-    """probe.csv in long format: placement, init, n_layer, d_model, seed, layer, sublayer, param, metric, value."""
-    p = Path(path)
+def _long_rows(csv_path: Path, ints: tuple[str, ...] = _INT_COLS) -> list[dict[str, Any]]:
+    """probe.csv's long format (and series.csv's, with its ``step``), typed."""
     rows = []
-    with (p / "probe.csv").open(newline="", encoding="utf-8") as fh:
+    with csv_path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
-        missing = {"placement", "n_layer", "seed", "layer", "metric", "value"} - set(reader.fieldnames or [])
+        missing = {"placement", "n_layer", "seed", "layer", "metric", "value", *ints} - {"d_model"} - set(
+            reader.fieldnames or [])
         if missing:
-            raise UserError(f"{p / 'probe.csv'}: missing columns {', '.join(sorted(missing))}")
+            raise UserError(f"{csv_path}: missing columns {', '.join(sorted(missing))}")
         for r in reader:
-            for c in _INT_COLS:
+            for c in ints:
                 if r.get(c) not in (None, ""):
                     r[c] = int(float(r[c]))
             r["value"] = float(r["value"]) if r["value"] not in ("", None) else float("nan")
             rows.append(r)
+    return rows
+
+
+def load_probe(path: str | Path) -> ProbeData:
+    """probe.csv in long format: placement, init, n_layer, d_model, seed, layer, sublayer, param, metric, value."""
+    p = Path(path)
+    rows = _long_rows(p / "probe.csv")
     return ProbeData(p, rows, read_json(p / "summary.json", {}) or {}, read_json(p / "probe_config.json", {}) or {})
 
 
@@ -123,3 +133,30 @@ def load_study(path: str | Path) -> StudyData:
         return StudyData(store.root, store.spec, store.trials())
     finally:
         store.close()
+
+
+@dataclass
+class SeriesData:
+    """A checkpoint series (``normlab inspect --series``): every step's rows, with ``step``."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]                # series.json: name, settings, sources {step: checkpoint path}
+    summaries: dict[int, dict[str, Any]]  # step -> that step's summary.json
+
+    @property
+    def steps(self) -> list[int]:
+        return sorted({r["step"] for r in self.rows} | set(self.summaries))
+
+
+def load_series(path: str | Path) -> SeriesData:
+    p = Path(path)
+    meta = read_json(p / "series.json", {})
+    if not isinstance(meta, dict) or not isinstance(meta.get("sources"), dict):
+        raise UserError(f"{p / 'series.json'}: damaged; rerun `normlab inspect --series ... --out {p}`")
+    rows = _long_rows(p / "series.csv", ("step", *_INT_COLS))
+    summaries = {}
+    for s in sorted({r["step"] for r in rows}):
+        got = read_json(p / "steps" / f"step_{s:06d}" / "summary.json", {})
+        summaries[s] = got if isinstance(got, dict) else {}
+    return SeriesData(p, rows, meta, summaries)

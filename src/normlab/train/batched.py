@@ -198,6 +198,10 @@ def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad:
     tr.st.wall_time = wall
     if plan.ckpt:
         _save(tr, "latest", corpus, opt)
+        if tr.cfg.train.keep_checkpoints:  # weights only: a series to inspect
+            from normlab.rundir import RunDir
+
+            _save(tr, RunDir.step_name(step), corpus, None)
     return False
 
 

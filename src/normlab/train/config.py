@@ -54,6 +54,8 @@ class TrainConfig(Section):
     eval_batches: int = doc("fixed validation batches per evaluation", 20)
     log_every: int = doc("write a metrics line every N steps", 10)
     checkpoint_every: int = doc("save latest checkpoint every N steps (0 = only at the end)", 500)
+    keep_checkpoints: bool = doc("also keep the weights of every checkpoint step as checkpoints/step_NNNNNN "
+                                 "(a series for `normlab inspect --series RUN`)", False)
     diverge_loss: float = doc("a training loss above this (or non-finite) ends the run as diverged", 20.0)
     diag_every: int = doc("in-training diagnostics every N steps (0 = off)", 0)
     device: str = doc("auto, cpu, cuda or cuda:N", "auto")
@@ -70,6 +72,8 @@ class TrainConfig(Section):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
         for name in ("checkpoint_every", "diag_every", "threads"):
             self.check(getattr(self, name) >= 0, name, "must be >= 0")
+        self.check(not self.keep_checkpoints or self.checkpoint_every > 0, "keep_checkpoints",
+                   "needs train.checkpoint_every > 0 (the steps it keeps), e.g. --set train.checkpoint_every=100")
         self.check(self.eval_every is None or self.eval_every >= 0, "eval_every",
                    "must be >= 0 (0 = only at the end), or none to follow train.steps")
         if self.eval_every is None:

@@ -209,6 +209,8 @@ class Trainer:
             st.wall_time, w.t_wall = st.wall_time + now - w.t_wall, now
             if plan.ckpt or self.interrupted:
                 self._save("latest", st)
+            if plan.ckpt and self.cfg.train.keep_checkpoints:  # weights only: a series to inspect
+                self._save(RunDir.step_name(s1), st, with_optimizer=False)
             if self.interrupted:
                 status = "interrupted"
                 break

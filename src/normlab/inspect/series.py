@@ -1,0 +1,218 @@
+"""``normlab inspect --series SRC ...``: one model's checkpoints over training, each measured as
+``normlab inspect`` measures one, and the page that draws every per-layer statistic against step.
+
+A SRC is one of
+
+| SRC | the checkpoints it gives | the step of each |
+|---|---|---|
+| a lab run trained with ``train.keep_checkpoints`` | ``RunDir.step_checkpoints`` | from the folder name |
+| a directory of step directories (lab checkpoints or Hugging Face ``save_pretrained`` dirs, e.g. ``normlab export`` per step) | each child with a number in its name | the last number in the name |
+| one checkpoint or Hugging Face directory | itself | its state.json's step, else the last number in its name |
+
+OUT holds ``series.json`` (the settings and the checkpoints, written first), ``steps/step_NNNNNN/``
+(``normlab inspect``'s own files for that checkpoint), ``series.csv`` (every step's probe.csv
+rows with a ``step`` column in front) and ``report/index.html`` (``report.series_page``). A step
+is measured into ``step_NNNNNN.tmp`` and renamed when complete, so a rerun (after Ctrl-C, a kill
+or with more checkpoints) measures only the steps without a folder; a step's folder is never
+recomputed unless ``force``. The checkpoints and settings are checked before OUT is created.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from normlab.errors import UserError
+
+SERIES, ROWS, STEPS = "series.json", "series.csv", "steps"
+_NUMBER = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One checkpoint of a series."""
+
+    step: int
+    path: Path
+
+
+def _step_of_name(path: Path) -> int | None:
+    found = _NUMBER.findall(path.name)
+    return int(found[-1]) if found else None
+
+
+def _is_model_dir(p: Path) -> bool:
+    """A lab checkpoint or model directory, or a Hugging Face one."""
+    from normlab.inspect.subject import is_hf_dir
+
+    return p.is_dir() and ((p / "model_config.json").is_file() or is_hf_dir(p))
+
+
+def _one(p: Path) -> Member:
+    state = p / "state.json"
+    step = None
+    if state.is_file():
+        try:
+            loop = json.loads(state.read_text(encoding="utf-8")).get("loop") or {}
+            step = loop.get("step") if isinstance(loop.get("step"), int) else None
+        except (OSError, ValueError):
+            step = None
+    step = step if step is not None else _step_of_name(p)
+    if step is None:
+        raise UserError(f"--series {p}: cannot tell its training step (no state.json, no number in its name); "
+                        "name the folder after its step, e.g. step_100")
+    return Member(step, p)
+
+
+def members(sources: list[str]) -> list[Member]:
+    """The checkpoints of the series SRCs (module docstring), in step order; a step given
+    twice, or fewer than two steps, is an error."""
+    from normlab.rundir import RunDir
+
+    out: list[Member] = []
+    for src in sources:
+        p = Path(src)
+        if not p.is_dir():
+            raise UserError(f"--series {src}: no such directory (a run, a directory of step checkpoints, "
+                            "or one checkpoint)")
+        run = RunDir(p)
+        if run.is_run() and not _is_model_dir(p):  # a lab run (a Hugging Face dir has a config.json too)
+            kept = run.step_checkpoints()
+            if not kept:
+                raise UserError(f"--series {src}: the run kept no step checkpoints (checkpoints/step_NNNNNN); "
+                                "train it with --set train.keep_checkpoints=true")
+            out += [Member(s, f) for s, f in kept]
+        elif _is_model_dir(p):
+            out.append(_one(p))
+        else:
+            kids = [c for c in sorted(p.iterdir()) if _is_model_dir(c) and _step_of_name(c) is not None]
+            if not kids:
+                raise UserError(f"--series {src}: neither a run, a checkpoint, nor a directory of step "
+                                "checkpoints (subdirectories with a number in their name, e.g. step_100)")
+            out += [Member(_step_of_name(c) or 0, c) for c in kids]
+    seen: dict[int, Path] = {}
+    for m in out:
+        if m.step in seen:
+            raise UserError(f"--series: step {m.step} is given twice ({seen[m.step]} and {m.path}); "
+                            "give each checkpoint once")
+        seen[m.step] = m.path
+    if len(out) < 2:
+        raise UserError(f"--series: {len(out)} checkpoint found; a series needs at least 2 (give more --series)")
+    return sorted(out, key=lambda m: m.step)
+
+
+def step_dir(out: Path, step: int) -> Path:
+    return out / STEPS / f"step_{step:06d}"
+
+
+def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool) -> None:
+    """Write (or check, on a rerun) OUT/series.json; ``force`` starts over."""
+    from normlab.fsutil import atomic_write_text
+
+    meta = out / SERIES
+    if out.exists() and any(out.iterdir()):
+        if force:
+            shutil.rmtree(out / STEPS, ignore_errors=True)
+        elif not meta.is_file():
+            raise UserError(f"--out {out}: already exists and holds no series; choose another or pass --force")
+        else:
+            try:
+                old = json.loads(meta.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                raise UserError(f"--out {out}: {SERIES} is damaged; pass --force to measure again") from None
+            if old.get("settings") != settings:
+                diff = ", ".join(f"{k} {old.get('settings', {}).get(k)!r} -> {v!r}" for k, v in settings.items()
+                                 if old.get("settings", {}).get(k) != v)
+                raise UserError(f"--out {out}: measured with other settings ({diff}); use another --out, "
+                                "or --force to measure every step again")
+            was = {int(k): v for k, v in old.get("sources", {}).items()}
+            for m in chosen:
+                if m.step in was and was[m.step] != str(m.path.resolve()) and step_dir(out, m.step).is_dir():
+                    raise UserError(f"--out {out}: step {m.step} was measured from {was[m.step]}, not {m.path}; "
+                                    "use another --out, or --force")
+            chosen = [*chosen, *(Member(s, Path(p)) for s, p in was.items() if s not in {m.step for m in chosen})]
+    doc = {"name": name, "settings": settings,
+           "sources": {str(m.step): str(m.path.resolve()) for m in sorted(chosen, key=lambda m: m.step)}}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(meta, json.dumps(doc, indent=2))
+
+
+def inspect_series(sources: list[str], out: str | Path, text: str | None = None, *, context: int | None = None,
+                   max_tokens: int = 2048, dtype: str = "float32", device: str = "cpu", seed: int = 0,
+                   data_dir: str | None = None, quiet: bool = False, force: bool = False,
+                   page: bool = True) -> dict[str, Any]:
+    """Measure every checkpoint of the SRCs into OUT/steps/ (skipping finished steps), write
+    OUT/series.csv and, with ``page``, OUT/report/index.html. Returns {"steps": every step,
+    "measured": the steps measured by this call, "page": the page or None}."""
+    from normlab.inspect import inspect_subject, read_text
+    from normlab.inspect.subject import DTYPES, load_subject
+    from normlab.progress import Progress
+
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
+    if max_tokens < 2 or (context is not None and context < 2):
+        raise UserError("--max-tokens and --context must be >= 2")
+    out = Path(out)
+    chosen = members(sources)
+    read_text(text, data_dir)  # a missing --text fails before OUT is made
+    settings = {"text": str(Path(text).resolve()) if text else None, "context": context, "max_tokens": max_tokens,
+                "dtype": dtype, "device": device, "seed": seed}
+    name = Path(sources[0].rstrip("/")).resolve().name if len(sources) == 1 else chosen[0].path.name
+    _plan(out, name, settings, chosen, force)
+    todo = [m for m in chosen if not step_dir(out, m.step).is_dir()]
+    measured: list[int] = []
+    with Progress("normlab inspect", enabled=not quiet) as bar:
+        bar.add("checkpoint", len(chosen), done=len(chosen) - len(todo))
+        if len(todo) < len(chosen):
+            bar.note(f"{len(chosen) - len(todo)} of {len(chosen)} steps already measured in {out}"
+                     + ("; measuring the rest" if todo else "; nothing to measure"))
+        for m in todo:
+            bar.item(f"step {m.step} ({m.path.name})")
+            bar.start("checkpoint")
+            tmp = step_dir(out, m.step).with_name(step_dir(out, m.step).name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)  # what an interrupted run left
+            subject = load_subject(str(m.path), dtype, device, context)
+            inspect_subject(subject, tmp, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir, quiet=True,
+                            settings={"model": str(m.path), "dtype": dtype, "device": device})
+            tmp.rename(step_dir(out, m.step))
+            measured.append(m.step)
+            bar.advance("checkpoint")
+    steps = write_rows(out)
+    path = None
+    if page:
+        from normlab.report.pages import series_page
+
+        path = series_page(out, progress=not quiet)
+    return {"steps": steps, "measured": measured, "page": path}
+
+
+def write_rows(out: Path) -> list[int]:
+    """OUT/series.csv from every finished step's probe.csv (``step`` first); returns the steps.
+    Every step must be the same model: one number of layers."""
+    import csv
+
+    from normlab.diagnostics.rows import COLUMNS, write_csv
+
+    meta = json.loads((out / SERIES).read_text(encoding="utf-8"))
+    steps = sorted(int(s) for s in meta["sources"] if step_dir(out, int(s)).is_dir())
+    rows: list[dict[str, Any]] = []
+    depth: dict[int, int] = {}
+    for s in steps:
+        with (step_dir(out, s) / "probe.csv").open(newline="", encoding="utf-8") as fh:
+            got = [{"step": s, **r} for r in csv.DictReader(fh)]
+        if got:
+            depth[s] = int(got[0]["n_layer"])
+        rows += got
+    if len(set(depth.values())) > 1:
+        a, b = sorted(depth, key=lambda s: depth[s])[::len(depth) - 1]
+        raise UserError(f"--series: step {a} has {depth[a]} blocks but step {b} has {depth[b]}; "
+                        "a series is the checkpoints of one model")
+    write_csv(rows, out / ROWS, ("step", *COLUMNS))
+    return steps
+
+
+__all__ = ["Member", "inspect_series", "members", "step_dir", "write_rows"]
