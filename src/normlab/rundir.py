@@ -167,7 +167,7 @@ class RunDir:
     def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
         """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
         (hash-checked before any tensor is read)."""
-        from normlab.model.transformer import TransformerLM
+        from normlab.model.build import build_model
         from normlab.train import checkpoint
 
         cfg = self.config(label)
@@ -177,7 +177,7 @@ class RunDir:
             from normlab.model.io import load_config
 
             model_cfg = load_config(folder)
-        model = TransformerLM(model_cfg).to(device)
+        model = build_model(model_cfg).to(device)
         state = checkpoint.load(folder, model, restore_rng=False)
         return model.eval(), cfg, state
 

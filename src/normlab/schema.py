@@ -28,13 +28,18 @@ C = TypeVar("C", bound="Section")
 
 
 def doc(help: str, default: Any = dataclasses.MISSING, *, names: str | None = None,
-        exclude: tuple[str, ...] = (), **kw: Any) -> Any:
+        exclude: tuple[str, ...] = (), omit_default: bool = False, **kw: Any) -> Any:
     """A dataclass field with a help string (shown by ``normlab config --explain``).
 
     ``names="module:REGISTRY"`` lists that registry's names where the help says ``{names}``,
     read when the help is shown, so the text never falls behind the registry (or a plugin);
-    ``exclude`` leaves out names the help speaks of apart."""
+    ``exclude`` leaves out names the help speaks of apart. ``omit_default``: ``to_dict``
+    writes the field only when it differs from its default, for a field added after configs
+    were stored: every config that leaves it alone keeps its JSON, so its study trial id
+    (a hash of that JSON) and its saved files stay as they were."""
     meta: dict[str, Any] = {"help": help, "names": names, "exclude": exclude} if names else {"help": help}
+    if omit_default:
+        meta["omit_default"] = True
     if isinstance(default, (list, dict)):
         value = default
         kw["default_factory"] = lambda: typing.cast(Any, type(value))(value)
@@ -120,7 +125,8 @@ class Section:
 def to_dict(obj: Any) -> Any:
     """Plain JSON/TOML-able data (tuples become lists)."""
     if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get("omit_default") and getattr(obj, f.name) == f.default)}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
     if isinstance(obj, dict):

@@ -11,8 +11,9 @@ def test_demo_smoke_runs_study_report_and_headline(tmp_path, data_dir, capsys):
     out = capsys.readouterr().out
     assert (store / "report" / "index.html").stat().st_size > 1000
     assert "Pre - Post" in out and "report: " in out
+    assert out.count("check of the implementation: transformers GPT-2") == 2 and "lab - baseline = " in out
     # Every trial ran once and left its run directory; rerunning repeats nothing.
     runs = sorted(p.name for p in (store / "runs").iterdir())
-    assert len(runs) == 8  # 2 placements x 2 warm-ups x 2 seeds
+    assert len(runs) == 12  # (post, pre, GPT-2 baseline) x 2 warm-ups x 2 seeds
     assert main(["demo", "--scale", "smoke", "--store", str(store), "--workers", "1"]) == 0
     assert sorted(p.name for p in (store / "runs").iterdir()) == runs

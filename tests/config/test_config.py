@@ -159,6 +159,8 @@ INVALID = [
     (ModelConfig, {"pos": "rope", "d_model": 12, "n_head": 4}, "model.pos", "even head dim"),
     (Built, {"norm": "batchnorm"}, "model.norm", "valid: layernorm"),
     (Built, {"qk_norm": "l3"}, "model.qk_norm", "valid: layernorm"),
+    (Built, {"impl": "hf"}, "model.impl", "valid: normlab, hf-gpt2"),
+    (Built, {"impl": "hf-gpt2", "placement": "post"}, "model.impl", "GPT-2 cannot compute this model: placement post"),
     (ModelConfig, {"qkv_norm": True}, "model.qkv_norm", "set model.qk_norm"),
     (Built, {"init": "kaiming"}, "model.init", "valid: gpt2"),
     (Built, {"placement": "pree"}, "model.placement", "did you mean 'pre'"),

@@ -24,7 +24,7 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
     import json
 
     cpu = study_preset("pre-vs-post")
-    assert len(cpu.trials()) == 24 and cpu.seeds == [0, 1, 2, 3, 4, 5]
+    assert len(cpu.trials()) == 36 and cpu.seeds == [0, 1, 2, 3, 4, 5]  # post, pre, GPT-2 x warm-up x seed
     cfg = json.loads(cpu.trials()[0].config_json)
     assert (cfg["model"]["n_layer"], cfg["model"]["d_model"], cfg["model"]["context"]) == (6, 128, 64)
     assert (cfg["train"]["batch_size"], cfg["train"]["steps"], cfg["optim"]["lr"]) == (16, 500, 1e-3)
@@ -85,7 +85,7 @@ def test_cli_presets_dry_run_and_status(tmp_path, capsys, fake_path) -> None:
     assert all(n in out for n in NAMES)
     assert main(["study", "run", "pre-vs-post", "--scale", "smoke", "--store", str(tmp_path / "d"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "8 trials" in out and out.count("model.placement=") == 8 and not (tmp_path / "d").exists()
+    assert "12 trials" in out and out.count("model.placement=") == 12 and out.count("model.impl=hf-gpt2") == 4 and not (tmp_path / "d").exists()
     assert main(["study", "run", "nonesuch", "--store", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "unknown name" in err and "pre-vs-post" in err and ".toml" in err

@@ -153,9 +153,13 @@ class StudyContext:
         return f"study '{name}' at scale {self.scale}: {len(t)} trials, {seeds} seed(s)"
 
 
+# Axes added to a study after some of its stores were made: a trial without the key ran at this value.
+_ABSENT = {"model.impl": "normlab"}
+
+
 def where(trials: list[Any], params: dict[str, Any]) -> list[Any]:
     """Trials whose params match the dotted keys of ``params``."""
-    return [t for t in trials if all(t.params.get(k) == v for k, v in params.items())]
+    return [t for t in trials if all(t.params.get(k, _ABSENT.get(k)) == v for k, v in params.items())]
 
 
 def values(trials: list[Any], fn: Callable[[Any], float | None]) -> tuple[list[float], list[str]]:

@@ -19,6 +19,7 @@ from normlab.claims.studies import StudyContext, final_capped, first_eval, gain,
 from normlab.stats import one_sample, rate, rate_diff, welch
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
+IMPL = "model.impl"  # pre-vs-post's cells are the lab's arms, never its transformers baseline
 GAIN = "best val loss minus ln 65, the uniform prediction's loss (nats; diverged = 0), "
 
 
@@ -64,11 +65,11 @@ PET = Regime((
                    "'most likely' = more than half the runs (exact interval); 6 seeds is the smallest sample at "
                    "which 6 of 6 can show it")])
 def seed002_pet_project(ctx: StudyContext) -> dict[str, Measured]:
-    post0 = where(ctx.trials("pre-vs-post"), {P: "post", W: 0})
+    post0 = where(ctx.trials("pre-vs-post"), {P: "post", IMPL: "normlab", W: 0})
     got = [ctx.outcome(t) for t in post0]
     fails = sum(o in ("stalls", "diverged") for o in got)
-    return {"faster": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}, first_eval),
-            "lower": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}),
+    return {"faster": _diff(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}, first_eval),
+            "lower": _diff(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}),
             "post-fails": Measured(rate(fails, len(got)), [t.id for t in post0], {"outcomes": got})}
 
 
@@ -109,7 +110,7 @@ def seed002_clipping(ctx: StudyContext) -> dict[str, Measured]:
     kp, np_, ip = _diverged(ctx, "pre")
     kq, nq, iq = _diverged(ctx, "post")
     return {"rare": Measured(rate(kp, np_), ip), "vs-post": Measured(rate_diff(kp, np_, kq, nq), ip + iq),
-            "no-spikes": _diff(ctx, "pre-vs-post", {P: "pre", W: 0}, {P: "post", W: 0}, _spike)}
+            "no-spikes": _diff(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}, _spike)}
 
 
 def _grad_ratio(t: Any, step: int) -> float | None:
@@ -144,7 +145,7 @@ def seed001_early_gradients(ctx: StudyContext) -> dict[str, Measured]:
     w = max(t.params[W] for t in ctx.trials("pre-vs-post"))
     out = {}
     for p in ("post", "pre"):
-        v, ids = values(where(ctx.trials("pre-vs-post"), {P: p, W: w}), lambda t: _grad_ratio(t, 1000))
+        v, ids = values(where(ctx.trials("pre-vs-post"), {P: p, IMPL: "normlab", W: w}), lambda t: _grad_ratio(t, 1000))
         out[p] = Measured(one_sample(v), ids, {"per_seed": v})
     return out
 

@@ -60,14 +60,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def headline(store) -> list[str]:  # store: normlab.study.store.Store
-    """One line per warm-up setting: Pre-LN's best val loss minus Post-LN's (mean over seeds)."""
+    """One line per warm-up setting: Pre-LN's best val loss minus Post-LN's (mean over seeds), and
+    the lab Pre-LN's minus its transformers GPT-2 baseline's (a check of the implementation)."""
     from normlab.study.results import results
 
-    rows = results(store.trials(), ["model.placement", "optim.warmup_steps"], [])
-    by = {(r.scientific["model.placement"], r.scientific["optim.warmup_steps"]): r for r in rows}
+    rows = results(store.trials(), ["model.placement", "model.impl", "optim.warmup_steps"], [])
+    by = {(r.scientific["model.placement"], r.scientific["model.impl"] or "normlab",
+           r.scientific["optim.warmup_steps"]): r for r in rows}
     lines = []
-    for warm in sorted({w for _, w in by}):
-        post, pre = by.get(("post", warm)), by.get(("pre", warm))
+    for warm in sorted({w for _, _, w in by}):
+        post, pre, hf = by.get(("post", "normlab", warm)), by.get(("pre", "normlab", warm)), by.get(("pre", "hf-gpt2", warm))
         if not post or not pre:
             continue
         def show(r) -> str:
@@ -76,4 +78,7 @@ def headline(store) -> list[str]:  # store: normlab.study.store.Store
             return f"{r.mean:.4f}" + (f" +/- {r.std:.4f}" if r.std is not None else "") + f" over {r.seeds} seeds"
         gap = "" if post.mean is None or pre.mean is None else f"; Pre - Post = {pre.mean - post.mean:+.4f}"
         lines.append(f"warm-up {warm:>4} steps: best val loss Post-LN {show(post)}, Pre-LN {show(pre)}{gap}")
+        if hf is not None:  # the baseline: the same Pre-LN computed by transformers, same initial weights
+            check = "" if pre.mean is None or hf.mean is None else f"; lab - baseline = {pre.mean - hf.mean:+.4f}"
+            lines.append(f"{'':>19}check of the implementation: transformers GPT-2 {show(hf)}{check}")
     return lines

@@ -2,7 +2,8 @@
 placement, layout, norm, qk-norm, init and FFN names and the placements' options are
 checked, and where refused combinations are refused.
 
-``resolve_model(cfg)`` returns a ``Plan``: per block the (attention, FFN) sub-layers with
+``resolve_model(cfg)`` also checks ``model.impl`` (the code that computes the architecture,
+``normlab.model.impls``) and returns a ``Plan``: per block the (attention, FFN) sub-layers with
 their placement class and validated options, the norm factories, the init scheme and the
 FFN class. ``TransformerLM`` builds from it; callers that only want to validate a config
 early (before anything is written) call it too. Accepted ``model.placement`` forms:
@@ -23,7 +24,7 @@ from typing import Any, Callable
 from torch import nn
 
 from normlab.errors import NO_VALUE, ConfigError, unknown_name
-from normlab.model.catalogue import FFNS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+from normlab.model.catalogue import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 from normlab.model.config import ModelConfig
 from normlab.model.placement import Placement, PlacementOptions, Site, Stream
 from normlab.schema import from_dict
@@ -79,9 +80,27 @@ def resolve_model(cfg: ModelConfig) -> Plan:
     init = INITS.get(cfg.init)
     if cfg.ffn not in FFNS:
         raise ConfigError("model.ffn", cfg.ffn, f"use {' or '.join(FFNS.names())}")
+    impl = IMPLS.get(cfg.impl)
     layout = _layout(cfg)
     _check_combination(cfg, layout)
-    return Plan(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
+    plan = Plan(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
+    impl.check(cfg)  # after the lab's own checks: an implementation refuses what it cannot compute
+    return plan
+
+
+def build_model(cfg: ModelConfig) -> Any:
+    """The model of ``cfg`` as ``model.impl`` computes it (the lab's ``TransformerLM`` by
+    default), its weights drawn from the global RNG as seeded by the caller; what the training
+    loop, its replay and ``RunDir.load_model`` build. (Any: the implementations share the forward
+    contract of ``normlab.model.impls.Impl``, not a class.)"""
+    resolve_model(cfg)
+    return IMPLS.get(cfg.impl).build(cfg)
+
+
+def lab_internals(cfg: ModelConfig) -> bool:
+    """Whether ``cfg`` builds a ``TransformerLM`` (its blocks and placements: what in-training
+    diagnostics, batching, probes and ``train.init_from`` read)."""
+    return bool(IMPLS.get(cfg.impl).lab_internals)
 
 
 def _options(owner: Any, name: str, given: dict[str, Any], field: str) -> PlacementOptions:

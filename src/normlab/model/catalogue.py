@@ -11,11 +11,11 @@ from __future__ import annotations
 from torch import nn
 
 from normlab import plugins
-from normlab.model import attention, init, layout, norms, placements, streams
+from normlab.model import attention, impls, init, layout, norms, placements, streams
 from normlab.model.placement import Placement
-from normlab.model.registries import FFNS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+from normlab.model.registries import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
-__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "norm_types"]
+__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "IMPLS", "norm_types"]
 
 PLACEMENTS.add("post", placements.Post)
 PLACEMENTS.add("pre", placements.Pre)
@@ -47,6 +47,9 @@ INITS.add("xavier", init.XavierInit())
 
 FFNS.add("gelu", attention.MLP)
 FFNS.add("swiglu", attention.SwiGLU)
+
+IMPLS.add("normlab", impls.LAB)
+IMPLS.add("hf-gpt2", impls.HF_GPT2)
 
 # Installed plugins add theirs at the first lookup (docs/plugins.md); none is imported here.
 PLACEMENTS.fill_later(plugins.filler("placements", Placement))

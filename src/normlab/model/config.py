@@ -60,6 +60,9 @@ class ModelConfig(Section):
     dropout: float = doc("dropout on attention weights, residual branches and embeddings", 0.0)
     tie_embeddings: bool = doc("share the token embedding with the output head", True)
     norm_eps: float = doc("epsilon inside norms", 1e-5)
+    impl: str = doc("the code that computes this architecture: {names} (hf-gpt2: transformers' GPT-2, "
+                    "initialised with the lab model's seeded weights, a baseline for placement pre)", "normlab",
+                    names=_CATALOGUE + "IMPLS", omit_default=True)
 
     # Options that moved into their placement: an old key fails naming the new spelling.
     moved: ClassVar[dict[str, str]] = {key: f'model.placement = {{name = "{name}", {option} = {example}}}'

@@ -11,7 +11,8 @@ A lab model is exported only where a transformers class computes exactly what it
 Exactness is decided by a round trip of the configuration: the transformers config written
 for the model is read back with ``interop``'s importer, and every ModelConfig field that
 changes the forward pass must come back equal (a field that does not names the refusal).
-Only ``init`` (weights are given) and ``dropout`` (training only) are exempt.
+Only ``init`` (weights are given), ``dropout`` (training only) and ``impl`` (which code computes
+the lab side) are exempt.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ _NOT_EXPRESSED = {
     "resi_dual": f"{_WRITTEN} keep one residual stream; ResiDual keeps two",
     "ngpt": f"none of {_WRITTEN} keeps the hidden states on the unit sphere (nGPT)",
 }
-_EXEMPT = ("init", "dropout")
+_EXEMPT = ("init", "dropout", "impl")
 
 
 def _placement(cfg: ModelConfig) -> str:

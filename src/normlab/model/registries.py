@@ -1,4 +1,5 @@
-"""The model's registries, empty: name -> placement class, layout, norm, qk-norm, init, FFN.
+"""The model's registries, empty: name -> placement class, layout, norm, qk-norm, init, FFN,
+implementation.
 
 A leaf module: it imports nothing of ``normlab.model``, so any component may name a
 registry without pulling in the others. ``normlab.model.catalogue`` fills them with the
@@ -21,3 +22,4 @@ NORMS: Registry[Any] = Registry("norm", "model.norm")                  # (d, eps
 QK_NORMS: Registry[Any] = Registry("qk norm", "model.qk_norm")
 INITS: Registry[Any] = Registry("init", "model.init")                  # InitScheme instances
 FFNS: Registry[Any] = Registry("ffn", "model.ffn")                     # (cfg) -> FFN module
+IMPLS: Registry[Any] = Registry("implementation", "model.impl")     # Impl: who computes the model

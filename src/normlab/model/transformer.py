@@ -201,6 +201,10 @@ class TransformerLM(nn.Module):
         ``dir/model.safetensors`` loaded strictly (hash checked, never unpickled)."""
         from normlab.model.io import load_config, load_weights
 
-        model = cls(load_config(dir))
+        cfg = load_config(dir)
+        if cfg.impl != "normlab":  # weights under another implementation's names
+            raise UserError(f"{dir}: holds a model.impl={cfg.impl!r} model, not a TransformerLM; load it with "
+                            "normlab.model.build.build_model(load_config(dir)) and load_weights")
+        model = cls(cfg)
         load_weights(model, dir, device)
         return model.to(device)

@@ -34,14 +34,14 @@ def value_name(axis: str, v: Any) -> str:
     return f"{word} {num(v)}"
 
 
-def _side(pts: Sequence[Point]) -> tuple[list[float], int]:
+def side(pts: Sequence[Point]) -> tuple[list[float], int]:
     """(finite values of seeds that did not diverge, number of diverged seeds)."""
     vals = [v for v, f in pts if f != "diverged" and math.isfinite(v)]
     return vals, len(pts) - len(vals)
 
 
-def _summary(name: str, pts: Sequence[Point]) -> str:
-    vals, bad = _side(pts)
+def summary(name: str, pts: Sequence[Point]) -> str:
+    vals, bad = side(pts)
     sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
     text = f"{name} {pm(float(np.mean(vals)), sd)}" if vals else f"{name} –"
     return text + (f" ({bad} of {len(pts)} seeds diverged)" if bad else "")
@@ -51,12 +51,12 @@ def compare_two(a: str, pa: Sequence[Point], b: str, pb: Sequence[Point], unit: 
     """'A m ± s vs B m ± s (n seeds each): A lower by d unit, 95% interval [lo, hi]' (b - a)."""
     from normlab.stats import MIN_SEEDS, welch
 
-    va, _ = _side(pa)
-    vb, _ = _side(pb)
+    va, _ = side(pa)
+    vb, _ = side(pb)
     if not va or not vb:
-        return f"{_summary(a, pa)} vs {_summary(b, pb)}: no difference to weigh"
+        return f"{summary(a, pa)} vs {summary(b, pb)}: no difference to weigh"
     ns = f"{len(va)} seeds each" if len(va) == len(vb) else f"{len(va)} and {len(vb)} seeds"
-    head = f"{_summary(a, pa)} vs {_summary(b, pb)} ({ns})"
+    head = f"{summary(a, pa)} vs {summary(b, pb)} ({ns})"
     e = welch(vb, va)  # b - a: positive when a is lower
     assert e.estimate is not None
     lower, gap = (a, e.estimate) if e.estimate > 0 else (b, -e.estimate)
@@ -123,14 +123,14 @@ def _cell_text(key: str, by: dict[Any, list[Point]], values: list[Any], unit: st
     if len(present) == 2:
         a, b = present[1], present[0]  # the later value of the spec first: "Pre-LN vs Post-LN"
         return compare_two(value_name(key, a), by[a], value_name(key, b), by[b], unit)
-    means = {v: (float(np.mean(_side(by[v])[0])) if _side(by[v])[0] else math.inf) for v in present}
+    means = {v: (float(np.mean(side(by[v])[0])) if side(by[v])[0] else math.inf) for v in present}
     ranked = sorted(present, key=lambda v: (means[v], str(v)))
     if len(ranked) < 2:
-        return _summary(value_name(key, ranked[0]), by[ranked[0]]) if ranked else "no finished trial"
+        return summary(value_name(key, ranked[0]), by[ranked[0]]) if ranked else "no finished trial"
     best, nxt = ranked[0], ranked[1]
-    rest = ", ".join(_summary(value_name(key, v), by[v]) for v in ranked[2:])
+    rest = ", ".join(summary(value_name(key, v), by[v]) for v in ranked[2:])
     return (f"best {compare_two(value_name(key, best), by[best], value_name(key, nxt), by[nxt], unit)}"
             + (f"; then {rest}" if rest else ""))
 
 
-__all__ = ["contrast", "compare_two", "value_name"]
+__all__ = ["contrast", "compare_two", "side", "summary", "value_name"]

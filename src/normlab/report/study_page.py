@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from normlab.report import figures as F
+from normlab.report.baseline import implementation_check, label_items, split
 from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page, esc
 from normlab.report.kinds import heading, study_question
@@ -35,10 +36,12 @@ def _find(params: dict[str, Any], suffix: str) -> Any:
 
 
 def group_label(params: dict[str, Any]) -> str:
-    """Axis values except the seed, placement first: 'post lr=0.001 warmup_steps=100'."""
-    items = [(k, v) for k, v in params.items() if k.split(".")[-1] != "seed"]
-    items.sort(key=lambda kv: (kv[0].split(".")[-1] != "placement", kv[0]))
-    parts = [str(v) if k.split(".")[-1] == "placement" else f"{k.split('.')[-1]}={num(v)}" for k, v in items]
+    """Axis values except the seed, placement first, then a baseline's implementation:
+    'post lr=0.001 warmup_steps=100', 'pre hf-gpt2 warmup_steps=0' (``baseline.label_items``)."""
+    items = label_items(params)
+    bare = ("placement", "impl")  # values that read without their key
+    items.sort(key=lambda kv: (bare.index(s) if (s := kv[0].split(".")[-1]) in bare else len(bare), kv[0]))
+    parts = [str(v) if k.split(".")[-1] in bare else f"{k.split('.')[-1]}={num(v)}" for k, v in items]
     return " ".join(parts) or "all"
 
 
@@ -86,12 +89,17 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     answer, notes = headline(values, metric, len(study.trials))
     points = [(t.params, (trial_value(t, metric), fate[t.id])) for t in study.trials
               if t.status in ("completed", "diverged", "failed")]
-    own = contrast(points, axis, (spec.get("axes") or {}).get(axis, ()),
-                   "nats/token" if "loss" in metric else "") if axis else None
+    unit = "nats/token" if "loss" in metric else ""
+    order = (spec.get("axes") or {}).get(axis) or next((g[axis] for g in spec.get("zip") or [] if axis in g), ())
+    # the question is the lab's: a baseline arm (another model.impl) is its own check, below it
+    own = contrast(split(points)[0], axis, list(dict.fromkeys(order)), unit) if axis else None
     if own is not None:  # the study's own question first; the best setting overall after it
         notes = [*own[1], f"Best setting overall: {answer}", *notes]
         answer = own[0]
     page.lead(head.question, answer, notes)
+    check = implementation_check(points, unit)
+    if check:
+        page.text(check)
 
     page.heading("Evidence", "figures")
     shown = _curve_groups(study, groups, runs, metric)

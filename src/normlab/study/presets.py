@@ -59,8 +59,11 @@ def pre_vs_post(scale: str = "cpu") -> StudySpec:
     """Seed 002's pet project: Post-LN vs Pre-LN, 6 blocks, identical hyper-parameters, with and
     without warm-up, 6 seeds (docs/theory.md, claim seed002-pet-project). No gradient clipping:
     the seed's code has none, and a clip would hide the divergence the seed predicts (the
-    pre-clip norm is still logged). cpu: d=128, 4 heads, context 64, batch 16, 500 steps,
-    lr 1e-3 cosine, warm-up {0, 50}: 24 runs, about 16 min on 2 idle cores.
+    pre-clip norm is still logged). A third arm, the baseline, is transformers' GPT-2 at the
+    same settings (``model.impl = "hf-gpt2"``: Pre-LN computed by transformers, started from the
+    lab Pre-LN's seeded weights), a check of the lab's implementation; it runs without in-training
+    diagnostics, which read the lab model's blocks. cpu: d=128, 4 heads, context 64, batch 16,
+    500 steps, lr 1e-3 cosine, warm-up {0, 50}: 36 runs, about 24 min on 2 idle cores.
     seed: lr 3e-4 constant, batch 32, 10 epochs (4900 steps), warm-up {0, 490}."""
     steps, warm = _pick(scale, {"smoke": (20, 5), "cpu": (500, 50), "seed": (4900, 490), "gpu": (5000, 200)},
                         "pre-vs-post")
@@ -72,12 +75,18 @@ def pre_vs_post(scale: str = "cpu") -> StudySpec:
         base = _base(scale, steps, lr=1e-3 if scale != "gpu" else 6e-4)
     base["optim"]["grad_clip"] = 0.0
     # per-block gradient norms for seed 001's "1K steps" statement (step 1000 at seed scale)
-    base["train"]["diag_every"] = {"smoke": 10, "seed": 100}.get(scale, 100 if scale == "cpu" else 500)
+    diag = {"smoke": 10, "seed": 100}.get(scale, 100 if scale == "cpu" else 500)
+    # The arms, a zip group: (placement, implementation, diagnostics). The lab arms' configs
+    # are those of the two-arm study (model.impl is not written at its default), so their trial
+    # ids are unchanged; the baseline's diagnostics are off (they read TransformerLM's blocks).
+    arms = [("post", "normlab", diag), ("pre", "normlab", diag), ("pre", "hf-gpt2", 0)]
+    keys = ("model.placement", "model.impl", "train.diag_every")
     # 6 seeds: the smallest sample at which "more than half of the runs fail" can be shown
     # (6 of 6 has an exact lower bound of 0.54; 5 of 5 only 0.48)
     return StudySpec(name="pre-vs-post", base=base, seeds=[0, 1] if scale == "smoke" else list(range(6)),
-                     axes={"model.placement": ["post", "pre"], "optim.warmup_steps": [0, warm]},
-                     scientific=["model.placement", "optim.warmup_steps"],
+                     axes={"optim.warmup_steps": [0, warm]},
+                     zip=[{k: [a[i] for a in arms] for i, k in enumerate(keys)}],
+                     scientific=["model.placement", "model.impl", "train.diag_every", "optim.warmup_steps"],
                      description="Seed 002: does Pre-LN converge faster and lower than Post-LN, "
                                  "and does Post-LN need warm-up? (Xiong et al. 2020)")
 

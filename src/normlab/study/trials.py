@@ -60,9 +60,13 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
     import torch
 
     from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
+    from normlab.model.build import lab_internals
     from normlab.model.transformer import TransformerLM
     from normlab.rundir import RunDir
 
+    if not lab_internals(cfg.model):
+        raise ConfigError("model.impl", cfg.model.impl, "a probe trial reads the lab model's blocks; "
+                          "probe model.impl='normlab'")
     run_dir = Path(run_dir)
     tokens, vocab = load_tokens("tinyshakespeare", cfg.data.data_dir)
     seed, m = cfg.seed, cfg.model

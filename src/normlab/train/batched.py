@@ -17,6 +17,7 @@ Limits (``incompatibility`` names the first one met, ``run_batched`` refuses wit
   * dropout must be 0: random masks inside vmap cannot reproduce a solo run's masks;
   * placements with per-step weight hooks (nGPT's ``after_step``) are refused;
   * train.diag_every must be 0 (diagnostic hooks see one model, not a stack);
+  * model.impl must be the lab's (another implementation's parameters are not stacked);
   * the model, data and train sections must be equal (only train.diverge_loss may differ);
   * a killed batched run is not resumed as a batch: each trial resumes alone from its own
     solo-format checkpoint (``run_training(..., resume=True)``, what the study runner does);
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
 def incompatibility(cfgs: list[RunConfig]) -> str | None:
     """Why ``cfgs`` cannot be trained as one batch, or None when they can."""
-    from normlab.model.build import resolve_model
+    from normlab.model.build import lab_internals, resolve_model
     from normlab.model.placement import Placement, Stream
 
     if not cfgs:
@@ -73,6 +74,8 @@ def incompatibility(cfgs: list[RunConfig]) -> str | None:
         return f"model.dropout={first.model.dropout}: dropout masks inside vmap cannot match solo runs; use 0"
     if first.train.diag_every > 0:
         return "train.diag_every > 0: in-training diagnostics need solo runs; set it to 0"
+    if not lab_internals(first.model):
+        return f"model.impl={first.model.impl!r}: batching stacks the lab model's parameters; run it solo"
     plan = resolve_model(first.model)
     stream_hook = type(plan.stream()).after_step is not Stream.after_step  # one stream per model
     for sub in {s.name: s for pair in plan.layout for s in pair}.values():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.errors import ConfigError, UserError
 from normlab.runconfig import RunConfig
 
 
@@ -87,11 +87,19 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
 
 def check_config(cfg: RunConfig) -> None:
     """The checks of a resolved config that need no corpus: names first, then the machine."""
-    from normlab.model.build import resolve_model
+    from normlab.model.build import lab_internals, resolve_model
     from normlab.train.env import pick_device, world_size
     from normlab.train.loggers import require_loggers
 
-    resolve_model(cfg.model)  # placement, norm, init and FFN names and the placements' options
+    resolve_model(cfg.model)  # placement, norm, init, FFN and impl names and the placements' options
+    if not lab_internals(cfg.model):  # these read TransformerLM's blocks and weight names
+        impl = f"model.impl={cfg.model.impl!r} is not the lab's TransformerLM"
+        if cfg.train.diag_every > 0:
+            raise ConfigError("train.diag_every", cfg.train.diag_every, f"in-training diagnostics read the "
+                              f"lab model's blocks and {impl}; set train.diag_every=0")
+        if cfg.train.init_from:
+            raise ConfigError("train.init_from", cfg.train.init_from, f"a lab model directory loads into "
+                              f"TransformerLM and {impl}; leave train.init_from empty")
     require_loggers(list(cfg.train.loggers))  # a missing package fails here, not after config.json
     world = world_size()
     if cfg.train.batch_size % (cfg.train.grad_accum * world):

@@ -22,7 +22,7 @@ def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
     """``first_nonfinite`` of step ``bad_step`` (1-based) of ``tr``'s run (a ``train.loop.Trainer``,
     not imported here: the loop imports this module); moves its weights."""
     from normlab.diagnostics.training import first_nonfinite
-    from normlab.model.transformer import TransformerLM
+    from normlab.model.build import build_model
     from normlab.rundir import RunDir
 
     ckpt = RunDir(tr.run_dir).find_checkpoint("latest")
@@ -32,7 +32,7 @@ def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
     else:  # the seeded init of run_training, then a fresh optimizer
         start = 0
         torch.manual_seed(tr.cfg.seed)
-        tr.model.load_state_dict(TransformerLM(tr.cfg.model).state_dict())
+        tr.model.load_state_dict(build_model(tr.cfg.model).state_dict())
         tr.opt.state.clear()
     tr.model.train()
     for s in range(start, bad_step - 1):

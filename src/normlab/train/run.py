@@ -59,7 +59,7 @@ class Job:
 
     plan: Plan
     data: Data
-    model: TransformerLM
+    model: TransformerLM  # or another model.impl with its forward contract (normlab.model.impls)
     optimizer: torch.optim.Optimizer
     dist: Dist
     device: torch.device
@@ -117,7 +117,7 @@ def load_data(plan: Plan) -> Data:
 
 def build(plan: Plan, data: Data) -> Job:
     """Join the process group, then build the seeded model (or DIR's weights) and its optimizer."""
-    from normlab.model.transformer import TransformerLM
+    from normlab.model.build import build_model
     from normlab.train.env import init_dist
     from normlab.train.optim import make_optimizer
 
@@ -126,7 +126,7 @@ def build(plan: Plan, data: Data) -> Job:
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
-    model = TransformerLM(cfg.model).to(device)
+    model = build_model(cfg.model).to(device)  # model.impl picks the code (TransformerLM by default)
     if cfg.train.init_from:
         from normlab.train.init_from import load_init
 
