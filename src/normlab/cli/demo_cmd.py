@@ -16,8 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "headline numbers. Rerunning resumes: finished trials are not repeated.")
     p.add_argument("--store", default="studies/pre-vs-post", metavar="DIR",
                    help="study store (rerunning resumes it; completed trials are not repeated)")
-    p.add_argument("--scale", default="cpu", help="study size: smoke (seconds), cpu (default; 24 runs, about 15 min on 2 idle "
-                   "cores), seed (seed 002's settings, 24 runs; 157 min measured at the older 16), gpu")
+    p.add_argument("--scale", default="cpu", help="study size: smoke (seconds), cpu (default; 36 runs, about 25 min on 2 idle "
+                   "cores), seed (seed 002's settings, 36 runs; 157 min measured at the older 16), gpu")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel trials (default: one per core)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (else download)")
     p.set_defaults(func=_demo)

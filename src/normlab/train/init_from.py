@@ -32,7 +32,7 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
 
     folder = Path(init_dir)
     if not (folder / WEIGHTS).is_file():
-        raise UserError(f"--init-from {folder}: no {WEIGHTS} there; give a `normlab import` or save_model "
+        raise UserError(f"--init-from (train.init_from) {folder}: no {WEIGHTS} there; give a `normlab import` or save_model "
                         "directory, or a run's checkpoints/best")
     data = dict(base)  # new tables below: base itself is left as it was
     data["model"] = to_dict(load_config(folder))
