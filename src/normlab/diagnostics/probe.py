@@ -155,16 +155,8 @@ def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, 
     if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
         c.aux = StreamStates([h[1].detach() for h in states])
         c.provided.add("aux")
-    if needs & {"param_grads", "stream_grads"}:
-        params, pkeys = _weights(model)
-        jac = n_proj > 0 and "jacobian" in needs
-        grads = torch.autograd.grad(loss, params + main[:-1], retain_graph=jac, allow_unused=True)
-        c.param_grads = list(zip(pkeys, grads[: len(params)]))
-        c.stream_grads = grads[len(params):]
-        c.provided |= {"param_grads", "stream_grads"}
-    if n_proj > 0:
-        c.graph = main
-        c.provided.add("jacobian")
+    params, pkeys = _weights(model) if needs & {"param_grads", "stream_grads"} else ([], [])
+    c.take_grads(loss, params, pkeys, main, needs)
     return c
 
 

@@ -221,3 +221,20 @@ class Captured:
     n_proj: int = 0
     generator: torch.Generator | None = None
     measured: dict[str, Any] = field(default_factory=dict)  # inspect's and analyze's own (docstring)
+
+    def take_grads(self, loss: torch.Tensor, params: list[torch.Tensor], keys: list[tuple[int, str, str]],
+                   stream: list[torch.Tensor], needs: set[str]) -> None:
+        """The parameter and stream gradients of ``loss`` in one autograd call (``stream`` is
+        x_0..x_L with its graph; x_L is left out), keeping the graph for the Jacobian statistics
+        when ``n_proj`` > 0: what the probe and ``inspect`` capture alike."""
+        import torch  # this module stays importable without torch (a leaf of the registry)
+
+        if needs & {"param_grads", "stream_grads"}:
+            jac = self.n_proj > 0 and "jacobian" in needs
+            grads = torch.autograd.grad(loss, params + stream[:-1], retain_graph=jac, allow_unused=True)
+            self.param_grads = list(zip(keys, grads[: len(params)]))
+            self.stream_grads = grads[len(params):]
+            self.provided |= {"param_grads", "stream_grads"}
+        if self.n_proj > 0:
+            self.graph = stream
+            self.provided.add("jacobian")

@@ -170,22 +170,16 @@ def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_
     c = Captured(n_layer=len(subject.layers), stream=StreamStates([x.detach() for x in stream]),
                  logits=logits.detach(), loss=loss, norm_inputs=norm_in, n_proj=n_proj, generator=gen)
     c.provided = {"stream", "logits", "loss", "norm_inputs"}
+    keys: list[tuple[int, str, str]] = []
+    params: list[torch.Tensor] = []
     if needs & {"param_grads", "stream_grads"}:
-        keys, params = [], []
         for li, block in enumerate(subject.layers, start=1):
             for pname, p in block.named_parameters():
                 if p.requires_grad:
                     head, _, rest = pname.partition(".")
                     keys.append((li, head, rest) if rest else (li, "block", pname))
                     params.append(p)
-        jac = n_proj > 0 and "jacobian" in needs
-        grads = torch.autograd.grad(loss, params + stream[:-1], retain_graph=jac, allow_unused=True)
-        c.param_grads = list(zip(keys, grads[: len(params)]))
-        c.stream_grads = grads[len(params):]
-        c.provided |= {"param_grads", "stream_grads"}
-    if n_proj > 0:
-        c.graph = stream
-        c.provided.add("jacobian")
+    c.take_grads(loss, params, keys, stream, needs)
     return c
 
 
