@@ -93,3 +93,20 @@ def test_published_evidence_pages_are_re_rendered(where: str, tmp_path: Path) ->
     shutil.copytree(root, page)
     lay = browse(page / "index.html", tmp_path, f"published-{where or 'cpu'}")
     assert not lay["errors"] and lay["bad"] == 0 and lay["minw"] >= 600, lay
+
+
+def test_a_published_page_links_its_figures_and_still_shows_them(tmp_path: Path) -> None:
+    """render_from_json(embed=False) (and `claims --link-figures`) writes the page with links to
+    OUT/figures/ instead of base64 copies: every image still decodes in a browser."""
+    from normlab.claims.output import render_from_json
+
+    out = _claims_dir(tmp_path)
+    embedded = render_from_json(out).stat().st_size
+    page = render_from_json(out, embed=False)
+    html = page.read_text()
+    assert "data:image" not in html and page.stat().st_size < embedded
+    srcs = re.findall(r'<img alt="[^"]*" src="([^"]+)"', html)
+    records = json.loads((out / "claims.json").read_text())["claims"]
+    assert sorted(srcs) == sorted(f"figures/{r['effect_figure']}.png" for r in records)
+    lay = browse(page, tmp_path, "evidence-linked")
+    assert not lay["errors"] and lay["bad"] == 0 and lay["n"] == len(records), lay

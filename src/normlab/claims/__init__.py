@@ -23,7 +23,7 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
                seeds: int = 5, depths: list[int] | None = None, d_model: int = 128,
                scale: str = "cpu", workers: int | None = None, train: bool = True,
                progress: Any = False, cache: bool = True, registration: str | Path | None = None,
-               allow_post_hoc: bool = False) -> list[dict[str, Any]]:
+               allow_post_hoc: bool = False, embed: bool = True) -> list[dict[str, Any]]:
     """Decide the claims and write the outputs; returns the claim records (claims.json).
 
     ``progress``: True for finished/total, the current item and an ETA on stderr (a bar on a
@@ -32,7 +32,8 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     ``OUT/cache``. ``registration``: a committed ``normlab claims register`` file; checked
     against the current rules before anything is measured (``allow_post_hoc``: decide changed
     claims anyway, marked post-hoc), and each part is marked before-data, post-hoc or
-    not-registered (``claims/registered.py``)."""
+    not-registered (``claims/registered.py``). ``embed=False``: the page links its figures
+    (OUT/figures/) instead of embedding them, for a page published in a repository."""
     from normlab.claims.cache import Cache
     from normlab.claims.catalogue import all_claims
     from normlab.claims.output import write_outputs
@@ -90,7 +91,7 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     meta["registration"] = registered.mark(records, {c.id: c for c in chosen}, reg_file, meta.get("studies", {}), t0)
     full_grid = qr is not None and {c.id for c in chosen if c.quick} == {i for i, c in reg.items() if c.quick}
     meta["maps"] = _map_pages(ctx, out)
-    write_outputs(records, out, meta, qr.q if full_grid else None)
+    write_outputs(records, out, meta, qr.q if full_grid else None, embed)
     return records
 
 

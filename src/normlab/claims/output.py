@@ -98,7 +98,8 @@ def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any
                             "verdict": r["verdict"], "parts": {p["id"]: p["verdict"] for p in r["parts"]}})
 
 
-def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None) -> None:
+def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None,
+                  embed: bool = True) -> None:
     from normlab.claims.figures import effect_figure, quick_context_figures
     from normlab.fsutil import atomic_write_text
 
@@ -112,7 +113,7 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
     update_history(records, out, meta)
     atomic_write_text(out / "claims.json", json.dumps({"meta": meta, "claims": records}, indent=2, default=float))
     atomic_write_text(out / "claims.md", markdown_table(records))
-    write_page(records, out, meta)
+    write_page(records, out, meta, embed)
 
 
 def markdown_table(records: list[dict[str, Any]]) -> str:
@@ -151,13 +152,12 @@ def _verdict_html(r: dict[str, Any]) -> str:
     return f"{_badge(r['verdict'])}<br>{_badge(r['verdict_holm'])} after Holm: {esc(r['holm_note'])}"
 
 
-def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
-    import base64
-
+def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], embed: bool = True) -> None:
+    """OUT/index.html; ``embed=False`` links the figures in OUT/figures/ instead of embedding them."""
     from normlab.claims.page_regime import check_rows, regime_rows, regime_sentence
     from normlab.claims.registered import summary, tag
 
-    page = Page("normlab claims: which statements about normalization placement hold up?", out)
+    page = Page("normlab claims: which statements about normalization placement hold up?", out, embed=embed)
     # verdict colours of this page (the report style knows only supported / inconclusive)
     page.raw("<style>.contradicted{color:#b00000;font-weight:600} .partly-supported{color:#6a1b9a;"
              "font-weight:600}</style>")
@@ -205,11 +205,7 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
         for name in [r["effect_figure"]] + ([r["figure"]] if r.get("figure") else []):
             png = out / "figures" / f"{name}.png"
             if png.is_file():
-                data = base64.b64encode(png.read_bytes()).decode("ascii")
-                text = caption(name)
-                page.raw(f'<figure><img alt="{esc(text)}" src="data:image/png;base64,{data}">'
-                         f'<figcaption>{esc(text)} <a href="figures/{esc(name)}.png">PNG</a> · '
-                         f'<a href="figures/{esc(name)}.svg">SVG</a></figcaption></figure>')
+                page.image(png, caption(name))
     checks = check_rows(records)
     if checks:
         page.heading("Checks of the implementation", "checks")
@@ -233,12 +229,13 @@ def caption(name: str) -> str:
     return CONTEXT_CAPTIONS.get(name, name)
 
 
-def render_from_json(out: str | Path, q: Any = None) -> Path:
+def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path:
     """Rebuild OUT/index.html and every evidence figure from OUT/claims.json alone, with no
     measuring or training and no new decision (history.jsonl and claims.json are not touched).
     The quick claims' context figures need the probe grid: they are redrawn only when ``q``
     (``claims.measure.measure``'s QuickData) is given, else the files already there are kept.
-    A missing or damaged claims.json is a UserError."""
+    ``embed=False`` links the figures instead of embedding them (a page published in a
+    repository). A missing or damaged claims.json is a UserError."""
     from normlab.claims.figures import effect_figure, quick_context_figures
     from normlab.errors import UserError
 
@@ -256,7 +253,7 @@ def render_from_json(out: str | Path, q: Any = None) -> Path:
         quick_context_figures(q, out, records)
     for r in records:
         effect_figure(r, out)  # the same file name claims.json records as effect_figure
-    write_page(records, out, meta)
+    write_page(records, out, meta, embed)
     return out / "index.html"
 
 

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --registration: decide claims whose rules changed since, marked post-hoc with the "
                         "registered rule's verdict beside (default: refuse)")
     p.add_argument("--force", action="store_true", help="register: replace an --out file holding another registration")
+    p.add_argument("--link-figures", action="store_true",
+                   help="the page links OUT/figures/ instead of embedding each image (for a page published in a "
+                        "repository: half the size)")
     p.set_defaults(func=_claims)
 
 
@@ -58,7 +61,7 @@ def _claims(args: argparse.Namespace) -> int:
     results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds, scale=args.scale,
                          workers=args.workers, train=not args.no_train, progress=not args.quiet,
                          cache=not args.no_cache, registration=args.registration,
-                         allow_post_hoc=args.allow_post_hoc)
+                         allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures)
     from normlab.fsutil import read_json
 
     print_table(results, meta=(read_json(Path(args.out) / "claims.json", {}) or {}).get("meta"))

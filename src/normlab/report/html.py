@@ -1,5 +1,6 @@
-"""A self-contained HTML page: inline CSS, PNG figures embedded as base64, no scripts
-that fetch anything, so it opens from file:// on a machine without network.
+"""A self-contained HTML page: inline CSS, PNG figures embedded as base64 (or linked, for a
+page published beside its figures/), no scripts that fetch anything, so it opens from
+file:// on a machine without network.
 
 A page reads top-down like a talk: the question and its answer with the numbers
 (``lead``), the figures that back it (consecutive figures share a grid that uses the
@@ -71,6 +72,9 @@ class Page:
     parts: list[str] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
     progress: bool = False
+    # False: figures are linked (figures/NAME.png beside the page) instead of embedded, for a
+    # page published in a repository, where base64 copies would double every image's size
+    embed: bool = True
     spent: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
 
@@ -142,14 +146,20 @@ class Page:
         style.close(fig)
         self.charge("drawing figures", time.perf_counter() - t0)
         self.figures.append(png)
-        data = base64.b64encode(png.read_bytes()).decode("ascii")
-        rel = f"figures/{name}"
+        self.image(png, caption, wide)
+        return png
+
+    def image(self, png: Path, caption: str, wide: bool = False) -> None:
+        """A figure already saved as ``figures/NAME.png`` (and .svg) beside the page: embedded
+        as base64, or linked when the page was made with ``embed=False``."""
+        rel = f"figures/{png.stem}"
+        src = (f"data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')}" if self.embed
+               else f"{esc(rel)}.png")
         cls = ' class="wide"' if wide else ""
         self.parts.append(
-            f'<figure id="fig-{esc(name)}"{cls}><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+            f'<figure id="fig-{esc(png.stem)}"{cls}><img alt="{esc(caption)}" src="{src}">'
             f'<figcaption>{esc(caption)} <a href="{esc(rel)}.png">PNG</a> · <a href="{esc(rel)}.svg">SVG</a>'
             f"</figcaption></figure>")
-        return png
 
     def versions(self) -> None:
         """The software that produced the page (the exact configurations are shown by callers).
