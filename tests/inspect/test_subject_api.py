@@ -190,7 +190,9 @@ def test_transformers_model_outside_the_family_table() -> None:
     idx, tgt = seq[:, :-1], seq[:, 1:]
     got = _table(probe_model(subject, idx, tgt, n_proj=0))
     last: list[torch.Tensor] = []
-    h = model.model.layers[-1].register_forward_hook(lambda _m, _a, out: last.append(out))
+    # a decoder layer returns its state alone (transformers 5.2+) or first in a tuple (5.1)
+    h = model.model.layers[-1].register_forward_hook(
+        lambda _m, _a, out: last.append(out[0] if isinstance(out, tuple) else out))
     with torch.no_grad():
         out = model(input_ids=idx, output_hidden_states=True)
     h.remove()
