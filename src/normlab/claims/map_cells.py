@@ -48,30 +48,32 @@ def _cell(ctx: StudyContext, cell: dict[str, Any]) -> list[Any]:
     return where(ctx.trials(study), {k: v for k, v in cell.items() if k != "study"})
 
 
-def _failed(ctx: StudyContext, cells: list[dict[str, Any]]) -> str:
-    """A reason when no run of any of ``cells`` trains (all stall or diverge), else ''."""
-    runs = [t for c in cells for t in _cell(ctx, c)]
-    got = [ctx.outcome(t) for t in runs]
-    if runs and all(o in ("stalls", "diverged") for o in got):
-        return (f"every run of every arm failed to train ({got.count('stalls')} stalled on the unigram plateau, "
-                f"{got.count('diverged')} diverged): the arms differ by noise, not by the factor compared")
-    return ""
-
-
 def _outcomes(ctx: StudyContext, cells: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
     out = {}
     for name, c in cells.items():
         got = [ctx.outcome(t) for t in _cell(ctx, c)]
         out[name] = {o: got.count(o) for o in ("trains", "stalls", "diverged")}
+        if None in got:  # not finished: such an arm cannot be said to have failed
+            out[name]["unfinished"] = got.count(None)
     return out
+
+
+def _failed(outcomes: dict[str, dict[str, int]]) -> str:
+    """A reason when no run of any arm trains (all stall or diverge), else ''."""
+    stalls = sum(o["stalls"] for o in outcomes.values())
+    diverged = sum(o["diverged"] for o in outcomes.values())
+    if stalls + diverged and not any(o["trains"] or o.get("unfinished") for o in outcomes.values()):
+        return (f"every run of every arm failed to train ({stalls} stalled on the unigram plateau, "
+                f"{diverged} diverged): the arms differ by noise, not by the factor compared")
+    return ""
 
 
 def diff(ctx: StudyContext, a: dict[str, Any], b: dict[str, Any]) -> Measured:
     """gain of cell a minus cell b (Welch), inconclusive when both cells fail."""
     va, ia = values(_cell(ctx, a), gain)
     vb, ib = values(_cell(ctx, b), gain)
-    return Measured(welch(va, vb), ia + ib, {"a": va, "b": vb, "outcomes": _outcomes(ctx, {"a": a, "b": b})},
-                    all_failed=_failed(ctx, [a, b]))
+    oc = _outcomes(ctx, {"a": a, "b": b})
+    return Measured(welch(va, vb), ia + ib, {"a": va, "b": vb, "outcomes": oc}, all_failed=_failed(oc))
 
 
 def interaction(ctx: StudyContext, a1: dict[str, Any], a0: dict[str, Any], b1: dict[str, Any],
@@ -81,17 +83,19 @@ def interaction(ctx: StudyContext, a1: dict[str, Any], a0: dict[str, Any], b1: d
     got = {k: values(_cell(ctx, c), gain) for k, c in cells.items()}
     e = contrast([(got["a1"][0], 1), (got["a0"][0], -1), (got["b1"][0], -1), (got["b0"][0], 1)], "interaction")
     means = {k: (sum(v) / len(v) if v else None) for k, (v, _) in got.items()}
-    return Measured(e, [i for _, ids in got.values() for i in ids],
-                    {"means": means, "outcomes": _outcomes(ctx, cells)}, all_failed=_failed(ctx, list(cells.values())))
+    oc = _outcomes(ctx, cells)
+    return Measured(e, [i for _, ids in got.values() for i in ids], {"means": means, "outcomes": oc},
+                    all_failed=_failed(oc))
 
 
 def below_plateau(ctx: StudyContext, cell: dict[str, Any]) -> Measured:
     """best val loss minus the unigram cross-entropy, per seed (a diverged run counts as ln V)."""
-    ref = ctx.unigram_ce()
+    ce = ctx.reference()
+    ref = float(ce.unigram)
 
     def gap(t: Any) -> float | None:
         g = gain(t)
-        return None if g is None else g + ctx.uniform_ce() - ref
+        return None if g is None else g + float(ce.uniform) - ref
 
     v, ids = values(_cell(ctx, cell), gap)
     return Measured(one_sample(v), ids, {"per_seed": v, "unigram_ce": ref, "outcomes": _outcomes(ctx, {"cell": cell})})

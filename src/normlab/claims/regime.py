@@ -79,11 +79,6 @@ def scoped(verdict: str, departures: list[str]) -> str:
     return SCOPED.get(verdict, verdict) if departures else verdict
 
 
-def _lr_text(o: dict[str, Any], axes: dict[str, list[Any]]) -> str:
-    lrs = axes.get("optim.lr", [o.get("lr", 1e-3)])
-    return ", ".join(f"{v:g}" for v in lrs)
-
-
 def lab_settings(base: dict[str, Any], axes: dict[str, list[Any]], seeds: int) -> dict[str, str]:
     """The lab's side of a regime, read off a study's base config and axes."""
     m, o, t = base.get("model", {}), base.get("optim", {}), base.get("train", {})
@@ -98,7 +93,7 @@ def lab_settings(base: dict[str, Any], axes: dict[str, list[Any]], seeds: int) -
     return {
         "optimizer": f"AdamW (beta1 {o.get('beta1', 0.9):g}, beta2 {o.get('beta2', 0.99):g}, "
                      f"weight decay {o.get('weight_decay', 0.1):g})",
-        "lr": _lr_text(o, axes),
+        "lr": ", ".join(f"{v:g}" for v in axes.get("optim.lr", [o.get("lr", 1e-3)])),
         "schedule": ax("optim.schedule", o.get("schedule", "cosine")),
         "warm-up": f"{', '.join(str(w) for w in warm)} of {steps} steps",
         "init": ax("model.init", m.get("init", "gpt2")),

@@ -133,19 +133,12 @@ class StudyContext:
         """'trains', 'stalls' or 'diverged' (``normlab.study.outcome``); None if unfinished."""
         from normlab.study.outcome import classify
 
-        if t.status == "diverged":
-            return "diverged"
-        if t.status != "completed":
-            return None
-        return classify(t, self.data_ce(t))
+        # a failed or unfinished trial may have no config to read the data from
+        return classify(t, self.data_ce(t)) if t.status in ("completed", "diverged") else None
 
-    def unigram_ce(self, study: str = "stability-map") -> float:
-        """The unigram cross-entropy of the data study ``study``'s runs trained on."""
-        return float(self.data_ce(next(t for t in self.trials(study) if t.status == "completed")).unigram)
-
-    def uniform_ce(self, study: str = "stability-map") -> float:
-        """ln V of the data study ``study``'s runs trained on."""
-        return float(self.data_ce(next(t for t in self.trials(study) if t.status == "completed")).uniform)
+    def reference(self, study: str = "stability-map") -> Any:
+        """The reference losses (unigram cross-entropy, ln V) of the data study ``study`` trained on."""
+        return self.data_ce(next(t for t in self.trials(study) if t.status == "completed"))
 
     def describe(self, name: str) -> str:
         t = self.trials(name)
@@ -221,13 +214,18 @@ def first_eval(t: Any) -> float | None:
     return float(vals[0]) if vals and vals[0] is not None and math.isfinite(vals[0]) else None
 
 
-def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
-    """Share of the logged training steps (step > 0) whose pre-clip gradient norm exceeds ``clip``."""
+def grad_norms(t: Any) -> list[float] | None:
+    """The logged pre-clip gradient norms of a completed trial (steps > 0); None if unfinished."""
     from normlab.rundir import RunDir
 
     if t.status != "completed":
         return None
-    g = [r["grad_norm"] for r in RunDir(t.run_dir).metrics() if r.get("grad_norm") is not None and r.get("step", 0) > 0]
+    return [r["grad_norm"] for r in RunDir(t.run_dir).metrics() if r.get("grad_norm") is not None and r.get("step", 0) > 0]
+
+
+def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
+    """Share of the logged training steps (step > 0) whose pre-clip gradient norm exceeds ``clip``."""
+    g = grad_norms(t)
     return sum(x > clip for x in g) / len(g) if g else None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
-from normlab.claims.studies import StudyContext, final_capped, first_eval, gain, values, where
+from normlab.claims.studies import StudyContext, final_capped, first_eval, gain, grad_norms, values, where
 from normlab.stats import one_sample, rate, rate_diff, welch
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
@@ -83,11 +83,7 @@ def _spike(t: Any) -> float | None:
     import math
     import statistics
 
-    from normlab.rundir import RunDir
-
-    if t.status != "completed":
-        return None
-    g = [r["grad_norm"] for r in RunDir(t.run_dir).metrics() if r.get("grad_norm") is not None and r.get("step", 0) > 0]
+    g = grad_norms(t)
     return math.log10(max(g) / statistics.median(g)) if g and statistics.median(g) > 0 else None
 
 
