@@ -199,10 +199,11 @@ class TransformerLM(nn.Module):
     def load(cls, dir: str | Path, device: str = "cpu") -> "TransformerLM":
         """The model saved by :meth:`save` in ``dir``: built from ``dir/model_config.json``, then
         ``dir/model.safetensors`` loaded strictly (hash checked, never unpickled)."""
+        from normlab.model.build import lab_internals
         from normlab.model.io import load_config, load_weights
 
         cfg = load_config(dir)
-        if cfg.impl != "normlab":  # weights under another implementation's names
+        if not lab_internals(cfg):  # weights under another implementation's names (model/impls.py)
             raise UserError(f"{dir}: holds a model.impl={cfg.impl!r} model, not a TransformerLM; load it with "
                             "normlab.model.build.build_model(load_config(dir)) and load_weights")
         model = cls(cfg)
