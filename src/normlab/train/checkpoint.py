@@ -29,7 +29,6 @@ import torch
 from torch import nn
 
 from normlab.errors import UserError
-from normlab.fsutil import atomic_write_json
 from normlab.train.optim import flatten_state, unflatten_state
 
 
@@ -75,7 +74,7 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
     if hasattr(model, "cfg"):  # also a model dir for TransformerLM.load (report, analyze)
         from normlab.schema import to_dict
 
-        atomic_write_json(tmp / "model_config.json", to_dict(model.cfg))
+        _write_json(tmp / "model_config.json", to_dict(model.cfg))
     meta = dict(state)
     if optimizer is not None:
         tensors, opt_meta = flatten_state(optimizer)
@@ -86,9 +85,9 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             rng[f"cuda{i}"] = s
     save_file(rng, str(tmp / "rng.safetensors"))
-    atomic_write_json(tmp / "state.json", meta)
-    atomic_write_json(tmp / MANIFEST, {"files": {f.name: _digest(f) for f in sorted(tmp.iterdir())}})
-    for f in tmp.iterdir():  # data on disk before the rename makes it visible
+    _write_json(tmp / "state.json", meta)
+    _write_json(tmp / MANIFEST, {"files": {f.name: _digest(f) for f in sorted(tmp.iterdir())}})
+    for f in tmp.iterdir():  # data on disk before the rename makes it visible: one fsync per file
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
     _fsync_dir(tmp)
@@ -101,6 +100,12 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
 
 
 MANIFEST = "manifest.json"
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    # A plain write: the whole tmp/ folder is the atomic unit (renamed in only once complete and
+    # fsynced file by file), so a temp file + fsync per JSON file would only double the fsyncs.
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _digest(path: Path) -> dict[str, Any]:
