@@ -237,6 +237,8 @@ def _map_base(scale: str) -> dict[str, Any]:
     base["optim"].update({"grad_clip": 0.0, "min_lr": 0.0})  # min_lr: unused by "constant", <= every lr
     if scale == "cpu":
         base["model"]["d_model"] = 64
+    if scale == "smoke":  # checkpoints were most of a 12-step run's time; keep only the last
+        base["train"]["checkpoint_every"] = g["steps"]
     return base
 
 
