@@ -93,6 +93,34 @@ def test_holm_note_names_every_failing_part_and_keeps_unchanged_verdicts() -> No
     assert still[0]["holm_note"] == ""
 
 
+def test_holm_verdict_of_a_scoped_claim_is_derived_as_its_verdict() -> None:
+    """A claim decided outside its source's regime has a scoped verdict ("seen at the lab's
+    settings"); verdict_holm is derived the same way (found by the published cpu run, where the
+    old derivation combined scoped words and named no part)."""
+    from normlab.claims.claim import claim_verdict
+    from normlab.claims.regime import scoped
+
+    def away(pid: str, verdict: str, p: float) -> dict[str, Any]:
+        return {**_part(pid, scoped(verdict, ["steps"]), p), "rule_verdict": verdict, "departures": ["steps"]}
+
+    out = {**_claim("out", _part("x", SUPPORTED, 0.5)), "parts": [away("s", SUPPORTED, 0.001)]}
+    out["verdict"] = scoped(*claim_verdict(out["parts"]))
+    fails = {**_claim("f", _part("x", SUPPORTED, 0.5)), "parts": [away("s", SUPPORTED, 0.001), away("t", SUPPORTED, 0.03)]}
+    fails["verdict"] = scoped(*claim_verdict(fails["parts"]))
+    # inside the regime beats outside: the claim rests on part i alone, so t failing Holm is moot
+    mixed = {**_claim("m", _part("i", SUPPORTED, 0.002)), "parts": [_part("i", SUPPORTED, 0.002) | {"departures": []},
+                                                                     away("t", CONTRADICTED, 0.04)]}
+    mixed["verdict"] = scoped(*claim_verdict(mixed["parts"]))
+    records = [out, fails, mixed]
+    adjust(records)
+    holm_verdicts(records)
+    assert out["verdict"] == out["verdict_holm"] == scoped(SUPPORTED, ["steps"]) != SUPPORTED
+    assert out["holm_note"] == ""
+    assert fails["verdict"] == scoped(SUPPORTED, ["steps"]) and fails["verdict_holm"] == scoped(INCONCLUSIVE, ["steps"])
+    assert fails["holm_note"].startswith("rests on part t (p 0.03, adjusted ")
+    assert mixed["verdict"] == mixed["verdict_holm"] == SUPPORTED and mixed["holm_note"] == ""
+
+
 def test_tables_and_page_carry_the_holm_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records = _family()
     meta = {"family_size": adjust(records)}

@@ -104,11 +104,7 @@ class Claim:
                    "p": None if m.all_failed else p.rule.p(m.effect), "trials": m.trials, "numbers": m.numbers,
                    "note": "; ".join(x for x in (m.all_failed, m.note) if x)}
             (checks if p.check else parts).append(rec)
-        # The claim's verdict rests on the parts inside the source's regime; only when none is
-        # inside does it rest on all of them, and then it is scoped to the lab's settings.
-        inside = [x for x in parts if not x["departures"]]
-        raw_claim = combine([x["rule_verdict"] for x in (inside or parts)])
-        away = [] if inside else sorted({f for x in parts for f in x["departures"]})
+        raw_claim, away = claim_verdict(parts)
         return {"id": self.id, "statement": self.statement, "source": self.source,
                 "experiment": self.experiment_at(scale),
                 "settings": self.settings, "quick": self.quick, "figure": self.figure,
@@ -148,3 +144,22 @@ def claim(**kw: Any) -> Callable[[Callable[[Any], dict[str, Measured]]], Claim]:
                                     "experiments": dict(kw.get("experiments", {}))})
 
     return deco
+
+
+def claim_verdict(parts: list[dict[str, Any]], holm: bool = False) -> tuple[str, list[str]]:
+    """(the rule's verdict of the claim, the departures that scope it) from its part records.
+
+    The claim's verdict rests on the parts inside the source's regime; only when none is inside
+    does it rest on all of them, and then it is scoped to the lab's settings. ``holm``: a part
+    that does not survive the Holm adjustment (``holm_ok`` False) counts as inconclusive.
+    """
+    used = resting_parts(parts)
+    # (a claims.json from before regimes has no departures and no rule_verdict: its verdicts are the rules')
+    raw = combine([INCONCLUSIVE if holm and x.get("holm_ok") is False else x.get("rule_verdict", x["verdict"])
+                   for x in used])
+    return raw, ([] if used is not parts else sorted({f for x in parts for f in x.get("departures", [])}))
+
+
+def resting_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts a claim's verdict rests on (see :func:`claim_verdict`)."""
+    return [x for x in parts if not x.get("departures")] or parts

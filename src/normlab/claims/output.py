@@ -34,13 +34,16 @@ def holm_verdicts(records: list[dict[str, Any]]) -> None:
     part that does not survive Holm counted as inconclusive, and ``holm_note``, "" or (when
     ``verdict_holm`` differs from ``verdict``) the sentence naming those parts. The raw verdict
     stays; the tables and the page show both (:func:`verdict_text`)."""
-    from normlab.claims.rules import combine
+    from normlab.claims.claim import claim_verdict, resting_parts
+    from normlab.claims.regime import scoped
 
     for r in records:
-        fails = [p for p in r["parts"] if p.get("holm_ok") is False]
-        r["verdict_holm"] = combine(["inconclusive" if p.get("holm_ok") is False else p["verdict"]
-                                     for p in r["parts"]])
-        r["holm_note"] = "" if r["verdict_holm"] == r["verdict"] else _holm_sentence(fails)
+        # the same derivation as the claim's own verdict (parts inside the regime, scoped when
+        # none is), with the parts that do not survive Holm counted as inconclusive
+        raw, away = claim_verdict(r["parts"], holm=True)
+        r["verdict_holm"] = scoped(raw, away)
+        fails = [p for p in resting_parts(r["parts"]) if p.get("holm_ok") is False]
+        r["holm_note"] = "" if r["verdict_holm"] == r["verdict"] or not fails else _holm_sentence(fails)
 
 
 def _holm_sentence(fails: list[dict[str, Any]]) -> str:
