@@ -79,7 +79,7 @@ def test_published_evidence_is_complete_and_opens(tmp_path: Path) -> None:
 
     root = Path(__file__).parents[2] / "docs" / "evidence"
     data = json.loads((root / "claims.json").read_text())
-    assert data["meta"]["training_wall_s"] <= 90 * 60 and data["meta"]["git_revision"]
+    assert data["meta"]["training_wall_s"] <= 150 * 60 and data["meta"]["git_revision"]
     assert len(data["claims"]) >= 27
     for r in data["claims"]:
         assert r["parts"] and r["rule_hash"], r["id"]

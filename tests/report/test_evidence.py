@@ -44,7 +44,7 @@ def test_evidence_page_reads_at_laptop_width(tmp_path: Path) -> None:
     page = render_from_json(out)
     html = page.read_text()
     assert not re.search(r"<thead><tr>(<th>\s*</th>)+</tr></thead>", html)  # no empty header row
-    assert html.count("<thead>") == 1 + 2 + 1  # the summary, one parts table per claim, the versions
+    assert html.count("<thead>") == 1 + 2 * 2 + 1  # the summary, per claim its parts and its regime, the versions
     records = json.loads((out / "claims.json").read_text())["claims"]
     assert sorted(p.stem for p in (out / "figures").glob("*.png")) == sorted(r["effect_figure"] for r in records)
     assert "diamond: the number in the table" in html

@@ -202,7 +202,7 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
         page.table(["part", "asserts", "quantity", "rule", "effect", "verdict", "p / Holm"], prow,
                    raw_cols=(0, 1, 2, 3, 4, 5, 6))
         if regime_rows(r):
-            page.table(["factor", "source's setting", "lab's setting", "", "why"], regime_rows(r), raw_cols=(0, 1, 2, 3, 4))
+            page.table(["factor", "source's setting", "lab's setting", "lab vs source", "why"], regime_rows(r), raw_cols=(0, 1, 2, 3, 4))
         if r.get("rule_changed"):
             page.text(f"Rule changed since {r['rule_changed']['at']}: verdict then {r['rule_changed']['verdict_before']}.")
         for name in [r["effect_figure"]] + ([r["figure"]] if r.get("figure") else []):
@@ -214,7 +214,7 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
         page.heading("Checks of the implementation", "checks")
         page.text("True by construction (an identity term of weight 1, a slope fixed by alpha and beta): they test "
                   "the code, not the literature, and are not counted among the verdicts.")
-        page.table(["check", "asserts", "rule", "measured", ""], checks, raw_cols=(0, 1, 2, 3, 4))
+        page.table(["check", "asserts", "rule", "measured", "result"], checks, raw_cols=(0, 1, 2, 3, 4))
     page.heading("Run", "run")
     page.pre(json.dumps(meta, indent=2, default=str))
     page.versions()
