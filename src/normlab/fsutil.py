@@ -56,9 +56,14 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def json_text(obj: Any) -> str:
+    """The JSON text normlab writes for a file: indented, keys sorted, a final newline."""
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
 def atomic_write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(path, json_text(obj))
 
 
 def append_jsonl(path: str | Path, obj: dict[str, Any]) -> None:

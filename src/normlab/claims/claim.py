@@ -153,11 +153,11 @@ def claim_verdict(parts: list[dict[str, Any]], holm: bool = False) -> tuple[str,
     does it rest on all of them, and then it is scoped to the lab's settings. ``holm``: a part
     that does not survive the Holm adjustment (``holm_ok`` False) counts as inconclusive.
     """
-    used = resting_parts(parts)
+    inside = [x for x in parts if not x.get("departures")]
     # (a claims.json from before regimes has no departures and no rule_verdict: its verdicts are the rules')
     raw = combine([INCONCLUSIVE if holm and x.get("holm_ok") is False else x.get("rule_verdict", x["verdict"])
-                   for x in used])
-    return raw, ([] if used is not parts else sorted({f for x in parts for f in x.get("departures", [])}))
+                   for x in (inside or parts)])
+    return raw, ([] if inside else sorted({f for x in parts for f in x.get("departures", [])}))
 
 
 def resting_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ def holm_verdicts(records: list[dict[str, Any]]) -> None:
         raw, away = claim_verdict(r["parts"], holm=True)
         r["verdict_holm"] = scoped(raw, away)
         fails = [p for p in resting_parts(r["parts"]) if p.get("holm_ok") is False]
-        r["holm_note"] = "" if r["verdict_holm"] == r["verdict"] or not fails else _holm_sentence(fails)
+        r["holm_note"] = "" if r["verdict_holm"] == r["verdict"] else _holm_sentence(fails)
 
 
 def _holm_sentence(fails: list[dict[str, Any]]) -> str:

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from normlab.errors import UserError
+from normlab.fsutil import json_text
 from normlab.train.optim import flatten_state, unflatten_state
 
 
@@ -105,7 +106,7 @@ MANIFEST = "manifest.json"
 def _write_json(path: Path, obj: Any) -> None:
     # A plain write: the whole tmp/ folder is the atomic unit (renamed in only once complete and
     # fsynced file by file), so a temp file + fsync per JSON file would only double the fsyncs.
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json_text(obj), encoding="utf-8")
 
 
 def _digest(path: Path) -> dict[str, Any]:
