@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make demo   set up, then run the main job (Pre-LN vs Post-LN on Tiny Shakespeare) and its report
-#   make test   set up, then run lint, the type check (mypy over src) and the test suite
+#   make test   set up, then run lint, the import contracts, the type check (mypy over src) and the test suite
 # Set NORMLAB_DATA_DIR to a directory holding tinyshakespeare.txt to work offline.
 
 PYTHON ?= python3
@@ -29,6 +29,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
 # The report tests open pages in Debian's headless Chromium; install it when we can (root).
@@ -39,6 +40,7 @@ browser:
 
 test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports   # the layers of pyproject.toml [tool.importlinter]
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
 

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from normlab.bench.suite import target
-from normlab.config import RunConfig
-from normlab.presets import PRESETS
+from normlab.run.presets import PRESETS
+from normlab.run.resolve import RunConfig
 
 __all__ = ["json_arg", "target", "tiny_run", "write_targets"]
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import json_arg, target, tiny_run, write_targets  # noqa: E402
 
-from normlab.fsutil import read_jsonl  # noqa: E402
+from normlab.core.fsutil import read_jsonl  # noqa: E402
 from normlab.train import run_training  # noqa: E402
 
 

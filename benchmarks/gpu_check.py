@@ -111,7 +111,7 @@ def _plan(a: argparse.Namespace) -> tuple[list[str], dict[str, int]]:
 def _check(a: argparse.Namespace, parts: list[str], caps: dict[str, int], work: Path) -> int:
     from _common import target
 
-    from normlab.fsutil import atomic_write_json
+    from normlab.core.fsutil import atomic_write_json
 
     t_start = time.perf_counter()
     info = _machine(a.dry_run)

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
 from _common import json_arg, target, tiny_run, write_targets  # noqa: E402
 
-from normlab.config import RunConfig  # noqa: E402
-from normlab.fsutil import read_jsonl  # noqa: E402
+from normlab.core.fsutil import read_jsonl  # noqa: E402
+from normlab.run.resolve import RunConfig  # noqa: E402
 from normlab.train import run_training  # noqa: E402
 from normlab.train.batched import run_batched  # noqa: E402
 

@@ -6,19 +6,19 @@ stays fast and free of side effects.
 
 from __future__ import annotations
 
-from normlab.lazy import lazy_getattr
+from normlab.core.lazy import lazy_getattr
 
 __version__ = "0.2.0"
 
 _LAZY = {
     "ModelConfig": "normlab.model.config",
     "TransformerLM": "normlab.model.transformer",
-    "RunConfig": "normlab.runconfig",
+    "RunConfig": "normlab.run.config",
     "DataConfig": "normlab.data.config",
-    "OptimConfig": "normlab.train.config",
-    "TrainConfig": "normlab.train.config",
-    "UserError": "normlab.errors",
-    "ConfigError": "normlab.errors",
+    "OptimConfig": "normlab.run.train_config",
+    "TrainConfig": "normlab.run.train_config",
+    "UserError": "normlab.core.errors",
+    "ConfigError": "normlab.core.errors",
 }
 
 

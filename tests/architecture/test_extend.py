@@ -11,11 +11,11 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.cli import main
-from normlab.errors import ConfigError
+from normlab.core.errors import ConfigError
+from normlab.core.schema import doc
 from normlab.model.build import resolve_model
 from normlab.model.catalogue import PLACEMENTS
 from normlab.model.placement import Placement, PlacementOptions
-from normlab.schema import doc
 
 
 class ScaledPre(Placement):

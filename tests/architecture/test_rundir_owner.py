@@ -1,4 +1,4 @@
-"""The run directory has one owner: ``normlab.rundir``. No other module builds a path to a run's
+"""The run directory has one owner: ``normlab.run.dir``. No other module builds a path to a run's
 config.json, env.json, metrics.jsonl or checkpoints, or probes a checkpoint's swap twin."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import normlab
 
 SRC = Path(normlab.__file__).parent
-OWNER = "rundir.py"
+OWNER = "run/dir.py"
 # the run's file names, as they appear in a path expression (a string literal of its own)
 NAMES = {"config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "diagnostics_ref.safetensors",
          "checkpoints", ".old"}
 ALLOWED = {  # (module, name): why this is not a run directory's file
-    ("train/checkpoint.py", ".old"): "the checkpoint folder's own swap twin, inside the folder format it owns",
+    ("run/checkpoint.py", ".old"): "the checkpoint folder's own swap twin, inside the folder format it owns",
     ("inspect/subject.py", "config.json"): "a Hugging Face model directory's config.json (same file name)",
     ("inspect/hub.py", "config.json"): "the Hugging Face Hub cache's config.json",
 }
@@ -44,7 +44,7 @@ def offenders() -> list[str]:
 
 
 def test_only_the_run_directory_module_names_run_files() -> None:
-    assert offenders() == [], "go through normlab.rundir.RunDir instead"
+    assert offenders() == [], "go through normlab.run.dir.RunDir instead"
 
 
 def test_the_check_sees_a_path_literal(tmp_path, monkeypatch) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from normlab.config import RunConfig
+from normlab.core.errors import UserError
+from normlab.core.fsutil import read_jsonl
 from normlab.data.config import DataConfig
-from normlab.errors import UserError
-from normlab.fsutil import read_jsonl
 from normlab.model.config import ModelConfig
-from normlab.train.config import OptimConfig, TrainConfig
+from normlab.run.resolve import RunConfig
+from normlab.run.train_config import OptimConfig, TrainConfig
 
 
 def tiny(data_dir: Path, seed: int = 1, placement: str = "pre", **optim) -> RunConfig:
@@ -108,7 +108,7 @@ def test_divergent_trial_is_dropped_and_others_continue(data_dir: Path, tmp_path
     ({"train": {"diag_every": 5}}, "diag_every"),
 ])
 def test_incompatible_single_config_refused(data_dir: Path, tmp_path: Path, change: dict, message: str) -> None:
-    from normlab.schema import merge
+    from normlab.core.schema import merge
     from normlab.train.batched import compatible, incompatibility, run_batched
 
     cfg = RunConfig.from_dict(merge(json.loads(tiny(data_dir).to_json()), change))

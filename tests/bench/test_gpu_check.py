@@ -99,7 +99,7 @@ def test_without_cuda_the_gpu_run_refuses_in_one_line(tmp_path: Path, capsys: py
 
 def test_helpers_read_what_the_tools_write(tmp_path: Path) -> None:
     parts = _load("_gpu_parts")
-    from normlab.config import RunConfig, resolve
+    from normlab.run.resolve import RunConfig, resolve
 
     cfg = resolve("baby-gpt", None, None, ["model.placement=[\"post\", \"pre\", \"post\", \"pre\", \"post\", \"pre\"]",
                                            "optim.z_loss=1e-4", "train.loggers=[\"tensorboard\"]"])

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from normlab.claims.studies import StudyContext
-from normlab.config import RunConfig
 from normlab.data.unigram import DataCE
+from normlab.run.resolve import RunConfig
 from normlab.study.store import TrialRecord
 
 CE = DataCE(unigram=3.347, vocab_size=65)

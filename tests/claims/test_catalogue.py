@@ -55,7 +55,7 @@ def test_seed_scale_is_for_the_claims_that_state_it(tmp_path: Path) -> None:
     import pytest
 
     from normlab.claims import run_claims
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     reg = all_claims()
     have = sorted(i for i, c in reg.items() if "seed" in c.experiments)

@@ -1,4 +1,4 @@
-"""Exact rate intervals (normlab.exact): hand-computed bounds and p-values, the property that an
+"""Exact rate intervals (normlab.stats.exact): hand-computed bounds and p-values, the property that an
 interval excludes a reference exactly when its test's p-value is below 0.05 (every rate up to
 n = 12, every 2x2 table up to 6 runs a side), and the difference's test against an independent
 computation (scipy's Barnard test; a numeric restricted MLE and nuisance search)."""
@@ -12,8 +12,8 @@ import pytest
 from scipy import optimize
 from scipy import stats as ss
 
-from normlab import exact
-from normlab.stats import rate, rate_diff, rate_p, rate_tails
+from normlab.stats import exact
+from normlab.stats.effects import rate, rate_diff, rate_p, rate_tails
 
 P0 = [i / 100 for i in range(1, 100)]
 

@@ -17,7 +17,7 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
     import io
 
     from normlab.claims import run_claims
-    from normlab.progress import plain
+    from normlab.core.progress import plain
     from normlab.study.presets import study_preset
 
     ids = [c.id for _, c in all_claims().items() if not c.quick]

@@ -19,8 +19,8 @@ from gitrepo import commit, git, need_git, repo  # noqa: E402
 from normlab.claims import registered, registration  # noqa: E402
 from normlab.claims.catalogue import all_claims  # noqa: E402
 from normlab.claims.rules import Within  # noqa: E402
-from normlab.errors import UserError  # noqa: E402
-from normlab.stats import Effect  # noqa: E402
+from normlab.core.errors import UserError  # noqa: E402
+from normlab.stats.effects import Effect  # noqa: E402
 
 QUICK, TRAINING = "xiong-thm1", "seed001-early-gradients"  # a quick claim; a training claim on study pre-vs-post
 EFFECT = Effect(estimate=1.0, lo=0.5, hi=1.5, n_a=5, se=0.2, df=4.0)  # [0.5, 1.5]: inside [0, 2], above 0.1

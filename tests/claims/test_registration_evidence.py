@@ -21,7 +21,7 @@ from gitrepo import commit, need_git, repo  # noqa: E402
 from normlab.claims import registered, registration  # noqa: E402
 from normlab.claims.catalogue import all_claims  # noqa: E402
 from normlab.claims.rules import Within  # noqa: E402
-from normlab.errors import UserError  # noqa: E402
+from normlab.core.errors import UserError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = [ROOT / "docs" / "evidence", ROOT / "docs" / "evidence" / "seed"]

@@ -21,7 +21,7 @@ from normlab.claims.output import (
 from normlab.claims.rules import CONTRADICTED, INCONCLUSIVE, PARTLY, SUPPORTED, Within, combine
 from normlab.claims.training_statistics import _dist
 from normlab.report.html import esc
-from normlab.stats import Effect, holm
+from normlab.stats.effects import Effect, holm
 
 
 def test_within_without_a_t_interval_has_no_evidence_p_value() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from normlab.claims.rules import CONTRADICTED, INCONCLUSIVE, PARTLY, SUPPORTED, Direction, Within, combine
-from normlab.stats import one_sample, rate, rate_diff, welch
+from normlab.stats.effects import one_sample, rate, rate_diff, welch
 
 UP = [1.0, 1.1, 0.9, 1.05]          # clearly above 0
 DOWN = [-1.0, -1.1, -0.9, -1.05]    # clearly below 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scipy import stats as ss
 
-from normlab import stats
+from normlab.stats import effects as stats
 
 
 def test_welch_matches_scipy() -> None:

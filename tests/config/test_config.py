@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from normlab.config import RunConfig, load_toml, resolve
+from normlab.core.errors import ConfigError, UserError
+from normlab.core.schema import apply_overrides, dotted_keys, explain, parse_text, to_dict
 from normlab.data.config import DataConfig
-from normlab.errors import ConfigError, UserError
 from normlab.model.config import ModelConfig
-from normlab.presets import PRESETS
-from normlab.schema import apply_overrides, dotted_keys, explain, parse_text, to_dict
-from normlab.train.config import OptimConfig, TrainConfig
+from normlab.run.presets import PRESETS
+from normlab.run.resolve import RunConfig, load_toml, resolve
+from normlab.run.train_config import OptimConfig, TrainConfig
 
 TOML = """
 seed = 7

@@ -39,7 +39,7 @@ def test_probe_on_device_equals_cpu(placement: str, device: torch.device) -> Non
 CHILD = """
 import sys, torch
 from normlab import ModelConfig, TransformerLM
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 dev = torch.device(sys.argv[1])
 model = TransformerLM(ModelConfig(vocab_size=13, context=8, n_layer=1, d_model=16, n_head=2)).to(dev)
 for bad in (13, -1):

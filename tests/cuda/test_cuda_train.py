@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from normlab.config import resolve
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
+from normlab.run.resolve import resolve
 from normlab.train import run_training
 
 pytestmark = pytest.mark.cuda

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from normlab.core.errors import UserError
 from normlab.data.batches import check_fits, train_batch, val_batches
-from normlab.errors import UserError
 
 TOKENS = np.arange(10_000, dtype=np.uint16) % 97
 

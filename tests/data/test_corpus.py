@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from normlab.core.errors import UserError
 from normlab.data import load_corpus
 from normlab.data import source as src
 from normlab.data.config import DataConfig
 from normlab.data.tokenizers import make_tokenizer
-from normlab.errors import UserError
 
 
 def test_tinyshakespeare_split_and_vocab(data_dir: Path):

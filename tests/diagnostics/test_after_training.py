@@ -10,9 +10,9 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.cli import main
+from normlab.core.errors import UserError
 from normlab.diagnostics.analyze import analyze_model
 from normlab.diagnostics.sensitivity import lr_sensitivity, per_lr_losses
-from normlab.errors import UserError
 
 
 def test_lr_sensitivity_by_hand() -> None:

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from normlab import ModelConfig, TransformerLM
+from normlab.core.fsutil import read_jsonl
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.probe import probe_model
 from normlab.diagnostics.statistic import Statistic, chosen
-from normlab.fsutil import read_jsonl
 
 
 def _mean(c):  # mean entry of each stream state x_0..x_L
@@ -68,11 +68,11 @@ def _csv_rows(path) -> list[dict]:
 
 def test_registered_statistic_appears_everywhere(throwaway, tmp_path, data_dir) -> None:
     """probe rows, diagnostics.jsonl, ``inspect`` and ``analyze`` output, the probe and run pages."""
-    from normlab.config import resolve
     from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
     from normlab.inspect import inspect_model
     from normlab.report import build_report
     from normlab.report.diag import diag_matrices
+    from normlab.run.resolve import resolve
     from normlab.train import run_training
 
     cfg = resolve(None, None, "pre", ["model.n_layer=2", "model.d_model=16", "model.n_head=2", "model.context=16",

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from normlab.cli import main
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
 
@@ -48,7 +48,7 @@ def lab_model(family_or_cfg: str | dict, seed: int = 0) -> TransformerLM:
 def checkpoint(model: TransformerLM, folder: Path) -> Path:
     """The lab's own save route: a training checkpoint with the char tokenizer's state."""
     from normlab.data.tokenizers import CharTokenizer
-    from normlab.train import checkpoint as ckpt
+    from normlab.run import checkpoint as ckpt
 
     ckpt.save(folder, model, {"step": 0, "tokenizer": CharTokenizer(CHARS).state()})
     return folder

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from normlab.cli import main
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 NAME = "normlab-tests/not-cached-anywhere"
 

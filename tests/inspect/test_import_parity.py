@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny  # noqa: E402
 
-from normlab.errors import UserError  # noqa: E402
+from normlab.core.errors import UserError  # noqa: E402
 from normlab.model.interop import from_hf  # noqa: E402
 
 pytest.importorskip("transformers")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from normlab.cli import main
-from normlab.errors import ConfigError, UserError
-from normlab.rundir import RunDir
+from normlab.core.errors import ConfigError, UserError
+from normlab.run.dir import RunDir
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
 from test_pages import browse  # noqa: E402
@@ -63,7 +63,7 @@ def test_keep_checkpoints_keeps_every_checkpoint_step(run: Path) -> None:
     assert [s for s, _ in kept] == STEPS  # checkpoint_every=2 over 10 steps
     assert all(f.name == RunDir.step_name(s) and not (f / "optimizer.safetensors").exists() for s, f in kept)
     with pytest.raises(ConfigError, match="train.keep_checkpoints.*checkpoint_every > 0"):
-        from normlab.config import RunConfig
+        from normlab.run.resolve import RunConfig
 
         RunConfig.from_dict({"train": {"keep_checkpoints": True, "checkpoint_every": 0}})
 

@@ -18,10 +18,10 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny  # noqa: E402
 
+from normlab.core.errors import UserError  # noqa: E402
+from normlab.diagnostics.capture import make_batch, measure  # noqa: E402
 from normlab.diagnostics.probe import probe_model  # noqa: E402
-from normlab.errors import UserError  # noqa: E402
 from normlab.inspect import Family, Subject, inspect_subject, subject_from_module  # noqa: E402
-from normlab.inspect.measure import make_batch, measure  # noqa: E402
 
 
 class Block(nn.Module):  # the classic nanoGPT block: x + attn(ln_1(x)), x + mlp(ln_2(x))
@@ -169,7 +169,7 @@ def test_mistakes_name_the_argument() -> None:
 # ------------------------------------------------------------------ transformers, outside the table
 def _phi():
     t = pytest.importorskip("transformers")
-    from normlab.inspect.families import FAMILIES
+    from normlab.diagnostics.families import FAMILIES
 
     cfg = t.PhiConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                       num_attention_heads=4, max_position_embeddings=32, partial_rotary_factor=0.5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from normlab import ModelConfig, TransformerLM
-from normlab.errors import ConfigError
+from normlab.core.errors import ConfigError
 from normlab.model.build import resolve_model
 from normlab.model.catalogue import LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 

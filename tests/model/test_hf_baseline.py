@@ -10,11 +10,11 @@ import dataclasses
 import pytest
 import torch
 
-from normlab.errors import ConfigError, UserError
+from normlab.core.errors import ConfigError, UserError
+from normlab.core.schema import to_dict
 from normlab.model.build import build_model, resolve_model
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
-from normlab.schema import to_dict
 
 pytest.importorskip("transformers")
 
@@ -50,7 +50,7 @@ def test_same_init_same_parameter_count_same_step0_loss() -> None:
 
 
 def test_losses_stay_together_under_the_labs_optimizer() -> None:
-    from normlab.train.config import OptimConfig
+    from normlab.run.train_config import OptimConfig
     from normlab.train.optim import make_optimizer, param_groups
 
     hf, lab, _, _ = _pair()
@@ -88,7 +88,7 @@ def test_configs_gpt2_does_not_compute_are_refused_in_one_line(change, words) ->
 
 
 def test_lab_only_machinery_refuses_the_baseline(tmp_path) -> None:
-    from normlab.config import RunConfig
+    from normlab.run.resolve import RunConfig
     from normlab.train.batched import incompatibility
     from normlab.train.plan import check_config
 
@@ -108,7 +108,7 @@ def test_lab_only_machinery_refuses_the_baseline(tmp_path) -> None:
 
 
 def test_impl_is_written_only_when_it_is_not_the_default() -> None:
-    from normlab.config import RunConfig
+    from normlab.run.resolve import RunConfig
 
     assert "impl" not in to_dict(LAB) and to_dict(CFG)["impl"] == "hf-gpt2"
     run = RunConfig(model=CFG)

@@ -9,7 +9,7 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.cli import main
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.interop import from_hf_gpt2
 from normlab.model.io import save_model
 

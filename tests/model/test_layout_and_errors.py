@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from normlab import ModelConfig, TransformerLM
-from normlab.errors import ConfigError, UserError
+from normlab.core.errors import ConfigError, UserError
 from normlab.model.build import resolve_model
 from normlab.model.catalogue import PLACEMENTS
 
@@ -114,7 +114,7 @@ def test_suggestion_reads_the_literature_spellings(typed: str, meant: str) -> No
 
 
 def test_no_suggestion_when_nothing_is_close() -> None:
-    from normlab.errors import closest_name
+    from normlab.core.errors import closest_name
 
     assert closest_name("zzz", ["post", "pre"]) is None
     assert closest_name("p", ["post", "pre"]) is None  # too short for a prefix, two candidates anyway

@@ -8,9 +8,9 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from normlab import plugins
-from normlab.errors import UserError
-from normlab.registry import Registry
+from normlab.core import plugins
+from normlab.core.errors import UserError
+from normlab.core.registry import Registry
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_two_plugins_may_not_claim_one_name(installed) -> None:
 
 
 def test_register_may_not_look_names_up(installed) -> None:
-    installed("def register(lab):\n    from normlab import plugins\n    plugins.added('norms')\n")
+    installed("def register(lab):\n    from normlab.core import plugins\n    plugins.added('norms')\n")
     reg = _registry()
     with pytest.raises(UserError, match="register.. looked up a registry"):
         reg.names()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from normlab.cli import main
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.io import save_model
 from normlab.model.transformer import TransformerLM
 from normlab.train import run_training

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from normlab.cli import main
-from normlab.errors import UserError
-from normlab.train import checkpoint, run_training
+from normlab.core.errors import UserError
+from normlab.run import checkpoint
+from normlab.train import run_training
 
 from .conftest import comparable, in_child, tiny_cfg
 from .test_kill import _kill_at_step, _run_and_die_at
@@ -55,8 +56,8 @@ def test_checkpoint_write_failure_is_one_line_exit_2_and_keeps_the_last_checkpoi
 
 @pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_metrics_write_failure_is_a_user_error_and_summary_failure_does_not_mask_it(tmp_path, monkeypatch):
-    from normlab import rundir
-    from normlab.fsutil import atomic_write_bytes
+    from normlab.core.fsutil import atomic_write_bytes
+    from normlab.run import dir as rundir
 
     def full(path, obj):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))

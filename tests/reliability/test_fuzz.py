@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from normlab.cli import main
-from normlab.config import RunConfig, resolve
-from normlab.errors import ConfigError, UserError
-from normlab.schema import dotted_keys
+from normlab.core.errors import ConfigError, UserError
+from normlab.core.schema import dotted_keys
+from normlab.run.resolve import RunConfig, resolve
 from normlab.study.spec import StudySpec, spec_from_dict
 
 KEYS = dotted_keys(RunConfig)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from normlab.fsutil import read_jsonl
-from normlab.train import checkpoint, run_training
+from normlab.core.fsutil import read_jsonl
+from normlab.run import checkpoint
+from normlab.train import run_training
 
 from .conftest import comparable, die, in_child, tiny_cfg
 
@@ -74,7 +75,7 @@ def _kill_between_renames(nth: int):
 
 def _kill_mid_log_line(step: int):
     def patch(mp: pytest.MonkeyPatch) -> None:
-        from normlab import rundir
+        from normlab.run import dir as rundir
 
         real = rundir.append_jsonl
 

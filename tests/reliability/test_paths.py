@@ -239,7 +239,7 @@ def test_wrong_or_damaged_path_is_one_line_exit_2_and_changes_nothing(world, key
 def test_only_file_system_refusals_become_one_line():
     import errno
 
-    from normlab.fscheck import refusal
+    from normlab.core.fscheck import refusal
 
     line = refusal(OSError(errno.EROFS, os.strerror(errno.EROFS), "/x/y"))
     assert line and line.startswith("/x/y: ") and "\n" not in line

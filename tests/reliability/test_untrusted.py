@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from normlab.train import checkpoint, run_training
+from normlab.run import checkpoint
+from normlab.train import run_training
 
 from .conftest import tiny_cfg
 
@@ -71,7 +72,7 @@ def test_pickle_swapped_in_for_a_checkpoint_file_is_refused_without_running(tmp_
 
 @pytest.mark.usefixtures("data_dir")  # trains on the corpus: skipped without it
 def test_pickle_as_model_safetensors_in_model_io_is_refused(tmp_path):
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
     from normlab.model.io import save_model
     from normlab.model.transformer import TransformerLM
 

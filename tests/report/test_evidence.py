@@ -63,7 +63,7 @@ def test_evidence_page_reads_at_laptop_width(tmp_path: Path) -> None:
 
 def test_render_from_json_refuses_a_directory_without_claims(tmp_path: Path) -> None:
     from normlab.claims.output import render_from_json
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     with pytest.raises(UserError, match="claims.json: no such file"):
         render_from_json(tmp_path)

@@ -174,7 +174,7 @@ def test_an_inspected_checkpoint_is_not_a_probe_at_init(tmp_path: Path) -> None:
 def test_study_answers_pre_vs_post_per_warmup() -> None:
     from normlab.report.numbers import num
     from normlab.report.study_answer import contrast
-    from normlab.stats import welch
+    from normlab.stats.effects import welch
 
     post0, pre0 = [2.0, 2.1, 2.2, 2.05], [1.6, 1.62, 1.65, 1.61]
     post5, pre5 = [1.9, 1.95, 2.0, 1.92], [1.61, 1.6, 1.64, 1.63]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from normlab.config import resolve
 from normlab.report import build_report
+from normlab.run.resolve import resolve
 from normlab.train import run_training
 
 

@@ -75,8 +75,8 @@ def test_map_cells_counts_shares_and_ids() -> None:
 
 
 def test_an_axis_the_study_does_not_vary_comes_from_the_runs_config(tmp_path: Path) -> None:
-    from normlab.config import RunConfig
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
+    from normlab.run.resolve import RunConfig
 
     cfg = RunConfig.from_dict({"model": {"placement": "deepnorm", "n_layer": 48}, "optim": {"lr": 2e-3, "warmup_steps": 7}})
     RunDir(tmp_path / "r").write_config(cfg)

@@ -42,7 +42,7 @@ def test_the_arms_and_the_lab_arms_ids_are_unchanged() -> None:
 def test_smoke_study_trains_the_baseline_arm_end_to_end(tmp_path, data_dir) -> None:
     from normlab.report.load import load_study
     from normlab.report.study_page import build
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
     from normlab.study.runner import run_study
 
     spec = dataclasses.replace(study_preset("pre-vs-post", "smoke"), seeds=[0])

@@ -7,7 +7,7 @@ import io
 import os
 import subprocess
 
-from normlab.progress import Progress, plain
+from normlab.core.progress import Progress, plain
 
 from .conftest import cli
 

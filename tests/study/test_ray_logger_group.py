@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from normlab.config import resolve
+from normlab.run.resolve import resolve
 from normlab.study.ray_tasks import ray_trial, trial_study
 from normlab.study.store import Lease
 from normlab.study.worker import WorkerOptions, run_claimed, study_env

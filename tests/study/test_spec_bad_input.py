@@ -41,7 +41,7 @@ def test_wrong_study_field_is_one_line_exit_2_and_no_store(line, tmp_path, capsy
 
 
 def test_the_metric_is_checked_against_the_trial_it_summarises():
-    from normlab.errors import ConfigError
+    from normlab.core.errors import ConfigError
     from normlab.study.spec import StudySpec
 
     StudySpec(name="p", trial="probe", metric="w2_grad_last")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from normlab.errors import UserError
-from normlab.runconfig import RunConfig
+from normlab.core.errors import UserError
+from normlab.run.config import RunConfig
 from normlab.study.spec import Trial
 from normlab.study.store import Store
 

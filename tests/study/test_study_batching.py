@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from normlab.config import RunConfig
-from normlab.errors import ConfigError
-from normlab.fsutil import read_jsonl
+from normlab.core.errors import ConfigError
+from normlab.core.fsutil import read_jsonl
+from normlab.run.resolve import RunConfig
 from normlab.study.runner import run_study
 from normlab.study.spec import load_spec
 from normlab.study.worker import batchable

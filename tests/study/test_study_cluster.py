@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
 from normlab.study.ray_tasks import NODES_LOG
 from normlab.study.store import Store
 

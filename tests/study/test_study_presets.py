@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from normlab.errors import ConfigError
+from normlab.core.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
 NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "deep-stability", "collapse",

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
 from normlab.study.store import Store
 
 from .conftest import cli, tiny_spec

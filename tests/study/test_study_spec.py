@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from normlab.errors import ConfigError
+from normlab.core.errors import ConfigError
 from normlab.study.spec import StudySpec, load_spec, spec_from_dict
 
 from .conftest import tiny_spec

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.study.results import format_results, results
 from normlab.study.runner import open_store, run_study, status_text
 from normlab.study.spec import StudySpec

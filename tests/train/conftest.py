@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from normlab.config import resolve
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
+from normlab.run.resolve import resolve
 
 TIMING = ("time/", "tokens_per_s")  # fields that legitimately differ between identical runs
 

@@ -56,8 +56,8 @@ def test_a_step_that_cannot_fit_this_machine_is_refused_with_the_numbers(tmp_pat
 def test_slow_steps_are_refused_or_warned_from_the_measured_rate(monkeypatch, caplog):
     import torch
 
-    from normlab.config import resolve
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
+    from normlab.run.resolve import resolve
     from normlab.train import budget
 
     cfg = resolve(None, None, None, ["model.context=4096", "train.batch_size=8"])

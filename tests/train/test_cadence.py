@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from normlab.run.train_config import TrainConfig
 from normlab.train.cadence import Cadence
-from normlab.train.config import TrainConfig
 from normlab.train.step import clip_grads_
 
 
@@ -90,7 +90,7 @@ def test_shared_clipping_is_bitwise_clip_grad_norm(max_norm: float) -> None:
 def test_diagnostics_see_the_gradients_before_clipping(tmp_path) -> None:
     """after_backward runs before clipping: the per-group norms of diagnostics.jsonl add up
     (root of the sum of squares) to the unclipped global norm of metrics.jsonl."""
-    from normlab.fsutil import read_jsonl
+    from normlab.core.fsutil import read_jsonl
     from normlab.train import run_training
 
     from .conftest import tiny_cfg
@@ -173,7 +173,7 @@ def test_eval_interval_follows_the_steps_unless_set(steps: int, want: int) -> No
 
 
 def test_presets_keep_their_pinned_interval() -> None:
-    from normlab.config import resolve
+    from normlab.run.resolve import resolve
 
     assert resolve("nanogpt-cpu").train.eval_every == 250
     assert resolve("nanogpt-cpu", overrides=["train.eval_every=none"]).train.eval_every == 1400 // 8

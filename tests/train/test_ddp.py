@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
 from normlab.train import run_training
 
 STEPS = ("train.steps=20", "train.log_every=2", "train.eval_every=10", "train.checkpoint_every=0",

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
 from normlab.train import run_training
 
 from .logreaders import tensorboard_hparams, tensorboard_scalars, wandb_run

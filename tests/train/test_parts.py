@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normlab.errors import ConfigError, UserError
-from normlab.fsutil import append_jsonl, atomic_write_text, read_jsonl
+from normlab.core.errors import ConfigError, UserError
+from normlab.core.fsutil import append_jsonl, atomic_write_text, read_jsonl
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
-from normlab.train import checkpoint
-from normlab.train.config import OptimConfig
+from normlab.run import checkpoint
+from normlab.run.train_config import OptimConfig
 from normlab.train.optim import flatten_state, make_optimizer, param_groups, unflatten_state
 
 
@@ -110,7 +110,7 @@ def test_read_jsonl_ignores_only_a_torn_last_line(tmp_path):
 def test_unknown_logger_and_missing_extra(tmp_path, monkeypatch):
     import sys
 
-    from normlab.train.config import TrainConfig
+    from normlab.run.train_config import TrainConfig
     from normlab.train.loggers import make_loggers
 
     with pytest.raises(ConfigError, match="train.loggers.*valid: jsonl, tensorboard, wandb"):

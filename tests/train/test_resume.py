@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
 from normlab.train import run_training
 
 # Long enough (in steps) that the kill lands mid-run; tiny enough to take a few seconds.

@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from normlab.config import RunConfig
-from normlab.fsutil import read_jsonl
+from normlab.core.fsutil import read_jsonl
+from normlab.run.resolve import RunConfig
 from normlab.train import run_training
 
 REQUIRED = {"step", "tokens", "train/loss", "lr", "grad_norm", "time/step_s", "tokens_per_s"}
@@ -63,7 +63,7 @@ def test_divergence_is_recorded_not_raised(tmp_path, tiny):
 
 
 def test_refuses_to_overwrite_an_existing_run(tmp_path, tiny):
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     run_training(tiny.cfg("train.steps=5"), tmp_path / "run", quiet=True)
     before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}

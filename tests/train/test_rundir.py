@@ -1,4 +1,4 @@
-"""``normlab.rundir.RunDir``: what it writes reads back, a damaged checkpoint is never loaded,
+"""``normlab.run.dir.RunDir``: what it writes reads back, a damaged checkpoint is never loaded,
 and a run is recognised by its files (no training: a tiny model saved by hand)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from normlab.config import RunConfig
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
-from normlab.rundir import RunDir
+from normlab.run.dir import RunDir
+from normlab.run.resolve import RunConfig
 
 
 class _Tok:

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from normlab.errors import ConfigError
-from normlab.train.config import OptimConfig
+from normlab.core.errors import ConfigError
+from normlab.run.train_config import OptimConfig
 from normlab.train.schedules import SCHEDULES, lr_at
 
 

@@ -64,8 +64,8 @@ def test_bad_input_fails_before_the_corpus_is_touched(case, no_corpus, tmp_path,
 
 
 def test_python_api_checks_names_before_the_corpus(no_corpus, tmp_path):
-    from normlab.config import resolve
-    from normlab.errors import ConfigError
+    from normlab.core.errors import ConfigError
+    from normlab.run.resolve import resolve
     from normlab.train import run_training
 
     with pytest.raises(ConfigError, match="model.placement='prenorm'"):
@@ -80,7 +80,7 @@ def test_an_unwritable_out_fails_before_the_corpus(no_corpus, tmp_path, capsys):
 
 
 def test_flags_are_fields_like_set(tmp_path):
-    from normlab.config import resolve
+    from normlab.run.resolve import resolve
 
     # --steps N is train.steps=N: eval_every (none) then follows the new total, as with --set
     flag = resolve(options={"train.steps": 100, "train.diag_every": 5, "data.data_dir": "d"})

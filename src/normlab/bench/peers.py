@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.registry import Registry
+from normlab.core.registry import Registry
 
 
 @dataclass(frozen=True)

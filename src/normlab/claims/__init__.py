@@ -27,7 +27,7 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     """Decide the claims and write the outputs; returns the claim records (claims.json).
 
     ``progress``: True for finished/total, the current item and an ETA on stderr (a bar on a
-    terminal, plain lines otherwise), or a :class:`normlab.progress.Progress` to feed (the
+    terminal, plain lines otherwise), or a :class:`normlab.core.progress.Progress` to feed (the
     caller closes it). ``cache=False``: measure everything and neither read nor write
     ``OUT/cache``. ``registration``: a committed ``normlab claims register`` file; checked
     against the current rules before anything is measured (``allow_post_hoc``: decide changed
@@ -38,8 +38,8 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     from normlab.claims.catalogue import all_claims
     from normlab.claims.output import write_outputs
     from normlab.claims.studies import StudyContext
-    from normlab.errors import UserError
-    from normlab.progress import Progress
+    from normlab.core.errors import UserError
+    from normlab.core.progress import Progress
     from normlab.study.presets import SCALES
 
     t0 = time.time()

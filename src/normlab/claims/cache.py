@@ -74,7 +74,7 @@ class Cache:
 
     def put(self, kind: str, name: str, k: str, value: Any) -> Any:
         """Keep ``value`` under ``k``; returns it as the cache would give it back."""
-        from normlab.fsutil import atomic_write_text
+        from normlab.core.fsutil import atomic_write_text
 
         text = json.dumps({"key": k, "value": value}, default=float)
         if self.root is not None:

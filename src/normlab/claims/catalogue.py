@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from normlab.claims import quick, quick_beyond_grid, training, training_depth, training_statistics, training_warmup
 from normlab.claims.claim import Claim
-from normlab.registry import Registry
+from normlab.core.registry import Registry
 
 
 def all_claims() -> Registry[Claim]:

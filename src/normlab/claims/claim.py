@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from normlab.claims.regime import Regime, lab_settings, merge_settings, probe_settings, scoped
 from normlab.claims.rules import INCONCLUSIVE, Rule, combine
-from normlab.stats import Effect
+from normlab.stats.effects import Effect
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 from normlab.claims.claim import Measured
 from normlab.claims.studies import StudyContext, gain, values, where
-from normlab.stats import contrast, one_sample, welch
+from normlab.stats.effects import contrast, one_sample, welch
 
 MAP = "stability-map"
 P, LR, L, W, INIT, FINAL = ("model.placement", "optim.lr", "model.n_layer", "optim.warmup_steps", "model.init",

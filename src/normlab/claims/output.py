@@ -19,7 +19,7 @@ HISTORY = "history.jsonl"
 def adjust(records: list[dict[str, Any]]) -> int:
     """Add Holm-adjusted p-values to every part (family: all parts with a p-value); returns the
     family size. A decisive verdict whose adjusted p is >= 0.05 is flagged ``holm_ok = False``."""
-    from normlab.stats import holm
+    from normlab.stats.effects import holm
 
     parts = [p for r in records for p in r["parts"]]
     adj = holm([p["p"] for p in parts])
@@ -85,7 +85,7 @@ def provenance() -> dict[str, Any]:
 def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any]) -> None:
     """Append this run's verdicts to OUT/history.jsonl; a claim whose rule hash differs from its
     last entry gets ``rule_changed`` with the old hash and verdict (old entries are kept)."""
-    from normlab.fsutil import append_jsonl, read_jsonl
+    from normlab.core.fsutil import append_jsonl, read_jsonl
 
     path = out / HISTORY
     last: dict[str, dict[str, Any]] = {}
@@ -104,7 +104,7 @@ def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any
 def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None,
                   embed: bool = True) -> None:
     from normlab.claims.figures import effect_figure, quick_context_figures
-    from normlab.fsutil import atomic_write_text
+    from normlab.core.fsutil import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     meta = {**meta, **provenance(), "family_size": adjust(records)}
@@ -240,7 +240,7 @@ def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path
     ``embed=False`` links the figures instead of embedding them (a page published in a
     repository). A missing or damaged claims.json is a UserError."""
     from normlab.claims.figures import effect_figure, quick_context_figures
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     out = Path(out)
     path = out / "claims.json"

@@ -15,7 +15,7 @@ from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.measure import Needs, QuickData, last_w2, log_spread, per_seed
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
-from normlab.stats import one_sample, paired, slope_per_seed, spearman_per_seed
+from normlab.stats.effects import one_sample, paired, slope_per_seed, spearman_per_seed
 
 PROBE = ("probe at init: post, pre, deepnorm; xavier init (Xiong et al.'s setting); d = d_ff = 128, 4 heads; "
          "L in {2, 4, 8, 16, 32}; batch 8 x 64 characters of Tiny Shakespeare; 5 seeds (weights and batch)")

@@ -13,7 +13,7 @@ from normlab.claims.measure import Needs, QuickData
 from normlab.claims.quick import INIT_REGIME, PROBE, SETTINGS
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
-from normlab.stats import Effect, one_sample, paired, slope_per_seed
+from normlab.stats.effects import Effect, one_sample, paired, slope_per_seed
 
 STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Shakespeare, logits measured on "
         "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")

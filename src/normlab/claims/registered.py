@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.claims.rules import Direction, Outside, Rule, Within
-from normlab.stats import Effect
+from normlab.stats.effects import Effect
 
 BEFORE, POST_HOC, NOT_REGISTERED = "before-data", "post-hoc", "not-registered"
 MARK = "‡"  # a post-hoc part on the page and in claims.md

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 FORMAT, VERSION = "normlab-claims-registration", 1
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def dumps(doc: dict[str, Any]) -> str:
 def write(path: str | Path, doc: dict[str, Any], force: bool = False) -> bool:
     """Write ``doc`` to ``path`` atomically; False when the file already holds exactly it. A file
     holding something else is refused unless ``force`` (a committed registration is evidence)."""
-    from normlab.fsutil import atomic_write_text
+    from normlab.core.fsutil import atomic_write_text
 
     path = Path(path)
     text = dumps(doc)

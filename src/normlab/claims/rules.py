@@ -1,4 +1,4 @@
-"""Decision rules: an :class:`~normlab.stats.Effect` in, a verdict out.
+"""Decision rules: an :class:`~normlab.stats.effects.Effect` in, a verdict out.
 
 A rule is data (kind + parameters), declared with its claim before any measurement, hashed
 into claims.json, and applied the same way to every effect:
@@ -16,7 +16,7 @@ Fewer than ``MIN_SEEDS`` finished seeds on a side, or no interval, is always inc
 Every rule also gives a p-value: the smallest alpha at which the (1 - alpha) interval would
 reach the decisive verdict nearest to the data, so that the family of parts can be
 Holm-adjusted. For rates it comes from the very exact tests the interval inverts
-(:func:`normlab.stats.rate_tails`), so p < 0.05 exactly when the verdict is decisive.
+(:func:`normlab.stats.effects.rate_tails`), so p < 0.05 exactly when the verdict is decisive.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.stats import MIN_SEEDS, Effect, rate_p, rate_tails, t_sf
+from normlab.stats.effects import MIN_SEEDS, Effect, rate_p, rate_tails, t_sf
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY = "supported", "contradicted", "inconclusive", "partly supported"
 

@@ -33,7 +33,7 @@ class StudyContext:
     scale: str = "cpu"
     workers: int | None = None
     train: bool = True
-    display: Any = None  # a normlab.progress.Progress shared by every study of the run
+    display: Any = None  # a normlab.core.progress.Progress shared by every study of the run
     _done: dict[str, list[Any]] = field(default_factory=dict)
     spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # first start, last finish
     _ce: dict[str, Any] = field(default_factory=dict)  # reference losses per data setting
@@ -63,7 +63,7 @@ class StudyContext:
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
         if name not in self._done:
-            from normlab.errors import UserError
+            from normlab.core.errors import UserError
             from normlab.study.store import Store
 
             if self.train:
@@ -121,7 +121,7 @@ class StudyContext:
         """The reference losses (unigram cross-entropy, ln V) of the data trial ``t`` trained on,
         computed from the corpus (``normlab.data.unigram``), cached per data setting."""
         from normlab.data.unigram import data_ce
-        from normlab.rundir import RunDir
+        from normlab.run.dir import RunDir
 
         data = RunDir(t.run_dir).config().data
         key = repr(data)
@@ -169,7 +169,7 @@ def values(trials: list[Any], fn: Callable[[Any], float | None]) -> tuple[list[f
 def init_loss(t: Any) -> float | None:
     """The run's loss at init as Wortsman et al. use it (step-0 val loss, else ln V)."""
     from normlab.diagnostics.sensitivity import run_point
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if not RunDir(t.run_dir).is_run():
         return None
@@ -178,7 +178,7 @@ def init_loss(t: Any) -> float | None:
 
 def uniform_loss(t: Any) -> float | None:
     """ln V, the loss of a uniform prediction over the run's vocabulary."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     run = RunDir(t.run_dir)
     return math.log(run.config().model.vocab_size) if run.is_run() else None
@@ -206,7 +206,7 @@ def final_capped(t: Any) -> float | None:
 
 def first_eval(t: Any) -> float | None:
     """Validation loss at the first eval after step 0."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if t.status != "completed":
         return None
@@ -216,7 +216,7 @@ def first_eval(t: Any) -> float | None:
 
 def grad_norms(t: Any) -> list[float] | None:
     """The logged pre-clip gradient norms of a completed trial (steps > 0); None if unfinished."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if t.status != "completed":
         return None
@@ -231,7 +231,7 @@ def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
 
 def last_diag(run_dir: Path) -> dict[str, Any] | None:
     """The last line of RUN/diagnostics.jsonl, and the first one as ``first`` (None if absent)."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     recs = RunDir(run_dir).diagnostics()
     return {**recs[-1], "first": recs[0]} if recs else None
@@ -241,7 +241,7 @@ def series_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metric
                 last: bool = True) -> float | None:
     """Mean of a JSONL series of the run (``file``: metrics or diagnostics) over its last
     ``frac`` of lines (``last=False``: its first ``frac``); None without values."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     run = RunDir(run_dir)
     vals = [r[key] for r in (run.diagnostics() if file == "diagnostics" else run.metrics()) if r.get(key) is not None]

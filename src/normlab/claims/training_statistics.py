@@ -14,7 +14,7 @@ from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, final_capped, last_diag, series_mean, values, where
-from normlab.stats import one_sample, paired, welch
+from normlab.stats.effects import one_sample, paired, welch
 
 P, QK, LR = "model.placement", "model.qk_norm", "optim.lr"
 

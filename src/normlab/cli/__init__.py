@@ -52,7 +52,7 @@ def interrupted(command: str, what: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     parser = build_parser()
     try:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    from normlab.log import setup
+    from normlab.core.log import setup
 
     setup(args.command)  # status on stderr, stdout is the output (a command's --quiet silences its progress only)
     try:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as e:
-        from normlab.fscheck import refusal
+        from normlab.core.fscheck import refusal
 
         line = refusal(e)  # the file system refused (read-only, full, permissions): one line
         if line is None:

@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from normlab.core.errors import UserError
+    from normlab.core.fscheck import existing_dir, writable_dir
     from normlab.diagnostics.analyze import analyze_run
-    from normlab.errors import UserError
-    from normlab.fscheck import existing_dir, writable_dir
 
     if args.batches < 1 or args.batch_size < 1:
         raise UserError("--batches and --batch-size must be >= 1")
@@ -51,8 +51,8 @@ def _analyze(args: argparse.Namespace) -> int:
 def _lr_sensitivity(args: argparse.Namespace) -> int:
     import json
 
+    from normlab.core.fscheck import existing_dir
     from normlab.diagnostics.sensitivity import lr_sensitivity, per_lr_losses, run_point
-    from normlab.fscheck import existing_dir
 
     points = [run_point(existing_dir(r, "RUN", "a training run directory")) for r in args.runs]
     triples = [(p["lr"], p["final_loss"], p["init_loss"]) for p in points]

@@ -28,14 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     if args.repeats < 1 or args.window_steps < 1 or args.warmup < 0:
         raise UserError("--repeats and --window-steps must be >= 1, --warmup >= 0")
     if args.device not in ("cpu",) and not args.device.startswith("cuda"):
         raise UserError(f"--device {args.device!r}: use cpu or cuda")
     if args.out is not None:
-        from normlab.fscheck import writable_file
+        from normlab.core.fscheck import writable_file
 
         writable_file(args.out, "--out")  # before minutes of timing, not after
     import torch

@@ -52,7 +52,7 @@ def _claims(args: argparse.Namespace) -> int:
 
     from normlab.claims import run_claims
     from normlab.claims.output import print_table
-    from normlab.fscheck import writable_dir
+    from normlab.core.fscheck import writable_dir
 
     if args.action == "register":
         return _register(args)
@@ -62,7 +62,7 @@ def _claims(args: argparse.Namespace) -> int:
                          workers=args.workers, train=not args.no_train, progress=not args.quiet,
                          cache=not args.no_cache, registration=args.registration,
                          allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures)
-    from normlab.fsutil import read_json
+    from normlab.core.fsutil import read_json
 
     print_table(results, meta=(read_json(Path(args.out) / "claims.json", {}) or {}).get("meta"))
     print(f"\nwrote {Path(args.out) / 'claims.json'} and {Path(args.out) / 'index.html'}")
@@ -73,7 +73,7 @@ def _register(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from normlab.claims.registration import build, write
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     out = Path(args.out)
     if out.suffix != ".json" or out.is_dir():

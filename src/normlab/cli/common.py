@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the config pulls in torch; the parser must not (`normlab --help` stays instant)
-    from normlab.config import RunConfig
+    from normlab.run.resolve import RunConfig
 
 
 class _PlacementArg(argparse.Action):
@@ -63,7 +63,7 @@ def run_options(args: argparse.Namespace) -> dict[str, object]:
 
 def config_from_args(args: argparse.Namespace) -> "RunConfig":
     """The RunConfig of a command line: defaults < preset < (init-from model) < TOML < --placement
-    < --set < the RUN_OPTIONS flags (see normlab.config.resolve)."""
-    from normlab.config import resolve
+    < --set < the RUN_OPTIONS flags (see normlab.run.resolve.resolve)."""
+    from normlab.run.resolve import resolve
 
     return resolve(args.preset, args.config, args.placement, args.overrides, options=run_options(args))

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from normlab.presets import PRESETS
+    from normlab.run.presets import PRESETS
 
     for name, fn in PRESETS.items():
         first = " ".join((fn.__doc__ or "").split())
@@ -36,8 +36,8 @@ def _presets(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.explain:
-        from normlab.config import RunConfig
-        from normlab.schema import explain
+        from normlab.core.schema import explain
+        from normlab.run.resolve import RunConfig
 
         print(f"{'option (--set KEY=VALUE)':<24} {'type':<28} {'default':<16} meaning")
         print(f"{'-' * 24} {'-' * 28} {'-' * 16} {'-' * 7}")

@@ -24,9 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from normlab.core.fscheck import existing_dir, writable_dir
     from normlab.data import load_corpus
     from normlab.data.config import DataConfig
-    from normlab.fscheck import existing_dir, writable_dir
     from normlab.report import build_report
     from normlab.study.presets import study_preset
     from normlab.study.runner import run_study, status_text

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from normlab.fscheck import writable_dir
+    from normlab.core.fscheck import writable_dir
     from normlab.inspect.export import export_model
 
     writable_dir(args.dir, "DIR")

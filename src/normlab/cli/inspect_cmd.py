@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from normlab.errors import UserError
-    from normlab.fscheck import writable_dir
+    from normlab.core.errors import UserError
+    from normlab.core.fscheck import writable_dir
     from normlab.inspect import inspect_model
 
     if (args.model is None) == (args.series is None):
@@ -81,7 +81,7 @@ def _inspect(args: argparse.Namespace) -> int:
 def _series(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from normlab.fscheck import writable_dir
+    from normlab.core.fscheck import writable_dir
     from normlab.inspect.series import inspect_series
 
     out = writable_dir(Path(args.out) if args.out else Path("inspect") / (
@@ -97,7 +97,7 @@ def _series(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from normlab.fscheck import writable_dir
+    from normlab.core.fscheck import writable_dir
     from normlab.inspect.convert import import_model
 
     writable_dir(args.dir, "DIR")

@@ -29,8 +29,8 @@ def _table(rows: list[tuple[str, str, str]], header: tuple[str, str, str] = ("na
 
 
 def _placements(args: argparse.Namespace) -> int:
+    from normlab.core.schema import explain
     from normlab.model.catalogue import LAYOUTS, PLACEMENTS
-    from normlab.schema import explain
 
     rows = [(name, cls.formula, cls.source) for name, cls in PLACEMENTS.items()]
     rows += [(name, f"layout: {fn.formula}", fn.source) for name, fn in LAYOUTS.items()]

@@ -49,12 +49,12 @@ def _probe(args: argparse.Namespace) -> int:
     import json
     import time
 
+    from normlab.core.errors import UserError
+    from normlab.core.fscheck import writable_dir
+    from normlab.core.fsutil import atomic_write_text
+    from normlab.core.schema import to_dict
     from normlab.diagnostics.fits import format_summary, summarize
     from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
-    from normlab.errors import UserError
-    from normlab.fscheck import writable_dir
-    from normlab.fsutil import atomic_write_text
-    from normlab.schema import to_dict
 
     cfg = ProbeConfig(placements=args.placements, depths=args.depths, d_model=args.d_model, n_head=args.n_head,
                       d_ff=args.d_ff, init=args.init, norm=args.norm, seeds=args.seeds, batches=args.batches,
@@ -64,7 +64,7 @@ def _probe(args: argparse.Namespace) -> int:
     if existing and not args.force:
         raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "
                         "or add --force to replace it")
-    from normlab.progress import Progress
+    from normlab.core.progress import Progress
 
     display = Progress("probe", enabled=not args.quiet)
     display.add("model", len(cfg.placements) * len(cfg.depths) * cfg.seeds)

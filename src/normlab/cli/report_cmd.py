@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from normlab.fscheck import existing_dir, writable_dir
+    from normlab.core.fscheck import existing_dir, writable_dir
     from normlab.report.compare import compare_page
     from normlab.report.pages import build_report
 

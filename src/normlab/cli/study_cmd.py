@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):  # -> StudySpec | None
-    from normlab.errors import UserError
-    from normlab.schema import apply_overrides
+    from normlab.core.errors import UserError
+    from normlab.core.schema import apply_overrides
     from normlab.study.presets import STUDY_PRESETS, study_preset
     from normlab.study.spec import load_spec
 
@@ -54,21 +54,21 @@ def _load(args: argparse.Namespace):  # -> StudySpec | None
     elif args.spec in STUDY_PRESETS:
         spec = study_preset(args.spec, args.scale)
     else:
-        from normlab.errors import unknown_name
+        from normlab.core.errors import unknown_name
 
         e = unknown_name("study", args.spec, STUDY_PRESETS.names())
         raise UserError(f"{e} (or give a path to a study .toml file)")
     if args.overrides:
         import dataclasses
 
-        from normlab.config import RunConfig
+        from normlab.run.resolve import RunConfig
 
         spec = dataclasses.replace(spec, base=apply_overrides(RunConfig, spec.base, args.overrides))
     return spec
 
 
 def _run(args: argparse.Namespace) -> int:
-    from normlab.fscheck import writable_dir
+    from normlab.core.fscheck import writable_dir
     from normlab.study.runner import run_study, status_text
 
     writable_dir(args.store, "--store", "choose another --store (a store is written as it runs)")

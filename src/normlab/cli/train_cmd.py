@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     """Resolve the config, prepare (every check, no I/O), then run: see normlab.train.plan."""
     from normlab.cli.common import config_from_args, run_options
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
     from normlab.train.run import default_run_dir, execute, prepare
 
     if args.resume:
@@ -82,7 +82,7 @@ def resume_train(run_dir: Path, step: Any) -> str:
     """What to say after Ctrl-C: the command that resumes RUN, or that nothing was written yet."""
     import shlex
 
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if not RunDir(run_dir).is_run():
         return f"{run_dir} was not started yet; rerun the same command"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 VAL_SEED = 0x5EED_0FA1  # fixed: validation windows never depend on the run seed
 _TRAIN_STREAM = 1       # separates the training stream from any other use of the run seed

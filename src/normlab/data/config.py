@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from normlab.schema import Section, doc
+from normlab.core.schema import Section, doc
 
 # chosen by a tokenizer.json path, never by its registry name
 BY_PATH = "pretrained"

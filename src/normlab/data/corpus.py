@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_bytes, atomic_write_text
 from normlab.data.config import DataConfig
 from normlab.data.source import cache_dir, read_corpus_bytes, sha256_bytes
 from normlab.data.tokenizers import Tokenizer, make_tokenizer, tokenizer_from_state
-from normlab.errors import UserError
-from normlab.fsutil import atomic_write_bytes, atomic_write_text
 
 
 @dataclass

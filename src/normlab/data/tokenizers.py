@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from normlab.errors import UserError
-from normlab.registry import Registry
+from normlab.core.errors import UserError
+from normlab.core.registry import Registry
 
 
 class Tokenizer:

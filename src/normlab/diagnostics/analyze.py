@@ -23,7 +23,7 @@ import torch
 def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any]:
     """(model in eval mode, RunConfig) from RUN/checkpoints/<checkpoint> (latest when the run has no
     best). A damaged checkpoint is an error naming it, never passed over for the other one."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     model, cfg, _ = RunDir(run_dir).load_model(checkpoint)  # hash-checked against the manifest first
     return model, cfg
@@ -86,10 +86,10 @@ def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
                 out: str | Path | None = None) -> dict[str, Any]:
     """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json."""
+    from normlab.core.fsutil import atomic_write_text
     from normlab.data import load_corpus
     from normlab.data.batches import val_batches
     from normlab.diagnostics.rows import PAIR_COLUMNS, results, write_csv
-    from normlab.fsutil import atomic_write_text
 
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_corpus(cfg.data)

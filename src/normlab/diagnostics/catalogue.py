@@ -10,7 +10,7 @@ probe.csv, inspect and analyze (``diagnostics.rows.computed``: place by place, e
 statistics in this order), which keeps every file byte for byte what it was when each tool
 computed its own. Where inspect's or analyze's estimator differs from the probe's (float64
 RMS, gradients reduced by hooks) it is its own statistic under the same key.
-The math lives in ``normlab.diagnostics.stats`` or in the shared batched tensors of
+The math lives in ``normlab.stats.tensors`` or in the shared batched tensors of
 ``StreamStates``; torch is imported inside the functions, so reading names and labels stays light.
 """
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normlab import plugins
+from normlab.core import plugins
+from normlab.core.registry import Registry
 from normlab.diagnostics.statistic import Captured, Figure, Statistic
-from normlab.registry import Registry
 
 PROBE, TRAINING = frozenset({"probe"}), frozenset({"training"})
 INSPECT, ANALYZE, BOTH = frozenset({"inspect"}), frozenset({"analyze"}), frozenset({"inspect", "analyze"})
@@ -29,7 +29,7 @@ Rows = list[tuple[tuple[int, str, str], Any]]
 
 
 def _stats() -> Any:
-    from normlab.diagnostics import stats
+    from normlab.stats import tensors as stats
 
     return stats
 

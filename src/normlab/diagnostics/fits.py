@@ -22,7 +22,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from normlab.diagnostics.stats import ols, spearman
+from normlab.stats.tensors import ols, spearman
 
 
 def _mean(v: list[float]) -> float:

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
+from normlab.core.schema import Section, doc
 from normlab.diagnostics.rows import COLUMNS as COLUMNS  # the probe's columns (others import them from here)
-from normlab.schema import Section, doc
 
 
 @dataclass
@@ -84,7 +84,7 @@ def load_tokens(data: str, data_dir: str | None = None) -> tuple[torch.Tensor | 
 
         # a writable copy: the corpus array may be a read-only memory map
         return torch.from_numpy(np.array(corpus.train, dtype=np.int64)), int(corpus.vocab_size)
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     d = data_dir or os.environ.get("NORMLAB_DATA_DIR")
     path = Path(d) / "tinyshakespeare.txt" if d else None
@@ -126,8 +126,8 @@ def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: in
     if hasattr(model, "run") and hasattr(model, "blocks"):  # a lab TransformerLM: its own one forward
         c = _capture(model, idx, targets, n_proj, gen, needs)
     else:
-        from normlab.inspect.measure import probe_capture
-        from normlab.inspect.module import as_subject
+        from normlab.diagnostics.capture import probe_capture
+        from normlab.diagnostics.subject import as_subject
 
         c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
     # the statistics of the backward pass one after another, then the others position by

@@ -109,7 +109,7 @@ def write_csv(rows: Iterable[dict[str, Any]], path: str | Path, columns: Sequenc
     import csv
     import io
 
-    from normlab.fsutil import atomic_write_text
+    from normlab.core.fsutil import atomic_write_text
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")

@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 
 def per_lr_losses(points: Iterable[tuple[float, float | None, float]]) -> dict[float, float]:
@@ -50,7 +50,7 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     loss is not a loss at init: it averages the first log window, after training started, so
     it would depend on the very lr and warm-up being compared.)
     """
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     rd = RunDir(run_dir)
     run = rd.path

@@ -48,7 +48,7 @@ class TrainingDiagnostics:
         if every < 1:
             raise ValueError(f"every={every}: must be >= 1")
         self.model: Any = getattr(model, "_orig_mod", model)  # hooks go on the eager module
-        from normlab.rundir import RunDir
+        from normlab.run.dir import RunDir
 
         self.run_dir, self.every = Path(run_dir), every
         self.run = RunDir(self.run_dir)  # the owner of RUN/diagnostics.jsonl and the W_0 reference
@@ -173,8 +173,8 @@ class TrainingDiagnostics:
         from safetensors import SafetensorError
         from safetensors.torch import load_file, save
 
-        from normlab.errors import UserError
-        from normlab.fsutil import atomic_write_bytes
+        from normlab.core.errors import UserError
+        from normlab.core.fsutil import atomic_write_bytes
 
         path = self.run.diagnostics_ref
         if path.exists():

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
-from normlab.lazy import lazy_getattr
+from normlab.core.errors import UserError
+from normlab.core.lazy import lazy_getattr
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
@@ -89,10 +89,10 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     read. Returns the summary (summary.json) with the raw results under ``result``."""
     import torch
 
+    from normlab.core.fsutil import atomic_write_text
+    from normlab.diagnostics.capture import make_batch, measure
     from normlab.diagnostics.catalogue import STATISTICS
     from normlab.diagnostics.rows import PAIR_COLUMNS, pair_rows, results, write_csv
-    from normlab.fsutil import atomic_write_text
-    from normlab.inspect.measure import make_batch, measure
 
     t0 = time.perf_counter() if started is None else started
     _check_out(out, max_tokens, None, force)
@@ -160,9 +160,9 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
 
 
 # The public Python API (docs/inspect.md), imported on first use: torch loads only then.
-_LAZY = {"Subject": "normlab.inspect.module", "Family": "normlab.inspect.families",
-         "subject_from_module": "normlab.inspect.module", "subject_from_bridge": "normlab.inspect.bridge",
-         "find_blocks": "normlab.inspect.module", "no_attention": "normlab.inspect.module"}
+_LAZY = {"Subject": "normlab.diagnostics.subject", "Family": "normlab.diagnostics.families",
+         "subject_from_module": "normlab.diagnostics.subject", "subject_from_bridge": "normlab.inspect.bridge",
+         "find_blocks": "normlab.diagnostics.subject", "no_attention": "normlab.diagnostics.subject"}
 __getattr__ = lazy_getattr("normlab.inspect", _LAZY)
 
 

@@ -14,15 +14,15 @@ from typing import Any, Iterator
 
 import torch
 
-from normlab.errors import UserError
-from normlab.inspect.families import FAMILIES, Family
-from normlab.inspect.module import Subject
+from normlab.core.errors import UserError
+from normlab.diagnostics.families import FAMILIES, Family
+from normlab.diagnostics.subject import Subject
 
 
 def subject_from_bridge(bridge: Any, *, name: str | None = None, family: Family | None = None,
                         context: int | None = None) -> Subject:
     """``subject_from_module`` with what a TransformerBridge knows filled in."""
-    from normlab.inspect.module import subject_from_module
+    from normlab.diagnostics.subject import subject_from_module
 
     hf = getattr(bridge, "original_model", None)
     if hf is None or not hasattr(bridge, "blocks") or not hasattr(bridge, "cfg"):

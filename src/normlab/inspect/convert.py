@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 
 def import_model(model: str, out: str | Path, context: int | None = None) -> Path:
@@ -21,7 +21,7 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise UserError("normlab import needs transformers: pip install 'normlab[hf]'") from None
-    from normlab.inspect.families import family_of
+    from normlab.diagnostics.families import family_of
     from normlab.model.interop import from_hf
     from normlab.model.io import save_model
 

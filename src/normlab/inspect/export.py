@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 TOLERANCE = 1e-4  # float32 logits; observed differences are ~1e-6 (docs/inspect.md)
 _IMPORTED_TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -77,7 +77,7 @@ def hf_tokenizer(lab_tok: Any) -> Any:
 def _load(src: Path, checkpoint: str) -> tuple[Any, Any, Path | None]:
     """(lab model, lab tokenizer or None, directory of an imported tokenizer or None)."""
     from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if (src / "model_config.json").is_file():  # a checkpoint or a `normlab import` / save_model dir
         from normlab.model.transformer import TransformerLM

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 LOCAL_DIR_HINT = ("or give a local directory holding config.json, the weights (model.safetensors or "
                   "pytorch_model.bin) and the tokenizer files (tokenizer.json, or vocab.json + merges.txt; "

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 SERIES, ROWS, STEPS = "series.json", "series.csv", "steps"
 _NUMBER = re.compile(r"\d+")
@@ -71,7 +71,7 @@ def _one(p: Path) -> Member:
 def members(sources: list[str]) -> list[Member]:
     """The checkpoints of the series SRCs (module docstring), in step order; a step given
     twice, or fewer than two steps, is an error."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     out: list[Member] = []
     for src in sources:
@@ -111,7 +111,7 @@ def step_dir(out: Path, step: int) -> Path:
 
 def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool) -> None:
     """Write (or check, on a rerun) OUT/series.json; ``force`` starts over."""
-    from normlab.fsutil import atomic_write_text
+    from normlab.core.fsutil import atomic_write_text
 
     meta = out / SERIES
     if out.exists() and any(out.iterdir()):
@@ -148,9 +148,9 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     """Measure every checkpoint of the SRCs into OUT/steps/ (skipping finished steps), write
     OUT/series.csv and, with ``page``, OUT/report/index.html. Returns {"steps": every step,
     "measured": the steps measured by this call, "page": the page or None}."""
+    from normlab.core.progress import Progress
     from normlab.inspect import inspect_subject, read_text
     from normlab.inspect.subject import DTYPES, load_subject
-    from normlab.progress import Progress
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")

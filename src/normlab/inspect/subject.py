@@ -1,6 +1,6 @@
 """``load_subject``: what ``normlab inspect MODEL`` measures, from a name.
 
-A :class:`~normlab.inspect.module.Subject` (a model, its blocks, its tokenizer behind one
+A :class:`~normlab.diagnostics.subject.Subject` (a model, its blocks, its tokenizer behind one
 interface) is built by ``subject_from_module`` (``module.py``) from any causal LM; this
 module builds one that way from a transformers model (a Hub id or a ``save_pretrained``
 directory, any family of ``families.py``) or a lab model (a run directory, a checkpoint or
@@ -18,9 +18,9 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from normlab.errors import UserError
-from normlab.inspect.families import Family, family_of
-from normlab.inspect.module import Subject, find_blocks, subject_from_module
+from normlab.core.errors import UserError
+from normlab.diagnostics.families import Family, family_of
+from normlab.diagnostics.subject import Subject, find_blocks, subject_from_module
 
 # Files transformers reads a tokenizer from (fast, BPE, WordPiece, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model")
@@ -65,7 +65,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     for name in ("best", "latest"):
         found = RunDir(run).find_checkpoint(name)

@@ -6,7 +6,7 @@ Names load lazily, so ``ModelConfig`` (plain data) never pulls in torch. The lay
 registries) <- ``build`` (resolves a config's names) <- ``transformer``.
 """
 
-from normlab.lazy import lazy_getattr
+from normlab.core.lazy import lazy_getattr
 
 _LAZY = {"ModelConfig": "normlab.model.config", "TransformerLM": "normlab.model.transformer",
          "Block": "normlab.model.transformer"}

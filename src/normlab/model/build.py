@@ -23,11 +23,11 @@ from typing import Any, Callable
 
 from torch import nn
 
-from normlab.errors import NO_VALUE, ConfigError, unknown_name
+from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
+from normlab.core.schema import from_dict
 from normlab.model.catalogue import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 from normlab.model.config import ModelConfig
 from normlab.model.placement import Placement, PlacementOptions, Site, Stream
-from normlab.schema import from_dict
 
 SUBLAYERS = ("attn", "ffn")
 NormFactory = Callable[[int, float, bool], nn.Module]  # (d, eps, bias) -> module

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from normlab import plugins
+from normlab.core import plugins
 from normlab.model import attention, impls, init, layout, norms, placements, streams
 from normlab.model.placement import Placement
 from normlab.model.registries import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
-from normlab.schema import Section, doc
+from normlab.core.schema import Section, doc
 
 # A placement is a name, or a table {name = ..., option = ...}, for every layer; a per-layer
 # list of those; and per layer optionally a table by sub-layer {attn = ..., ffn = ...}:

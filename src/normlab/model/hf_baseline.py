@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.errors import ConfigError, UserError
+from normlab.core.errors import ConfigError, UserError
 from normlab.model.config import ModelConfig
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
 
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "olmo2": "OLMo-2"}
@@ -88,8 +88,8 @@ def family_for(cfg: ModelConfig) -> str:
 
 def _forward_fields(cfg: ModelConfig, placement: str) -> dict[str, Any]:
     """The fields that change the forward pass, with defaults resolved (d_ff none -> 4 d)."""
+    from normlab.core.schema import to_dict
     from normlab.model.build import resolve_model
-    from normlab.schema import to_dict
 
     out = {k: v for k, v in to_dict(cfg).items() if k not in _EXEMPT}
     out.update(placement=placement, d_ff=cfg.ff_width, n_kv_head=cfg.kv_heads,

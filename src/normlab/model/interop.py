@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
 
 # GPT-2 options whose other values change the computation in ways ``pre`` does not model.

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 WEIGHTS = "model.safetensors"
 CONFIG = "model_config.json"
@@ -52,7 +52,7 @@ def save_model(model: Any, dir: str | Path) -> Path:
     """
     from safetensors.torch import save_model as st_save
 
-    from normlab.schema import to_dict
+    from normlab.core.schema import to_dict
 
     out = Path(dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,8 +71,8 @@ def save_model(model: Any, dir: str | Path) -> Path:
 
 def load_config(dir: str | Path):  # -> ModelConfig
     """Read and validate ``dir/model_config.json``."""
+    from normlab.core.schema import from_dict
     from normlab.model.config import ModelConfig
-    from normlab.schema import from_dict
 
     path = Path(dir) / CONFIG
     try:

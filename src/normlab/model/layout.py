@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from normlab.core.schema import doc
 from normlab.model.placement import PlacementOptions
-from normlab.schema import doc
 
 
 class Mix:

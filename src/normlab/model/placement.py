@@ -19,9 +19,9 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
+from normlab.core.schema import Section
 from normlab.model.config import ModelConfig
 from normlab.model.norms import LayerNorm
-from normlab.schema import Section
 
 
 @dataclass

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from normlab.core.schema import doc
 from normlab.model.placement import Placement, PlacementOptions, Site
-from normlab.schema import doc
 
 
 class Post(Placement):

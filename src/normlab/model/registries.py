@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.registry import Registry
+from normlab.core.registry import Registry
 
 PLACEMENTS: Registry[Any] = Registry("placement", "model.placement")   # Placement subclasses
 LAYOUTS: Registry[Any] = Registry("layout", "model.placement")         # layout macros (Mix-LN)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.attention import CausalSelfAttention
 from normlab.model.build import Plan, resolve_model
 from normlab.model.config import ModelConfig

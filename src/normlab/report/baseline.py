@@ -44,7 +44,7 @@ def implementation_check(points: Sequence[Point], unit: str = "nats/token") -> s
     """'Check of the implementation ...: warm-up 0: lab Pre-LN minus GPT-2 (transformers) d,
     95% Welch interval [lo, hi] (n seeds each); ...', or None without a baseline arm."""
     from normlab.report.study_answer import side, summary, value_name
-    from normlab.stats import MIN_SEEDS, welch
+    from normlab.stats.effects import MIN_SEEDS, welch
 
     lab, base = split(points)
     if not base:

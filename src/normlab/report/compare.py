@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.report import figures as F
 from normlab.report import probe_page, study_page
 from normlab.report.curves import curve_figures, fates
@@ -19,7 +19,7 @@ from normlab.report.kinds import heading, inspected
 from normlab.report.load import RunData, detect, load_probe, load_run, load_study
 from normlab.report.numbers import duration, num, signed
 from normlab.report.run_page import describe
-from normlab.rundir import RunDir
+from normlab.run.dir import RunDir
 
 
 def names(paths: Sequence[Path]) -> list[str]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
-from normlab.fsutil import read_json
+from normlab.core.errors import UserError
+from normlab.core.fsutil import read_json
 
 
 def detect(path: str | Path) -> str:
@@ -30,7 +30,7 @@ def detect(path: str | Path) -> str:
         return "probe"
     if (p / "series.csv").is_file() and (p / "series.json").is_file():
         return "series"
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if RunDir(p).is_report_run():
         return "run"
@@ -74,7 +74,7 @@ def run_label(config: dict[str, Any]) -> str:
 
 
 def load_run(path: str | Path) -> RunData:
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     run = RunDir(path)
     return RunData(run.path, run.config_dict(), run.metrics(), run.summary(), run.env(), run.diagnostics())

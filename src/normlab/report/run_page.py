@@ -93,7 +93,7 @@ def layer_section(page: Page, run_dir: Path) -> None:
     ``bars``: one bar per block), from RUN/analysis/analysis.json (``normlab analyze``); the
     analysis is computed first when absent or older than the registry (a key missing), and
     the section is skipped with a note when it cannot be (no checkpoint, no corpus)."""
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     path = run_dir / "analysis" / "analysis.json"
     figs = _analysis_figures()
@@ -103,8 +103,8 @@ def layer_section(page: Page, run_dir: Path) -> None:
         if path.is_file():
             res = json.loads(path.read_text(encoding="utf-8"))
         if res is None or not all(key in res for key, _, _ in figs):
+            from normlab.core.fscheck import writable_dir
             from normlab.diagnostics.analyze import analyze_run
-            from normlab.fscheck import writable_dir
 
             cache = run_dir / "analysis"
             try:

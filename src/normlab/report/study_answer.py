@@ -49,7 +49,7 @@ def summary(name: str, pts: Sequence[Point]) -> str:
 
 def compare_two(a: str, pa: Sequence[Point], b: str, pb: Sequence[Point], unit: str) -> str:
     """'A m ± s vs B m ± s (n seeds each): A lower by d unit, 95% interval [lo, hi]' (b - a)."""
-    from normlab.stats import MIN_SEEDS, welch
+    from normlab.stats.effects import MIN_SEEDS, welch
 
     va, _ = side(pa)
     vb, _ = side(pb)

@@ -22,7 +22,7 @@ from normlab.report.kinds import heading, study_question
 from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
 from normlab.report.study_answer import contrast
-from normlab.rundir import RunDir
+from normlab.run.dir import RunDir
 from normlab.study.store import TrialRecord as Trial
 
 MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
@@ -143,7 +143,7 @@ def trial_value(t: Trial, metric: str) -> float:
 
 def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: int) -> tuple[str, list[str]]:
     """(answer, notes): the winning setting, its margin over the runner-up in nats with its 95%
-    Welch interval over seeds (``normlab.stats``, as the claims decide), the seed counts, and
+    Welch interval over seeds (``normlab.stats.effects``, as the claims decide), the seed counts, and
     every setting with stalled or diverged seeds.
 
     Settings rank as the results table ranks nuisance settings: fewer failed seeds (stalled
@@ -191,7 +191,7 @@ def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: 
         m2, sd2, n2, _ = stats[nxt]
         gap = m2 - m
         ans += f", {num(gap, 3)} nats/token lower than the runner-up {nxt} ({pm(m2, sd2)}, {n2} seed{'s' * (n2 != 1)})"
-        from normlab.stats import MIN_SEEDS, welch
+        from normlab.stats.effects import MIN_SEEDS, welch
 
         e = welch([v for v, _ in values[nxt] if math.isfinite(v)], [v for v, _ in values[best] if math.isfinite(v)])
         if e.lo is None or e.n_min < MIN_SEEDS:

@@ -5,7 +5,7 @@ Public names load lazily: ``from normlab.study import Store, StudySpec, run_stud
 
 from __future__ import annotations
 
-from normlab.lazy import lazy_getattr
+from normlab.core.lazy import lazy_getattr
 
 _LAZY = {
     "StudySpec": "normlab.study.spec",

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from normlab.registry import Registry
+from normlab.core.registry import Registry
 from normlab.study.store import Store
 from normlab.study.worker import WorkerOptions, _process_main, work
 

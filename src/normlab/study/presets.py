@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from normlab.errors import ConfigError
-from normlab.registry import Registry
+from normlab.core.errors import ConfigError
+from normlab.core.registry import Registry
 from normlab.study.spec import StudySpec
 
 StudyPreset = Callable[[str], StudySpec]

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.study.store import Lease, Store, worker_id
 from normlab.study.worker import Heartbeat, WorkerOptions
 
@@ -104,7 +104,7 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
     RUN/ray_nodes.jsonl, and return it for the store's event."""
     import ray
 
-    from normlab.fsutil import append_jsonl
+    from normlab.core.fsutil import append_jsonl
 
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     where = {"node_id": node, "node_ip": ray.util.get_node_ip_address() if node else None,
@@ -116,12 +116,12 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
 
 def _checkpoint_step(run_dir: Path) -> int | None:
     """The step of RUN's intact latest checkpoint (what a resumed attempt starts from), or None."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     run = RunDir(run_dir)
     if not run.has_checkpoints():
         return None
-    from normlab.train import checkpoint
+    from normlab.run import checkpoint
 
     found = run.find_checkpoint("latest")
     return int(checkpoint.read_state(found)["loop"]["step"]) if found else None

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from normlab.errors import ConfigError, UserError
+from normlab.core.errors import ConfigError, UserError
 from normlab.study.spec import StudySpec, spec_from_dict
 from normlab.study.store import Store
 
 if TYPE_CHECKING:
-    from normlab.progress import Progress as Display
+    from normlab.core.progress import Progress as Display
 
 
 def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
@@ -37,7 +37,7 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     Safe to rerun after any crash, and to run twice at once on the same store: trials are
     claimed in SQLite transactions (see :mod:`normlab.study.store`). ``progress``: finished
     trials, the running ones and an ETA on stderr (a bar on a terminal, plain lines
-    otherwise; False: nothing); ``display``: feed this :class:`normlab.progress.Progress`
+    otherwise; False: nothing); ``display``: feed this :class:`normlab.core.progress.Progress`
     instead (one display over several studies), which the caller closes. ``batch``: train up to
     this many compatible fresh trials as one batched computation in a local worker
     (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
@@ -81,7 +81,7 @@ def _display(progress: bool | None, display: "Display | None", label: str) -> It
     if display is not None:
         yield display
         return
-    from normlab.progress import Progress as Display
+    from normlab.core.progress import Progress as Display
 
     own = Display(label, enabled=progress is not False)
     try:

@@ -7,7 +7,7 @@ the vocabulary of the Google Deep Learning Tuning Playbook (Godbole et al. 2023)
 
 Everything is validated before a single trial starts: every key must exist, every axis
 must be non-empty, every value must have the key's type, and every trial's RunConfig must
-build. Errors are :class:`~normlab.errors.ConfigError` naming the offending key.
+build. Errors are :class:`~normlab.core.errors.ConfigError` naming the offending key.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from normlab.errors import NO_VALUE, ConfigError, unknown_name
-from normlab.schema import Section, coerce, field_type, merge, set_dotted, to_dict
+from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
+from normlab.core.schema import Section, coerce, field_type, merge, set_dotted, to_dict
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
              "scientific", "nuisance", "retries", "trial", "runs_dir", "metric")
@@ -55,7 +55,7 @@ class StudySpec(Section):
     description: str = ""
 
     def __post_init__(self) -> None:
-        from normlab.config import RunConfig
+        from normlab.run.resolve import RunConfig
 
         self.check(isinstance(self.name, str), "name", "must be a string, e.g. name = \"warmup-grid\"")
         self.check(bool(self.name) and "/" not in self.name, "name", "give the study a short name without '/'")
@@ -68,7 +68,7 @@ class StudySpec(Section):
         trial_fn(self.trial)  # validates the name (the function itself loads lazily)
         self.check(isinstance(self.metric, str) and bool(self.metric), "metric",
                    "name a summary entry, e.g. best_val_loss")
-        from normlab.study.trials import METRICS
+        from normlab.study.registries import METRICS
 
         if self.trial in METRICS and self.metric not in METRICS[self.trial]:
             raise unknown_name("metric", self.metric, METRICS[self.trial])
@@ -109,7 +109,7 @@ class StudySpec(Section):
 
     def base_data(self) -> dict[str, Any]:
         """The base RunConfig as plain data: run preset (if any), then ``base`` on top."""
-        from normlab.presets import PRESETS
+        from normlab.run.presets import PRESETS
 
         data = to_dict(PRESETS.get(self.preset, "preset")()) if self.preset else {}
         return merge(data, self.base)
@@ -131,7 +131,7 @@ class StudySpec(Section):
     def trials(self) -> list[Trial]:
         """Every trial, seed-major (a first pass over all points gives one seed of each), each
         with its RunConfig built and validated; identical configs are refused."""
-        from normlab.config import RunConfig
+        from normlab.run.resolve import RunConfig
 
         base = self.base_data()
         try:
@@ -192,7 +192,7 @@ def safe_relpath(path: str, field_name: str) -> PurePosixPath:
 
 def trial_fn(name: str) -> None:
     """Check a trial name: a TRIALS name or ``"module:function"`` (imported only by workers)."""
-    from normlab.study.trials import TRIALS
+    from normlab.study.registries import TRIALS
 
     if ":" in name:
         mod, _, attr = name.partition(":")
@@ -243,6 +243,6 @@ def spec_from_dict(data: dict[str, Any]) -> StudySpec:
 
 def load_spec(path: str | Path) -> StudySpec:
     """Read a study TOML file (see docs/studies.md for the format)."""
-    from normlab.config import load_toml
+    from normlab.run.resolve import load_toml
 
     return spec_from_dict(load_toml(path, "study file"))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 SCHEMA_VERSION = 1
 FINAL = ("completed", "diverged", "failed")
@@ -134,8 +134,8 @@ class Store:
                runs_dir: str = "runs") -> "Store":
         """Create (or reopen) the store of ``spec`` and insert its trials; idempotent and safe
         when two processes do it at once. A store holding a different study is refused."""
-        from normlab.fscheck import sqlite_errors, writable_dir
-        from normlab.fsutil import atomic_write_text
+        from normlab.core.fscheck import sqlite_errors, writable_dir
+        from normlab.core.fsutil import atomic_write_text
 
         root = writable_dir(path, "--store", "choose another --store (a store is written as it runs)")
         text = json.dumps(spec, indent=2, sort_keys=True)
@@ -299,15 +299,15 @@ class Store:
 
 
 def _read_spec(path: Path) -> dict[str, Any]:
-    from normlab.fscheck import read_json_table
+    from normlab.core.fscheck import read_json_table
 
     return read_json_table(path, "restore it from a backup, or start a new --store")
 
 
 def _check_db(path: Path) -> None:
     """Refuse a study.sqlite that is not an intact store database (one line, never replaced)."""
-    from normlab.fscheck import sqlite_errors
-    from normlab.fsutil import CorruptFileError
+    from normlab.core.fscheck import sqlite_errors
+    from normlab.core.fsutil import CorruptFileError
 
     if not path.is_file():  # connecting would create an empty database in its place
         raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
@@ -398,7 +398,7 @@ def _new_trials(conn: sqlite3.Connection, root: Path, trials: list[Any]) -> list
     options differently) holds the same trial under another id: it is matched by its
     parameters and kept when its stored config reads back equal, and refused otherwise
     (running both would count one seed twice)."""
-    from normlab.runconfig import RunConfig
+    from normlab.run.config import RunConfig
 
     held = {params: (tid, config) for tid, params, config in conn.execute("SELECT id, params, config FROM trials")}
     ids = {tid for tid, _ in held.values()}

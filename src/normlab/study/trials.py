@@ -11,26 +11,13 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from normlab.errors import ConfigError
-from normlab.registry import Registry
+from normlab.core.errors import ConfigError
+from normlab.study.registries import TRIALS, TrialFn
 
 if TYPE_CHECKING:
-    from normlab.config import RunConfig
-
-TrialFn = Callable[..., dict[str, Any]]
-TRIALS: Registry[TrialFn] = Registry("trial", "trial", catalogue="normlab.study.catalogue")
-
-# The numeric summary entries of each built-in trial: what a study's ``metric`` may name
-# (a typo such as "best_val_los" would otherwise run the whole study to an empty table).
-# A custom "module:function" trial returns its own entries and is not checked.
-METRICS = {
-    "train": ("best_val_loss", "final_val_loss", "diverged_at_step", "steps", "tokens", "tokens_per_s",
-              "wall_time_s", "params"),
-    "probe": ("w2_grad_last", "loss_at_init"),
-}
-
+    from normlab.run.resolve import RunConfig
 
 def train(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
     """Train one model with ``normlab.train.run_training`` (resuming from its checkpoint)."""
@@ -62,7 +49,7 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
     from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
     from normlab.model.build import lab_internals
     from normlab.model.transformer import TransformerLM
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     if not lab_internals(cfg.model):
         raise ConfigError("model.impl", cfg.model.impl, "a probe trial reads the lab model's blocks; "

@@ -88,8 +88,8 @@ def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
     """Run one claimed trial in this process: (summary, None) or (None, error text)."""
     import torch
 
-    from normlab.config import RunConfig
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
+    from normlab.run.resolve import RunConfig
     from normlab.study.trials import load_trial
 
     try:
@@ -115,7 +115,7 @@ def batchable(first_json: str, other_json: str) -> bool:
 
 @functools.lru_cache(maxsize=512)
 def _config(config_json: str):  # -> RunConfig; parsed once per claim scan, not once per comparison
-    from normlab.config import RunConfig
+    from normlab.run.resolve import RunConfig
 
     return RunConfig.from_json(config_json)
 
@@ -128,7 +128,7 @@ def run_claimed_batch(claims: list[Lease], opts: WorkerOptions) -> list[tuple[di
     """
     import torch
 
-    from normlab.config import RunConfig
+    from normlab.run.resolve import RunConfig
     from normlab.train.batched import run_batched
 
     try:

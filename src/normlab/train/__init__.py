@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from normlab.config import RunConfig
+    from normlab.run.resolve import RunConfig
 
 
 def run_training(cfg: "RunConfig | None", run_dir: str | Path, *, resume: bool = False, quiet: bool = False,

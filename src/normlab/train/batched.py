@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from normlab.config import RunConfig
-from normlab.errors import UserError
-from normlab.schema import to_dict
+from normlab.core.errors import UserError
+from normlab.core.schema import to_dict
+from normlab.run.resolve import RunConfig
 from normlab.train.lifecycle import (
     diverged_row,
     finish,
@@ -102,13 +102,13 @@ class _Trial:
 
 
 def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None) -> None:
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     save(RunDir(tr.run_dir), name, tr.model, tr.st, corpus.tokenizer, opt, batched=True)
 
 
 def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
     from normlab.train.run import make_summary
 
     tr.st.wall_time = wall
@@ -155,7 +155,7 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
 
 
 def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
     from normlab.train.env import Dist, environment
 
     for tr in trials:
@@ -202,7 +202,7 @@ def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad:
     if plan.ckpt:
         _save(tr, "latest", corpus, opt)
         if tr.cfg.train.keep_checkpoints:  # weights only: a series to inspect
-            from normlab.rundir import RunDir
+            from normlab.run.dir import RunDir
 
             _save(tr, RunDir.step_name(step), corpus, None)
     return False
@@ -212,7 +212,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     """Train ``cfgs[i]`` into ``run_dirs[i]`` as one batched computation; returns the summaries.
 
     Each run directory follows the solo contract (config.json, env.json, metrics.jsonl,
-    summary.json, checkpoints/latest and best written by ``normlab.train.checkpoint``).
+    summary.json, checkpoints/latest and best written by ``normlab.run.checkpoint``).
     Raises ``UserError`` naming the reason when ``compatible(cfgs)`` is False.
     """
     from normlab.data.batches import val_batches

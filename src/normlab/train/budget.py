@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from normlab.config import RunConfig
-from normlab.errors import UserError
+from normlab.core.errors import UserError
+from normlab.run.resolve import RunConfig
 
 WARN_S = 30.0      # a step longer than this gets a warning with the numbers
 REFUSE_S = 600.0   # ... and one longer than this is refused: it cannot even log

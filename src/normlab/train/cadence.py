@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from normlab.train.config import TrainConfig
+    from normlab.run.train_config import TrainConfig
 
 
 @dataclass(frozen=True)

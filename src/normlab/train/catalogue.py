@@ -6,7 +6,7 @@ imports it at its first lookup. Installed plugins add loggers of their own (docs
 
 from __future__ import annotations
 
-from normlab import plugins
+from normlab.core import plugins
 from normlab.train import loggers, schedules
 
 loggers.LOGGERS.add("jsonl", loggers.JsonlLogger)

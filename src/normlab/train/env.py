@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 
 @dataclass
@@ -128,7 +128,7 @@ def check_cpp_compiler() -> None:
     try:
         get_cpp_compiler()
     except Exception as e:
-        from normlab.errors import ConfigError
+        from normlab.core.errors import ConfigError
 
         raise ConfigError("train.compile", True, f"torch.compile on CPU needs a C++ compiler ({type(e).__name__}); "
                           "install g++ (or set $CXX) or set train.compile=false") from None

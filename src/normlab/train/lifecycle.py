@@ -18,7 +18,7 @@ def finite(v: float) -> float | None:
 
 def open_files(run: Any, cfg: Any, env: dict[str, Any], resume: bool = False) -> None:
     """The opening: write RUN's config.json and env.json (a resume appends its record to
-    env.json). ``run`` is a ``normlab.rundir.RunDir``; every check passed before this."""
+    env.json). ``run`` is a ``normlab.run.dir.RunDir``; every check passed before this."""
     run.write_config(cfg)
     run.write_env(env, resume=resume)
 

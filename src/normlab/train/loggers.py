@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from normlab.errors import UserError
-from normlab.fsutil import atomic_write_text
-from normlab.registry import Registry
+from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_text
+from normlab.run.registries import LOGGERS
 
 STUDY_ENV = "NORMLAB_STUDY"  # JSON: {"name", "metric", "trials": {run_dir: axis values}}
 
@@ -59,7 +59,6 @@ class Logger:
         pass
 
 
-LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers", catalogue="normlab.train.catalogue")
 
 
 class JsonlLogger(Logger):

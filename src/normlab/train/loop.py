@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from normlab.config import RunConfig
 from normlab.data.batches import train_batch
-from normlab.rundir import RunDir
-from normlab.train import checkpoint
+from normlab.run import checkpoint
+from normlab.run.dir import RunDir
+from normlab.run.resolve import RunConfig
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
 from normlab.train.lifecycle import diverged_row, metrics_line, save, validated, window_row

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from normlab.train.config import OptimConfig
+from normlab.run.train_config import OptimConfig
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -43,30 +43,3 @@ def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
     params = [p for g in groups for p in g["params"]]
     fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, fused=fused)
-
-
-def flatten_state(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Optimizer state as (tensors for safetensors, JSON-able rest): no pickle needed."""
-    sd = opt.state_dict()
-    tensors: dict[str, torch.Tensor] = {}
-    scalars: dict[str, dict[str, Any]] = {}
-    for pid, st in sd["state"].items():
-        for key, val in st.items():
-            if isinstance(val, torch.Tensor):
-                tensors[f"{pid}.{key}"] = val.detach().contiguous().cpu()
-            else:
-                scalars.setdefault(str(pid), {})[key] = val
-    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
-    return tensors, {"param_groups": groups, "scalars": scalars}
-
-
-def unflatten_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    """Inverse of :func:`flatten_state`: a dict for ``optimizer.load_state_dict``."""
-    state: dict[int, dict[str, Any]] = {}
-    for name, t in tensors.items():
-        pid, key = name.split(".", 1)
-        state.setdefault(int(pid), {})[key] = t
-    for pid, extra in meta["scalars"].items():
-        state.setdefault(int(pid), {}).update(extra)
-    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in meta["param_groups"]]
-    return {"state": state, "param_groups": groups}

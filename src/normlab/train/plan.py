@@ -1,7 +1,7 @@
 """``prepare``: every decision and check of a run that needs no corpus, no process group and
 no write.
 
-A run starts in this order: the config is resolved (``normlab.config.resolve``), then
+A run starts in this order: the config is resolved (``normlab.run.resolve.resolve``), then
 ``prepare`` decides what the run is (new, resumed, extended by ``--steps``, or finished
 with nothing left to do) and checks the model's names and options, the loggers, the
 compiler, the batch split over the processes, the step budget and the run directory's
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import ConfigError, UserError
-from normlab.runconfig import RunConfig
+from normlab.core.errors import ConfigError, UserError
+from normlab.run.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -33,21 +33,21 @@ class Plan:
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
     """RUN's RunConfig; ``label`` names the argument that gave RUN in the error."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     return RunDir(run_dir).config(label)
 
 
 def is_run_dir(run_dir: Path) -> bool:
     """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     return RunDir(run_dir).holds_run()
 
 
 def finished(run_dir: str | Path) -> dict | None:
     """The summary of a run that has nothing left to do (completed or diverged), else None."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     done = RunDir(run_dir).summary()
     return done if done and done.get("status") in ("completed", "diverged") else None
@@ -62,7 +62,7 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
     ``done`` set, unless ``steps`` raises its train.steps, which extends it. Reads nothing
     but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
     """
-    from normlab import fscheck
+    from normlab.core import fscheck
 
     run_dir = Path(run_dir)
     if resume:
@@ -141,8 +141,8 @@ def _extended(cfg: RunConfig, run_dir: Path, steps: int, done: dict | None) -> R
 
     The stored eval_every is kept (config.json records the interval the run used).
     """
-    from normlab.rundir import RunDir
-    from normlab.train import checkpoint
+    from normlab.run import checkpoint
+    from normlab.run.dir import RunDir
 
     if done and done.get("status") == "diverged":
         raise UserError(f"--steps {steps}: {run_dir} diverged at step {done.get('diverged_at_step')}; "

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from normlab.train import checkpoint
+from normlab.run import checkpoint
 from normlab.train.step import optimizer_step
 
 
@@ -23,7 +23,7 @@ def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
     not imported here: the loop imports this module); moves its weights."""
     from normlab.diagnostics.training import first_nonfinite
     from normlab.model.build import build_model
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
 
     ckpt = RunDir(tr.run_dir).find_checkpoint("latest")
     start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from normlab.config import RunConfig
-from normlab.errors import UserError
+from normlab.core.errors import UserError
+from normlab.run.resolve import RunConfig
 from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
 
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ def load_data(plan: Plan) -> Data:
     corpus = load_corpus(cfg.data)
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
-    if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.train.init_from)
-        from normlab.train.init_from import fit_vocab
+    if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.run.init_from)
+        from normlab.run.init_from import fit_vocab
 
         cfg = fit_vocab(cfg, corpus.vocab_size)
     else:
@@ -128,7 +128,7 @@ def build(plan: Plan, data: Data) -> Job:
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model).to(device)  # model.impl picks the code (TransformerLM by default)
     if cfg.train.init_from:
-        from normlab.train.init_from import load_init
+        from normlab.run.init_from import load_init
 
         load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
     if dist.rank:
@@ -139,8 +139,8 @@ def build(plan: Plan, data: Data) -> Job:
 def open_run(job: Job) -> tuple[list[Any], Any]:
     """From here on RUN is ours: write config.json and env.json, load the latest checkpoint
     when resuming, drop log lines after it, start the loggers. Returns (loggers, loop state)."""
-    from normlab.rundir import RunDir
-    from normlab.train import checkpoint
+    from normlab.run import checkpoint
+    from normlab.run.dir import RunDir
     from normlab.train.env import environment
     from normlab.train.lifecycle import open_files, start_loggers
     from normlab.train.loop import LoopState
@@ -167,7 +167,7 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
 def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
     """The loop from ``st`` to the end, then summary.json; a failure still leaves a summary
     (status failed), and the process group is left in every case."""
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
     from normlab.train.env import close_dist
     from normlab.train.loop import Trainer
 

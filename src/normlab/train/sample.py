@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 from normlab.model.sampling import generate
 
 
@@ -14,7 +14,7 @@ def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float
                top_k: int | None = 200, seed: int = 0, which: str = "best", device: str = "cpu") -> str:
     """Text continuing ``prompt`` from checkpoint ``which`` (best, else latest) of ``run_dir``."""
     from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.rundir import RunDir
+    from normlab.run.dir import RunDir
     from normlab.train.env import pick_device
 
     run = RunDir(run_dir)

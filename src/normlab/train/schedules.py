@@ -16,12 +16,8 @@ S = total steps, m = min_lr / lr:
 from __future__ import annotations
 
 import math
-from typing import Callable
 
-from normlab.registry import Registry
-
-ScheduleFn = Callable[[int, int, int, float], float]  # (step, warmup, total, min_ratio) -> factor
-SCHEDULES: Registry[ScheduleFn] = Registry("schedule", "optim.schedule", catalogue="normlab.train.catalogue")
+from normlab.run.registries import SCHEDULES
 
 
 def _warm(step: int, warmup: int) -> float | None:

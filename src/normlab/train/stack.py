@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from normlab.train.config import OptimConfig
+from normlab.run.train_config import OptimConfig
 from normlab.train.step import clip_grads_, clip_limit
 
 
@@ -126,7 +126,7 @@ class Stack:
     @torch.no_grad()
     def export(self, i: int, model: nn.Module, o: OptimConfig, step: int) -> torch.optim.Optimizer:
         """Copy slice ``i`` into ``model`` and a real AdamW holding its moments, so that the
-        trial's checkpoint is a solo checkpoint (``normlab.train.checkpoint`` format)."""
+        trial's checkpoint is a solo checkpoint (``normlab.run.checkpoint`` format)."""
         from normlab.train.optim import make_optimizer
 
         named = dict(model.named_parameters())

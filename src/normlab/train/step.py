@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from normlab.train.config import OptimConfig
+from normlab.run.train_config import OptimConfig
 from normlab.train.schedules import lr_at
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ The only module that fills ``presets.PRESETS``; the registry imports it at its f
 
 from __future__ import annotations
 
-from normlab import presets
+from normlab.run import presets
 
 presets.PRESETS.add("smoke", presets.smoke)
 presets.PRESETS.add("nanogpt-cpu", presets.nanogpt_cpu)

@@ -28,9 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from normlab.errors import UserError
-from normlab.fsutil import json_text
-from normlab.train.optim import flatten_state, unflatten_state
+from normlab.core.errors import UserError
+from normlab.core.fsutil import json_text
 
 
 def _fsync_dir(path: Path) -> None:
@@ -73,7 +72,7 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
     if hasattr(model, "cfg"):  # also a model dir for TransformerLM.load (report, analyze)
-        from normlab.schema import to_dict
+        from normlab.core.schema import to_dict
 
         _write_json(tmp / "model_config.json", to_dict(model.cfg))
     meta = dict(state)
@@ -191,3 +190,30 @@ def set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
     torch.set_rng_state(state[0])
     if state[1]:
         torch.cuda.set_rng_state_all(state[1])
+
+
+def flatten_state(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Optimizer state as (tensors for safetensors, JSON-able rest): no pickle needed."""
+    sd = opt.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for pid, st in sd["state"].items():
+        for key, val in st.items():
+            if isinstance(val, torch.Tensor):
+                tensors[f"{pid}.{key}"] = val.detach().contiguous().cpu()
+            else:
+                scalars.setdefault(str(pid), {})[key] = val
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def unflatten_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`flatten_state`: a dict for ``optimizer.load_state_dict``."""
+    state: dict[int, dict[str, Any]] = {}
+    for name, t in tensors.items():
+        pid, key = name.split(".", 1)
+        state.setdefault(int(pid), {})[key] = t
+    for pid, extra in meta["scalars"].items():
+        state.setdefault(int(pid), {}).update(extra)
+    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in meta["param_groups"]]
+    return {"state": state, "param_groups": groups}

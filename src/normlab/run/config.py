@@ -1,5 +1,5 @@
 """RunConfig: everything one training run needs (the sections model, data, optim, train and
-the seed). Building one from a command line is ``normlab.config.resolve``."""
+the seed). Building one from a command line is ``normlab.run.resolve.resolve``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.core.schema import Section, doc, from_dict, to_dict
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
-from normlab.schema import Section, doc, from_dict, to_dict
-from normlab.train.config import OptimConfig, TrainConfig
+from normlab.run.train_config import OptimConfig, TrainConfig
 
 
 @dataclass

@@ -4,7 +4,7 @@ Resolution order (later wins): dataclass defaults < preset < the model of ``trai
 < TOML file < ``--placement`` < ``--set key=value`` < ``options`` (the typed values of
 flags such as ``--steps N``, keyed by the field they set). When any layer sets
 ``train.init_from`` (``--init-from DIR`` is such a flag), DIR's model section replaces the
-preset's, beneath everything the user typed (see ``normlab.train.init_from``). The result
+preset's, beneath everything the user typed (see ``normlab.run.init_from``). The result
 is validated as a whole and can be dumped to JSON and read back to an equal object. This
 is the only way a command line becomes a config: ``normlab config`` and ``normlab train``
 both call it, so the first shows what the second runs.
@@ -23,13 +23,13 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
+from normlab.core.errors import ConfigError, UserError
+from normlab.core.schema import apply_overrides, field_type, merge, set_dotted, to_dict
 from normlab.data.config import DataConfig
-from normlab.errors import ConfigError, UserError
 from normlab.model.config import ModelConfig
-from normlab.presets import PRESETS
-from normlab.runconfig import RunConfig
-from normlab.schema import apply_overrides, field_type, merge, set_dotted, to_dict
-from normlab.train.config import OptimConfig, TrainConfig
+from normlab.run.config import RunConfig
+from normlab.run.presets import PRESETS
+from normlab.run.train_config import OptimConfig, TrainConfig
 
 
 def load_toml(path: str | Path, label: str = "--config") -> dict[str, Any]:
@@ -75,7 +75,7 @@ def resolve(preset: str | None = None, config: str | Path | None = None,
     train = data.get("train")
     init_dir = train.get("init_from") if isinstance(train, dict) else None
     if isinstance(init_dir, str) and init_dir.strip():  # known once every layer is read: rebuild on DIR
-        from normlab.train.init_from import init_layer
+        from normlab.run.init_from import init_layer
 
         data = layered(init_layer(base, init_dir))
     return RunConfig.from_dict(data)

@@ -22,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
-from normlab.errors import NO_VALUE, ConfigError
+from normlab.core.errors import NO_VALUE, ConfigError
 
 C = TypeVar("C", bound="Section")
 

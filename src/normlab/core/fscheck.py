@@ -3,7 +3,7 @@
 Every command checks the paths it will write (and the stores and checkpoints it will read)
 here first, so a mistake costs nothing: a probe is not computed only to fail at writing
 it, and nothing is created or changed when a check fails. Each check raises
-:class:`~normlab.errors.UserError` naming the path and the fix (one CLI line, exit 2) and
+:class:`~normlab.core.errors.UserError` naming the path and the fix (one CLI line, exit 2) and
 creates nothing itself.
 """
 
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 # errno values that mean "the file system refused", never "normlab has a bug": the CLI turns
 # an OSError carrying one of them into one line (normlab.cli.main). ENOENT is not among them:
@@ -105,7 +105,7 @@ def read_json_table(path: str | Path, fix: str) -> dict[str, Any]:
     """A JSON object file normlab wrote (spec.json, summary.json); damage is one line with ``fix``."""
     import json
 
-    from normlab.fsutil import CorruptFileError
+    from normlab.core.fsutil import CorruptFileError
 
     p = Path(path)
     try:
@@ -127,7 +127,7 @@ def sqlite_errors(path: str | Path, fix: str) -> Iterator[None]:
     """
     import sqlite3
 
-    from normlab.fsutil import CorruptFileError
+    from normlab.core.fsutil import CorruptFileError
 
     try:
         yield

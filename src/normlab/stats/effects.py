@@ -9,7 +9,7 @@ One place for every number a verdict rests on (docs/theory.md, "How a verdict is
 - :func:`rate`: one rate (k of n), the Clopper-Pearson interval; :func:`rate_diff`: the
   difference of two rates, the exact unconditional interval (Chan & Zhang 1999). Each is the
   inversion of the exact test whose p-value the rules report (:func:`rate_p`,
-  :func:`rate_tails`; :mod:`normlab.exact`), so the interval excludes a reference exactly
+  :func:`rate_tails`; :mod:`normlab.stats.exact`), so the interval excludes a reference exactly
   when that p-value is below 0.05.
 - :func:`holm`: Holm's step-down adjustment of the parts' p-values (family-wise error).
 
@@ -126,7 +126,7 @@ def rate(k: int, n: int) -> Effect:
     neither one-sided exact binomial test rejects at 0.025 (p-value: :func:`rate_p`)."""
     if n == 0:
         return Effect(None, None, None, 0, method="clopper-pearson", counts=(k, n))
-    from normlab.exact import clopper_pearson
+    from normlab.stats.exact import clopper_pearson
 
     lo, hi = clopper_pearson(k, n)
     return Effect(k / n, lo, hi, n, method="clopper-pearson", counts=(k, n))
@@ -135,11 +135,11 @@ def rate(k: int, n: int) -> Effect:
 def rate_diff(k_a: int, n_a: int, k_b: int, n_b: int) -> Effect:
     """k_a/n_a - k_b/n_b with the exact unconditional interval ("exact-unconditional"): the
     differences that neither one-sided exact score test rejects at 0.025, the nuisance rate
-    maximised over its range (:func:`normlab.exact.diff_interval`; p-value: :func:`rate_p`)."""
+    maximised over its range (:func:`normlab.stats.exact.diff_interval`; p-value: :func:`rate_p`)."""
     counts = (k_a, n_a, k_b, n_b)
     if n_a == 0 or n_b == 0:
         return Effect(None, None, None, n_a, n_b, "exact-unconditional", counts=counts)
-    from normlab.exact import diff_interval
+    from normlab.stats.exact import diff_interval
 
     lo, hi = diff_interval(*counts)
     return Effect(k_a / n_a - k_b / n_b, lo, hi, n_a, n_b, "exact-unconditional", counts=counts)
@@ -148,7 +148,7 @@ def rate_diff(k_a: int, n_a: int, k_b: int, n_b: int) -> Effect:
 def rate_tails(e: Effect, ref: float) -> tuple[float, float]:
     """(p_above, p_below): the one-sided exact p-values at ``ref`` of a rate effect's tests,
     the ones its interval inverts (alternatives: the rate, or difference, is above / below ref)."""
-    from normlab.exact import tails
+    from normlab.stats.exact import tails
 
     if e.counts is None:
         raise ValueError(f"rate_tails: effect '{e.method}' has no counts (only rate and rate_diff effects do)")
@@ -183,7 +183,7 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 def spearman_per_seed(x: Sequence[float] | np.ndarray, rows: Sequence[Sequence[float]] | np.ndarray) -> list[float]:
     """Spearman's rho of each row against ``x`` (rows: one per seed; NaN rows skipped)."""
-    from normlab.diagnostics.stats import spearman
+    from normlab.stats.tensors import spearman
 
     return [spearman(list(x), list(r)) for r in rows if all(math.isfinite(v) for v in r)]
 

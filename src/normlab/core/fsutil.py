@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 
 class CorruptFileError(UserError, ValueError):

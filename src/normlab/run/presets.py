@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+from normlab.core.registry import Registry
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
-from normlab.registry import Registry
-from normlab.runconfig import RunConfig
-from normlab.train.config import OptimConfig, TrainConfig
+from normlab.run.config import RunConfig
+from normlab.run.train_config import OptimConfig, TrainConfig
 
 PresetFn = Callable[[], RunConfig]
-PRESETS: Registry[PresetFn] = Registry("preset", "--preset", catalogue="normlab.catalogue")
+PRESETS: Registry[PresetFn] = Registry("preset", "--preset", catalogue="normlab.run.catalogue")
 
 
 def smoke() -> RunConfig:

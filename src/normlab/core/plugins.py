@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-    from normlab.registry import Registry
+    from normlab.core.registry import Registry
 
 GROUP = "normlab.plugins"
 OFF_ENV = "NORMLAB_NO_PLUGINS"
@@ -64,7 +64,7 @@ def discover() -> list[EntryPoint]:
 
 
 def _fail(origin: str, what: str) -> Exception:
-    from normlab.errors import UserError
+    from normlab.core.errors import UserError
 
     what = " ".join(what.split())  # one line, whatever the plugin's message held
     return UserError(f"{origin}: {what} (fix or uninstall the plugin, or set {OFF_ENV}=1 to run without plugins)")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from normlab.schema import Section, doc
+from normlab.core.schema import Section, doc
+from normlab.run.registries import LOGGERS, SCHEDULES
 
 
 @dataclass
@@ -14,7 +15,7 @@ class OptimConfig(Section):
     section = "optim"
     lr: float = doc("peak learning rate", 1e-3)
     min_lr: float = doc("floor of decaying schedules (cosine, linear)", 1e-4)
-    schedule: str = doc("lr schedule: {names}", "cosine", names="normlab.train.schedules:SCHEDULES")
+    schedule: str = doc("lr schedule: {names}", "cosine", names="normlab.run.registries:SCHEDULES")
     warmup_steps: int = doc("linear warm-up steps (0 = none)", 100)
     weight_decay: float = doc("AdamW decoupled decay on matrices (never norms, biases, embeddings)", 0.1)
     beta1: float = doc("Adam beta1", 0.9)
@@ -24,8 +25,6 @@ class OptimConfig(Section):
     z_loss: float = doc("coefficient of (log Z)^2 added to the loss (PaLM uses 1e-4; 0 = off)", 0.0)
 
     def __post_init__(self) -> None:
-        from normlab.train.schedules import SCHEDULES
-
         SCHEDULES.get(self.schedule)
         self.check(self.lr > 0, "lr", "must be > 0, e.g. 1e-3")
         self.check(0 <= self.min_lr <= self.lr, "min_lr", f"must be in [0, optim.lr={self.lr}]")
@@ -64,7 +63,7 @@ class TrainConfig(Section):
     compile: bool = doc("wrap the model in torch.compile", False)
     threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
     loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: {names}", [],
-                             names="normlab.train.loggers:LOGGERS", exclude=("jsonl",))
+                             names="normlab.run.registries:LOGGERS", exclude=("jsonl",))
     init_from: str | None = doc("start from the weights of this model directory (`normlab train --init-from`, "
                                 "docs/training.md) instead of a fresh init", None)
 
@@ -91,7 +90,5 @@ class TrainConfig(Section):
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
         self.check(self.init_from is None or bool(self.init_from.strip()), "init_from",
                    "name a model directory (model.safetensors + model_config.json) or none")
-        from normlab.train.loggers import LOGGERS
-
         for name in self.loggers:
             LOGGERS.get(name, "train.loggers")

@@ -7,13 +7,13 @@ Every file of ``RUN/`` is named here and only here:
   metrics.jsonl      one JSON line per logged step
   diagnostics.jsonl  in-training statistics (``train.diagnostics_every``)
   summary.json       status and results, written when the run ends
-  checkpoints/       ``latest`` and ``best`` (``normlab.train.checkpoint``: hash-checked), and
+  checkpoints/       ``latest`` and ``best`` (``normlab.run.checkpoint``: hash-checked), and
                      with ``train.keep_checkpoints`` the weights of each checkpoint step,
                      ``step_NNNNNN`` (``step_checkpoints``)
 
 Readers (sample, analyze, sensitivity, inspect, claims, report) and writers (the solo and the
 batched loop) go through it, so a new run file is one edit here. Checkpoints are always
-loaded through ``normlab.train.checkpoint``, which checks every file against its manifest.
+loaded through ``normlab.run.checkpoint``, which checks every file against its manifest.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from normlab.errors import UserError
-from normlab.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
+from normlab.core.errors import UserError
+from normlab.core.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
 
 if TYPE_CHECKING:
-    from normlab.runconfig import RunConfig
+    from normlab.run.config import RunConfig
 
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
@@ -63,7 +63,7 @@ class RunDir:
     # ------------------------------------------------------------------ reading
     def config(self, label: str = "RUN") -> RunConfig:
         """The RunConfig in config.json; ``label`` names the argument that gave RUN in the error."""
-        from normlab.runconfig import RunConfig
+        from normlab.run.config import RunConfig
 
         if not self.is_run():
             raise UserError(f"{label} {self.path}: no config.json there; is it a normlab run directory "
@@ -84,7 +84,7 @@ class RunDir:
         if not p.is_file():
             return None
         if checked:
-            from normlab.fscheck import read_json_table
+            from normlab.core.fscheck import read_json_table
 
             return read_json_table(p, "rerun or --resume the run to rewrite it")
         return read_json(p)
@@ -106,7 +106,7 @@ class RunDir:
 
     def find_checkpoint(self, name: str) -> Path | None:
         """The intact checkpoint ``name`` (or its twin after an interrupted swap), else None."""
-        from normlab.train import checkpoint
+        from normlab.run import checkpoint
 
         return checkpoint.find(self.checkpoint_dir(name))
 
@@ -119,7 +119,7 @@ class RunDir:
         """(step, folder) of every kept step checkpoint, in step order; an interrupted swap's
         twin stands in for its folder. A damaged one is an error naming it, never skipped (a
         series with a hole would read as a smooth curve)."""
-        from normlab.train import checkpoint
+        from normlab.run import checkpoint
 
         root = self.path / CHECKPOINTS
         steps = sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
@@ -135,7 +135,7 @@ class RunDir:
         return out
 
     def checkpoint_problem(self, name: str) -> str | None:
-        from normlab.train import checkpoint
+        from normlab.run import checkpoint
 
         return checkpoint.problem(self.checkpoint_dir(name))
 
@@ -146,7 +146,7 @@ class RunDir:
         checkpoint is never passed over for another one: it is an error naming it, and the
         other checkpoint when that one is intact (``--checkpoint NAME``).
         """
-        from normlab.train import checkpoint
+        from normlab.run import checkpoint
 
         other = "latest" if which == "best" else "best"
         for name in (which, other):
@@ -168,7 +168,7 @@ class RunDir:
         """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
         (hash-checked before any tensor is read)."""
         from normlab.model.build import build_model
-        from normlab.train import checkpoint
+        from normlab.run import checkpoint
 
         cfg = self.config(label)
         folder = self.pick_checkpoint(which)
@@ -218,7 +218,7 @@ class RunDir:
                 write_jsonl(p, [r for r in read_jsonl(p) if r.get("step", 0) <= upto])
 
     def save_checkpoint(self, name: str, model: Any, state: dict[str, Any], optimizer: Any = None) -> None:
-        from normlab.train import checkpoint
+        from normlab.run import checkpoint
 
         checkpoint.save(self.checkpoint_dir(name), model, state, optimizer)
 

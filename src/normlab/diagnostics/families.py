@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from normlab.diagnostics.statistic import Captured, StreamStates
-from normlab.inspect.module import Subject
+from normlab.diagnostics.subject import Subject
 
 MLM_FRACTION = 0.15  # BERT's share of masked positions
 

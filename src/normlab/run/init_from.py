@@ -4,7 +4,7 @@ DIR is anything ``TransformerLM.load`` reads (``model.safetensors`` +
 ``model_config.json``): a ``normlab import`` output (a Hugging Face checkpoint), a
 ``save_model`` directory, or a run's ``checkpoints/best``. The run's model section is DIR's
 config, with the model keys the user set (``--config``, ``--placement``, ``--set``) on top
-(``init_layer`` is one layer of ``normlab.config.resolve``), so a checkpoint can be trained
+(``init_layer`` is one layer of ``normlab.run.resolve.resolve``), so a checkpoint can be trained
 further as it is or with another placement whose parameters have the same names (pre ->
 post_branch, lns, ...). When DIR holds a ``tokenizer.json`` and
 the user did not choose a tokenizer, the corpus is tokenised with it. The model's
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from normlab.errors import UserError
+from normlab.core.errors import UserError
 
 
 def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
@@ -25,10 +25,10 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
     DIR's model section replaces the preset's (a preset sizes a fresh model, not this one),
     DIR's tokenizer.json becomes ``data.tokenizer``, and ``train.init_from`` names DIR. The
     layers the user typed (TOML, ``--placement``, ``--set``) go on top of this in
-    ``normlab.config.resolve``, so a key set there wins over DIR's.
+    ``normlab.run.resolve.resolve``, so a key set there wins over DIR's.
     """
+    from normlab.core.schema import to_dict
     from normlab.model.io import WEIGHTS, load_config
-    from normlab.schema import to_dict
 
     folder = Path(init_dir)
     if not (folder / WEIGHTS).is_file():
