@@ -24,8 +24,8 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from normlab.core.fscheck import existing_dir, writable_dir
+    from normlab.report import build_report
     from normlab.report.compare import compare_page
-    from normlab.report.pages import build_report
 
     for path in args.paths:
         existing_dir(path, "PATH", "a run directory, a probe --out directory or a study store")

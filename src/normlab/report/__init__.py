@@ -13,9 +13,12 @@ from typing import Sequence
 
 
 def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
-    """Write the report page for a run dir, probe output or study store; returns index.html."""
+    """Write the report page for a run dir, probe output or study store; returns index.html.
+    What the page reads and nobody computed yet (a run's layer analysis) is computed first."""
     from normlab.report.pages import build_report as build
+    from normlab.report.prepare import prepare
 
+    prepare(path, out)
     return build(path, progress=progress, out=out)
 
 

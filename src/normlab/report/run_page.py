@@ -4,12 +4,12 @@ statistics, the layers of the final model, the numbers and the exact configurati
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from normlab.diagnostics.catalogue import STATISTICS
 from normlab.report import figures as F
 from normlab.report.curves import curve_figures, loss_series
 from normlab.report.diag import diag_figures
@@ -90,39 +90,21 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
 
 def layer_section(page: Page, run_dir: Path) -> None:
     """The figures the registered ``analyze`` statistics declare (``matrix``: layer x layer,
-    ``bars``: one bar per block), from RUN/analysis/analysis.json (``normlab analyze``); the
-    analysis is computed first when absent or older than the registry (a key missing), and
-    the section is skipped with a note when it cannot be (no checkpoint, no corpus)."""
-    from normlab.core.errors import UserError
-
-    path = run_dir / "analysis" / "analysis.json"
-    figs = _analysis_figures()
-    t0 = time.perf_counter()
+    ``bars``: one bar per block), read from the run's analysis.json (``normlab analyze``, or
+    ``report.prepare`` before this page); without one the section says how to make it."""
+    figs = analysis_figures()
     res: dict[str, Any] | None = None
-    try:
-        if path.is_file():
-            res = json.loads(path.read_text(encoding="utf-8"))
-        if res is None or not all(key in res for key, _, _ in figs):
-            from normlab.core.fscheck import writable_dir
-            from normlab.diagnostics.analyze import analyze_run
-
-            cache = run_dir / "analysis"
-            try:
-                writable_dir(cache, "analysis")
-            except UserError:  # a read-only run (a published copy): the cache goes beside the page
-                cache = page.out_dir / "analysis"
-            page.say("analysing the final checkpoint for the layer figures (once; cached in analysis/)")
-            try:
-                res = analyze_run(run_dir, out=cache)
-            except UserError:
-                if res is None:
-                    raise
-                # an older analysis.json is still worth drawing: what it has
-    except (UserError, json.JSONDecodeError) as e:
-        page.text(f"Layer similarity and deletion skipped: {e}", "muted")
+    for path in analysis_places(run_dir, page.out_dir):
+        try:
+            res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except json.JSONDecodeError:
+            res = None
+        if isinstance(res, dict):
+            break
+    if not isinstance(res, dict):
+        page.text(f"Layer similarity and deletion skipped: no analysis of this run yet (`normlab analyze {run_dir}`; "
+                  "`normlab report` runs it when the run has a checkpoint and its corpus).", "muted")
         return
-    finally:
-        page.charge("layer analysis", time.perf_counter() - t0)
     page.heading("Layers of the final model (checkpoint, validation text)", "layers")
     for key, s, f in figs:
         v = res.get(key)
@@ -137,9 +119,12 @@ def layer_section(page: Page, run_dir: Path) -> None:
                         f"{what} (full model: {num(res.get('val_loss'))}).")
 
 
-def _analysis_figures() -> list[tuple[str, Any, Any]]:
+def analysis_figures() -> list[tuple[str, Any, Any]]:
     """(key, statistic, figure) of each layer-section figure a registered analyze statistic declares."""
-    from normlab.diagnostics.catalogue import STATISTICS
-
     return [(s.key, s, f) for _, s in STATISTICS.items() if "analyze" in s.tools
             for f in s.figures() if f.kind in ("matrix", "bars")]
+
+
+def analysis_places(run_dir: Path, out_dir: Path) -> list[Path]:
+    """Where a run's analysis.json may be, in the order a page reads them."""
+    return [run_dir / "analysis" / "analysis.json", out_dir / "analysis" / "analysis.json"]

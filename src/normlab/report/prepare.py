@@ -1,0 +1,57 @@
+"""What a page needs computed before it is drawn, computed here so that the pages only read.
+
+The run page draws the layer figures of the registered ``analyze`` statistics from
+RUN/analysis/analysis.json (``normlab analyze``). ``prepare`` writes that file once when it
+is missing or older than the registry (a key missing), before the page is built; a run that
+cannot be analysed (no checkpoint, no corpus) is left as it is and its page says so. A
+read-only run (a published copy) gets its analysis beside the page instead, where the page
+looks second. The pages themselves import no computing code (the `pages-read` contract in
+pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from normlab.core.errors import UserError
+from normlab.core.fscheck import writable_dir
+from normlab.diagnostics.analyze import analyze_run
+from normlab.report.kinds import page_kind
+from normlab.report.run_page import analysis_figures, analysis_places
+
+log = logging.getLogger(__name__)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except json.JSONDecodeError:
+        return None  # a damaged cache is recomputed
+    return res if isinstance(res, dict) else None
+
+
+def prepare(path: str | Path, out: str | Path | None = None) -> None:
+    """Compute what the page of PATH reads and nobody has computed yet (today: a run's analysis)."""
+    run_dir = Path(path)
+    if page_kind(run_dir) != "run":
+        return
+    out_dir = Path(out) if out is not None else run_dir / "report"
+    keys = [key for key, _, _ in analysis_figures()]
+    if any((res := _read(p)) is not None and all(k in res for k in keys) for p in analysis_places(run_dir, out_dir)):
+        return
+    cache = run_dir / "analysis"
+    try:
+        writable_dir(cache, "analysis")
+    except UserError:  # a read-only run (a published copy): the cache goes beside the page
+        cache = out_dir / "analysis"
+    log.info("analysing the final checkpoint for the layer figures (once; cached in %s)", cache)
+    try:
+        analyze_run(run_dir, out=cache)
+    except UserError as e:  # the page draws what an older analysis has, or says why there is none
+        log.info("layer analysis skipped: %s", e)
+
+
+__all__ = ["prepare"]
