@@ -10,8 +10,9 @@ from normlab.core.fsutil import append_jsonl, atomic_write_text, read_jsonl
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
 from normlab.run import checkpoint
+from normlab.run.checkpoint import flatten_state, unflatten_state
 from normlab.run.train_config import OptimConfig
-from normlab.train.optim import flatten_state, make_optimizer, param_groups, unflatten_state
+from normlab.train.optim import make_optimizer, param_groups
 
 
 def _model(**kw) -> TransformerLM:

@@ -30,6 +30,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from normlab.core.errors import UserError
     from normlab.core.fscheck import existing_dir, writable_dir
     from normlab.diagnostics.analyze import analyze_run
+    from normlab.run.dir import RunDir
 
     if args.batches < 1 or args.batch_size < 1:
         raise UserError("--batches and --batch-size must be >= 1")
@@ -37,7 +38,7 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.out:
         writable_dir(args.out, "--out")
     else:
-        writable_dir(Path(args.run) / "analysis", "analysis", "give --out DIR elsewhere")
+        writable_dir(RunDir(args.run).analysis_dir, "analysis", "give --out DIR elsewhere")
     res = analyze_run(args.run, args.checkpoint, args.batches, args.batch_size, args.out)
     print(f"val loss {res['val_loss']:.4f}")
     print(f"{'layer':>5} {'deletion_loss':>14} {'delta':>8} {'influence':>10} {'angle':>7}")

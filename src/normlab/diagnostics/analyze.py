@@ -19,12 +19,12 @@ from typing import Any
 
 import torch
 
+from normlab.run.dir import RunDir
+
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any]:
     """(model in eval mode, RunConfig) from RUN/checkpoints/<checkpoint> (latest when the run has no
     best). A damaged checkpoint is an error naming it, never passed over for the other one."""
-    from normlab.run.dir import RunDir
-
     model, cfg, _ = RunDir(run_dir).load_model(checkpoint)  # hash-checked against the manifest first
     return model, cfg
 
@@ -97,7 +97,7 @@ def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 
     values = analyze_values(model, batches)
     res = results(values)
     rows, pairs = analysis_rows(values, cfg)
-    out = Path(out) if out else Path(run_dir) / "analysis"
+    out = Path(out) if out else RunDir(run_dir).analysis_dir
     write_csv(rows, out / "analysis.csv")
     write_csv(pairs, out / "layer_pairs.csv", PAIR_COLUMNS)
     atomic_write_text(out / "analysis.json", json.dumps(res, indent=2))

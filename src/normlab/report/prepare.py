@@ -21,6 +21,7 @@ from normlab.core.fscheck import writable_dir
 from normlab.diagnostics.analyze import analyze_run
 from normlab.report.kinds import page_kind
 from normlab.report.run_page import analysis_figures, analysis_places
+from normlab.run.dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def prepare(path: str | Path, out: str | Path | None = None) -> None:
     keys = [key for key, _, _ in analysis_figures()]
     if any((res := _read(p)) is not None and all(k in res for k in keys) for p in analysis_places(run_dir, out_dir)):
         return
-    cache = run_dir / "analysis"
+    cache = RunDir(run_dir).analysis_dir
     try:
         writable_dir(cache, "analysis")
     except UserError:  # a read-only run (a published copy): the cache goes beside the page

@@ -17,6 +17,7 @@ from normlab.report.html import Page
 from normlab.report.kinds import heading
 from normlab.report.load import RunData
 from normlab.report.numbers import duration, num
+from normlab.run.dir import RunDir
 
 
 def describe(config: dict[str, Any]) -> str:
@@ -127,4 +128,4 @@ def analysis_figures() -> list[tuple[str, Any, Any]]:
 
 def analysis_places(run_dir: Path, out_dir: Path) -> list[Path]:
     """Where a run's analysis.json may be, in the order a page reads them."""
-    return [run_dir / "analysis" / "analysis.json", out_dir / "analysis" / "analysis.json"]
+    return [RunDir(run_dir).analysis_dir / "analysis.json", out_dir / "analysis" / "analysis.json"]

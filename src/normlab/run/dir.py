@@ -10,6 +10,13 @@ Every file of ``RUN/`` is named here and only here:
   checkpoints/       ``latest`` and ``best`` (``normlab.run.checkpoint``: hash-checked), and
                      with ``train.keep_checkpoints`` the weights of each checkpoint step,
                      ``step_NNNNNN`` (``step_checkpoints``)
+  diagnostics_ref.safetensors  W_0's logits for the in-training diagnostics
+  analysis/          ``normlab analyze`` (and the run page's layer figures)
+  tensorboard/, wandb/  the folders of those loggers (``logger_dir``)
+  report/            ``normlab report RUN``'s default page
+
+``OWNED`` lists these entries and ``owns`` says whether a path under RUN/ is one of them: a
+test trains, analyses and reports a run and checks every file it finds against it.
 
 Readers (sample, analyze, sensitivity, inspect, claims, report) and writers (the solo and the
 batched loop) go through it, so a new run file is one edit here. Checkpoints are always
@@ -32,6 +39,11 @@ if TYPE_CHECKING:
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
+ANALYSIS, REPORT = "analysis", "report"
+LOGGER_DIRS = ("tensorboard", "wandb")
+# every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"
+OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, f"{CHECKPOINTS}/", f"{ANALYSIS}/",
+         f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 
 
@@ -56,6 +68,24 @@ class RunDir:
     def holds_run(self) -> bool:
         """Whether any part of a run is here (a fresh run must not start over it)."""
         return any((self.path / n).exists() for n in (CONFIG, METRICS, CHECKPOINTS))
+
+    @staticmethod
+    def owns(rel: str | Path) -> bool:
+        """Whether ``rel`` (a path relative to RUN/) is one of the entries this class names."""
+        parts = Path(rel).parts
+        return bool(parts) and (parts[0] in OWNED if len(parts) == 1 and parts[0] + "/" not in OWNED
+                                else parts[0] + "/" in OWNED)
+
+    @property
+    def analysis_dir(self) -> Path:
+        """RUN/analysis/: ``normlab analyze``'s tables and analysis.json."""
+        return self.path / ANALYSIS
+
+    def logger_dir(self, name: str) -> Path:
+        """The folder a logger writes inside RUN/ (``tensorboard``, ``wandb``)."""
+        if name not in LOGGER_DIRS:
+            raise ValueError(f"no run folder for logger {name!r}; known: {', '.join(LOGGER_DIRS)}")
+        return self.path / name
 
     def has_checkpoints(self) -> bool:
         return (self.path / CHECKPOINTS).is_dir()

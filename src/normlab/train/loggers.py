@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
+from normlab.run.dir import RunDir
 from normlab.run.registries import LOGGERS
 
 STUDY_ENV = "NORMLAB_STUDY"  # JSON: {"name", "metric", "trials": {run_dir: axis values}}
@@ -102,7 +103,7 @@ class TensorBoardLogger(Logger):
         self.require()
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"))
+        self.writer = SummaryWriter(str(RunDir(run_dir).logger_dir("tensorboard")))
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         for k, v in metrics.items():
@@ -135,8 +136,9 @@ class WandbLogger(Logger):
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         super().__init__(run_dir, config)
         wandb = _need(*self.requires)
-        (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
-        id_file = run_dir / "wandb" / self.ID_FILE
+        folder = RunDir(run_dir).logger_dir("wandb")
+        folder.mkdir(parents=True, exist_ok=True)
+        id_file = folder / self.ID_FILE
         if id_file.is_file():
             run_id = id_file.read_text(encoding="utf-8").strip()
         else:
