@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from normlab.bench.peers import PEERS, PeerMissing, Size, model_config
+from normlab.model import cost
 
 
 @dataclass
@@ -63,7 +64,6 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, n: int = 2048, reps: i
 
 def step_flops(s: Size) -> float:
     """FLOPs of one train step at size ``s`` (the count of ``normlab.model.cost``)."""
-    from normlab.model import cost
 
     return cost.step_flops(model_config(s), s.batch)
 

@@ -17,7 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from normlab.bench.handwritten import HandGPT
 from normlab.core.registry import Registry
+from normlab.model.config import ModelConfig
+from normlab.model.transformer import TransformerLM
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,12 @@ def _ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def model_config(s: Size) -> Any:
     """normlab's ModelConfig of shape ``s``: Pre-LN, GELU, learned positions, tied, no dropout
     (the shape every peer is built at, and what the bench's FLOPs are counted on)."""
-    from normlab.model.config import ModelConfig
 
     return ModelConfig(vocab_size=s.vocab, context=s.context, n_layer=s.n_layer, d_model=s.d_model,
                        n_head=s.n_head, placement="pre", dropout=0.0)
 
 
 def _normlab(s: Size) -> nn.Module:
-    from normlab.model.transformer import TransformerLM
-
     return TransformerLM(model_config(s))
 
 
@@ -87,7 +87,6 @@ def normlab_compiled(s: Size) -> tuple[nn.Module, LossFn]:
 
 def hand_pre(s: Size) -> tuple[nn.Module, LossFn]:
     """A minimal hand-written Pre-LN GPT (``bench/handwritten.py``): the floor of normlab's overhead."""
-    from normlab.bench.handwritten import HandGPT
 
     m = HandGPT(s.vocab, s.context, s.n_layer, s.d_model, s.n_head)
     return m, lambda x, y: _ce(m(x), y)

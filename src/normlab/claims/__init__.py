@@ -18,6 +18,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from normlab.claims import registered
+from normlab.claims.cache import Cache
+from normlab.claims.catalogue import all_claims
+from normlab.claims.measure import FIGURE_NEEDS
+from normlab.claims.output import write_outputs
+from normlab.claims.quickrun import QuickRun
+from normlab.claims.registration import load, require_match
+from normlab.claims.studies import StudyContext
+from normlab.core.errors import UserError
+from normlab.core.progress import Progress
+from normlab.report import build_report
+from normlab.report.kinds import STABILITY_STUDIES
+from normlab.study.presets import SCALES
+
 
 def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] | None = None,
                seeds: int = 5, depths: list[int] | None = None, d_model: int = 128,
@@ -34,13 +48,6 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
     claims anyway, marked post-hoc), and each part is marked before-data, post-hoc or
     not-registered (``claims/registered.py``). ``embed=False``: the page links its figures
     (OUT/figures/) instead of embedding them, for a page published in a repository."""
-    from normlab.claims.cache import Cache
-    from normlab.claims.catalogue import all_claims
-    from normlab.claims.output import write_outputs
-    from normlab.claims.studies import StudyContext
-    from normlab.core.errors import UserError
-    from normlab.core.progress import Progress
-    from normlab.study.presets import SCALES
 
     t0 = time.time()
     if seeds < 3:
@@ -59,8 +66,6 @@ def run_claims(quick: bool = True, out: str | Path = "claims", only: list[str] |
                             f"run `normlab claims --scale {scale} {' '.join('--only ' + i for i in have)}`")
     if not chosen:
         raise UserError("--only: every named claim needs training; drop --quick to run them")
-    from normlab.claims import registered
-    from normlab.claims.registration import load, require_match
 
     reg_file = None
     if registration is not None:  # before anything is measured or trained
@@ -100,8 +105,6 @@ def _decide(chosen: list[Any], reg: Any, quick: bool, seeds: int, depths: list[i
     """Plan everything on the display first (one total), then the quick claims, the studies,
     the training claims; returns the records in the order of ``chosen`` and the QuickRun.
     ``quick_store``: the cache of the quick measurements (default ``store``)."""
-    from normlab.claims.measure import FIGURE_NEEDS
-    from normlab.claims.quickrun import QuickRun
 
     fast = [c for c in chosen if c.quick]
     slow = [c for c in chosen if not c.quick]
@@ -129,8 +132,6 @@ def _decide(chosen: list[Any], reg: Any, quick: bool, seeds: int, depths: list[i
 def _map_pages(ctx: Any, out: Path) -> list[str]:
     """The stability-map page of every map study the claims read (``OUT/maps/<study>/``),
     so that the evidence links the phase diagrams its depth and warm-up verdicts come from."""
-    from normlab.report import build_report
-    from normlab.report.kinds import STABILITY_STUDIES
 
     pages = []
     for name in STABILITY_STUDIES:

@@ -22,12 +22,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import normlab
+from normlab.core.fsutil import atomic_write_text
+
 
 @functools.lru_cache(maxsize=1)
 def source_hash() -> str:
     """sha256 over normlab's Python sources: the code that measured, all of it (an edit anywhere
     re-measures; a resume cache errs on the side of measuring again)."""
-    import normlab
 
     root = Path(normlab.__file__).resolve().parent
     h = hashlib.sha256()
@@ -74,7 +76,6 @@ class Cache:
 
     def put(self, kind: str, name: str, k: str, value: Any) -> Any:
         """Keep ``value`` under ``k``; returns it as the cache would give it back."""
-        from normlab.core.fsutil import atomic_write_text
 
         text = json.dumps({"key": k, "value": value}, default=float)
         if self.root is not None:

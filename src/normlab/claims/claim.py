@@ -22,6 +22,7 @@ from typing import Any, Callable
 from normlab.claims.regime import Regime, lab_settings, merge_settings, probe_settings, scoped
 from normlab.claims.rules import INCONCLUSIVE, Rule, combine
 from normlab.stats.effects import Effect
+from normlab.study.presets import study_preset
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,6 @@ class Claim:
         """The lab's side of the regime: read off the studies' specs, or the probe's settings."""
         if self.quick:
             return probe_settings(getattr(data, "probe", {}) or {})
-        from normlab.study.presets import study_preset
 
         specs = {n: study_preset(n, data.scale) for n in self.studies}
         return merge_settings({n: lab_settings(s.base, s.axes, len(s.seeds)) for n, s in specs.items()})

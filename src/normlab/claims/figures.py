@@ -9,6 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from normlab.claims.measure import last_w2
+from normlab.report import figures as F
+from normlab.report.style import close, figure, legend, save
+
 VERDICT_COLOR = {"supported": "#2e7d32", "contradicted": "#c62828", "inconclusive": "#757575"}
 # Text sizes (pt) of the evidence figures. The page shows two figures side by side, about 630
 # CSS px each at 1366 px wide, so a 6.4 in figure (704 px at 110 dpi) is drawn at 0.9 of its
@@ -25,7 +29,6 @@ def effect_fig(record: dict[str, Any]) -> Any:
     never over an interval."""
     import textwrap
 
-    from normlab.report.style import figure
 
     parts = record["parts"]
     titles = [textwrap.wrap(f"{p['id']}: {p['verdict']} ({p['quantity']})", TITLE_CHARS) for p in parts]
@@ -68,7 +71,6 @@ def effect_fig(record: dict[str, Any]) -> Any:
 def effect_figure(record: dict[str, Any], out: Path) -> str:
     """Save ``effect_fig(record)`` as OUT/figures/claim-ID.png and .svg; returns the file name
     (without extension)."""
-    from normlab.report.style import close, save
 
     fig = effect_fig(record)
     name = f"claim-{record['id']}"
@@ -103,9 +105,6 @@ CONTEXT_CAPTIONS = {
 def quick_context_figures(q: Any, out: Path, records: list[dict[str, Any]] | None = None) -> None:
     """Per-depth and per-layer profiles behind the quick claims (seed mean and spread); with
     the claim ``records`` the depth figure's legend quotes their effects."""
-    from normlab.claims.measure import last_w2
-    from normlab.report import figures as F
-    from normlab.report.style import close, legend, save
 
     fd = out / "figures"
     depths, Lmax, Lref = q.depths, max(q.depths), q.ref_depth()

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from normlab.diagnostics.probe import ProbeConfig, load_tokens, run_probe
+
 PLACEMENTS = ["post", "pre", "deepnorm"]
 DEPTHS = [2, 4, 8, 16, 32]
 REF_DEPTH = 16  # the depth of Xiong et al.'s Fig. 3-style per-layer profiles in the claims
@@ -83,7 +85,6 @@ def empty(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -
     depths = depths or DEPTHS
     data = "tinyshakespeare"
     try:
-        from normlab.diagnostics.probe import load_tokens
 
         load_tokens(data)
     except Exception:  # no corpus here: the statistics at init hardly depend on the text
@@ -98,7 +99,6 @@ def probe_cell(q: QuickData, placement: str, L: int, progress: Any = None) -> li
     setting; d_ff = d as the reference measurement); ``progress()`` after each model."""
     import torch
 
-    from normlab.diagnostics.probe import ProbeConfig, run_probe
 
     p = q.probe
     cfg = ProbeConfig(placements=[placement], depths=[L], d_model=p["d_model"], n_head=p["n_head"], d_ff=p["d_ff"],

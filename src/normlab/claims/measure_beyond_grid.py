@@ -16,6 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from normlab.diagnostics.probe import ProbeConfig, load_tokens, sample_batch
+from normlab.model.interop import from_hf_gpt2
+from normlab.model.norms import RMSNorm
+from normlab.model.transformer import TransformerLM
+
 D, CONTEXT, BATCH = 128, 64, 8
 
 
@@ -23,8 +28,6 @@ def _setup(placement: str, L: int, seed: int, init: str = "xavier") -> tuple[Any
     """A probe-sized model (d = d_ff = 128, 4 heads) and a batch of the probe's data."""
     import torch
 
-    from normlab.diagnostics.probe import ProbeConfig, load_tokens, sample_batch
-    from normlab.model.transformer import TransformerLM
 
     data = "tinyshakespeare"
     try:
@@ -147,7 +150,6 @@ def rms_formula(seed: int, d: int = 128) -> dict[str, float]:
     unit RMS: log10 of output RMS at s = 10 over s = 0.1 (0 for a normaliser)."""
     import torch
 
-    from normlab.model.norms import RMSNorm
 
     norm = RMSNorm(d, eps=1e-5)
     z = torch.randn(64, d, generator=torch.Generator().manual_seed(seed))
@@ -176,8 +178,6 @@ def gpt2_parity(seed: int) -> dict[str, float] | None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from normlab.model.interop import from_hf_gpt2
-    from normlab.model.transformer import TransformerLM
 
     torch.manual_seed(seed)
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=65, n_positions=32, n_embd=64, n_layer=3, n_head=4, bos_token_id=0,

@@ -11,7 +11,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import normlab
+from normlab.claims.claim import claim_verdict, resting_parts
+from normlab.claims.figures import CONTEXT_CAPTIONS, effect_figure, quick_context_figures
+from normlab.claims.page_regime import check_rows, regime_rows, regime_sentence
+from normlab.claims.regime import scoped
+from normlab.claims.registered import summary, tag
+from normlab.core.errors import UserError
+from normlab.core.fsutil import append_jsonl, atomic_write_text, read_jsonl
 from normlab.report.html import Page, esc
+from normlab.stats.effects import holm
 
 HISTORY = "history.jsonl"
 
@@ -19,7 +28,6 @@ HISTORY = "history.jsonl"
 def adjust(records: list[dict[str, Any]]) -> int:
     """Add Holm-adjusted p-values to every part (family: all parts with a p-value); returns the
     family size. A decisive verdict whose adjusted p is >= 0.05 is flagged ``holm_ok = False``."""
-    from normlab.stats.effects import holm
 
     parts = [p for r in records for p in r["parts"]]
     adj = holm([p["p"] for p in parts])
@@ -34,8 +42,6 @@ def holm_verdicts(records: list[dict[str, Any]]) -> None:
     part that does not survive Holm counted as inconclusive, and ``holm_note``, "" or (when
     ``verdict_holm`` differs from ``verdict``) the sentence naming those parts. The raw verdict
     stays; the tables and the page show both (:func:`verdict_text`)."""
-    from normlab.claims.claim import claim_verdict, resting_parts
-    from normlab.claims.regime import scoped
 
     for r in records:
         # the same derivation as the claim's own verdict (parts inside the regime, scoped when
@@ -65,7 +71,6 @@ def provenance() -> dict[str, Any]:
     """normlab version, git revision of the source tree (when it is a checkout), versions."""
     import torch
 
-    import normlab
 
     rev = None
     try:
@@ -85,7 +90,6 @@ def provenance() -> dict[str, Any]:
 def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any]) -> None:
     """Append this run's verdicts to OUT/history.jsonl; a claim whose rule hash differs from its
     last entry gets ``rule_changed`` with the old hash and verdict (old entries are kept)."""
-    from normlab.core.fsutil import append_jsonl, read_jsonl
 
     path = out / HISTORY
     last: dict[str, dict[str, Any]] = {}
@@ -103,8 +107,6 @@ def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any
 
 def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None,
                   embed: bool = True) -> None:
-    from normlab.claims.figures import effect_figure, quick_context_figures
-    from normlab.core.fsutil import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     meta = {**meta, **provenance(), "family_size": adjust(records)}
@@ -122,7 +124,6 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
 def markdown_table(records: list[dict[str, Any]]) -> str:
     """claim | verdict | part: verdict, effect [95% interval], n per side (one row per part); a
     post-hoc part (``claims/registered.py``) is marked with the registered rule's verdict."""
-    from normlab.claims.registered import tag
 
     lines = ["| claim | verdict | part | part verdict | effect [95% interval] | seeds (n per side) |",
              "|---|---|---|---|---|---|"]
@@ -157,8 +158,6 @@ def _verdict_html(r: dict[str, Any]) -> str:
 
 def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], embed: bool = True) -> None:
     """OUT/index.html; ``embed=False`` links the figures in OUT/figures/ instead of embedding them."""
-    from normlab.claims.page_regime import check_rows, regime_rows, regime_sentence
-    from normlab.claims.registered import summary, tag
 
     page = Page("normlab claims: which statements about normalization placement hold up?", out, embed=embed)
     # verdict colours of this page (the report style knows only supported / inconclusive)
@@ -223,7 +222,6 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
 
 def caption(name: str) -> str:
     """The caption of an evidence figure: what is drawn, and how its numbers relate to the table's."""
-    from normlab.claims.figures import CONTEXT_CAPTIONS
 
     if name.startswith("claim-"):
         return ("One row per part: each seed's value (dots; a two-sample effect shows each seed of one side "
@@ -239,8 +237,6 @@ def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path
     (``claims.measure.measure``'s QuickData) is given, else the files already there are kept.
     ``embed=False`` links the figures instead of embedding them (a page published in a
     repository). A missing or damaged claims.json is a UserError."""
-    from normlab.claims.figures import effect_figure, quick_context_figures
-    from normlab.core.errors import UserError
 
     out = Path(out)
     path = out / "claims.json"
@@ -263,7 +259,6 @@ def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path
 def print_table(records: list[dict[str, Any]], width: int = 110, meta: dict[str, Any] | None = None) -> None:
     """claim | verdict | one line per part (effect [interval], n), wrapped to ``width``; then the
     pre-registration line (``meta``: claims.json's, when given)."""
-    from normlab.claims.registered import summary, tag
 
     print(f"{'claim':<26} {'verdict':<17} parts")
     print("-" * width)

@@ -13,12 +13,13 @@ import importlib.util
 from typing import Any
 
 from normlab.claims.cache import Cache, key
+from normlab.claims.measure import empty, probe_cell
+from normlab.claims.measure_beyond_grid import extra_size, measure_extra
+from normlab.diagnostics.probe import COLUMNS
 
 
 class QuickRun:
     def __init__(self, seeds: int, depths: list[int] | None, d_model: int, cache: Cache, display: Any) -> None:
-        from normlab.claims.measure import empty
-
         self.q = empty(seeds, depths, d_model)
         self.cache, self.display = cache, display
         self._cells: set[tuple[str, int]] = set()
@@ -41,7 +42,6 @@ class QuickRun:
     # -- plan ------------------------------------------------------------------------
     def plan(self, claims: list[Any], extra_needs: list[Any]) -> None:
         """Look every claim up in the cache; put what is left to measure on the display."""
-        from normlab.claims.measure_beyond_grid import extra_size
 
         todo = []
         for c in claims:
@@ -75,9 +75,6 @@ class QuickRun:
     # -- measure ---------------------------------------------------------------------
     def ensure(self, needs: Any) -> None:
         """Measure what of ``needs`` this run does not hold yet."""
-        from normlab.claims.measure import probe_cell
-        from normlab.claims.measure_beyond_grid import measure_extra
-        from normlab.diagnostics.probe import COLUMNS
 
         self.display.start("model")
         tick = lambda: self.display.advance("model")  # noqa: E731

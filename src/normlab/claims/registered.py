@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from normlab.claims.registration import part_hash
 from normlab.claims.rules import Direction, Outside, Rule, Within
 from normlab.stats.effects import Effect
 
@@ -139,7 +140,6 @@ def verify(out: str | Path, repo: str | Path | None = None) -> list[str]:
     import json
     import subprocess
 
-    from normlab.claims.registration import part_hash
 
     data = json.loads((Path(out) / "claims.json").read_text(encoding="utf-8"))
     meta, records = data["meta"], data["claims"]

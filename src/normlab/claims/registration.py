@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normlab.claims.catalogue import all_claims
+from normlab.claims.claim import rule_spec_hash
 from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_text
+from normlab.study.presets import SCALES, study_preset
 
 FORMAT, VERSION = "normlab-claims-registration", 1
 log = logging.getLogger(__name__)
@@ -43,7 +47,6 @@ def study_ids(name: str, scale: str) -> dict[str, Any]:
     sha256 of the STORE/spec.json a store of it is created with (``sha256sum STORE/spec.json``),
     and ``trials_hash`` over its sorted trial ids (each id hashes a trial's whole resolved
     config, so a changed default shows up too)."""
-    from normlab.study.presets import study_preset
 
     spec = study_preset(name, scale)
     ids = sorted(t.id for t in spec.trials())
@@ -66,8 +69,6 @@ def document_hash(doc: dict[str, Any]) -> str:
 
 def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> list[Any]:
     """The claims a registration (or a run) with these options covers; UserError as the run gives."""
-    from normlab.claims.catalogue import all_claims
-    from normlab.study.presets import SCALES
 
     reg = all_claims()
     chosen = [reg.get(i, "--only") for i in only] if only else [c for _, c in reg.items()]
@@ -103,7 +104,6 @@ def dumps(doc: dict[str, Any]) -> str:
 def write(path: str | Path, doc: dict[str, Any], force: bool = False) -> bool:
     """Write ``doc`` to ``path`` atomically; False when the file already holds exactly it. A file
     holding something else is refused unless ``force`` (a committed registration is evidence)."""
-    from normlab.core.fsutil import atomic_write_text
 
     path = Path(path)
     text = dumps(doc)
@@ -146,7 +146,6 @@ def load(path: str | Path) -> Registration:
     """Read and check a registration file, and find its commit with git. A damaged or hand-edited
     document, or a file git has uncommitted changes for, is a UserError; without git (or outside
     a repository) the registration is kept but unverified, and every part is then not-registered."""
-    from normlab.claims.claim import rule_spec_hash
 
     path = Path(path)
     try:

@@ -24,6 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from normlab.claims.cache import key
+from normlab.core.errors import UserError
+from normlab.data.unigram import data_ce
+from normlab.diagnostics.analyze import analyze_run
+from normlab.diagnostics.sensitivity import run_point
+from normlab.run.dir import RunDir
+from normlab.study.executors import default_workers
+from normlab.study.outcome import classify
+from normlab.study.presets import study_preset
+from normlab.study.runner import run_study
+from normlab.study.store import FINAL, Store
+
 
 @dataclass
 class StudyContext:
@@ -44,8 +56,6 @@ class StudyContext:
     def plan(self, names: list[str]) -> None:
         """Put every trial of the studies ``names`` on the display (one total for the run) and
         say how many the stores already hold."""
-        from normlab.study.presets import study_preset
-        from normlab.study.store import FINAL, Store
 
         total = done = 0
         for name in names:
@@ -63,13 +73,8 @@ class StudyContext:
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
         if name not in self._done:
-            from normlab.core.errors import UserError
-            from normlab.study.store import Store
 
             if self.train:
-                from normlab.study.executors import default_workers
-                from normlab.study.presets import study_preset
-                from normlab.study.runner import run_study
 
                 store = run_study(study_preset(name, self.scale), self.store_dir(name),
                                   workers=self.workers or default_workers(1), progress=self.display is not None,
@@ -92,7 +97,6 @@ class StudyContext:
         import hashlib
         import json
 
-        from normlab.claims.cache import key
 
         stores = {n: hashlib.sha256(json.dumps([(t.id, t.status, t.summary) for t in self.trials(n)],
                                                sort_keys=True, default=str).encode()).hexdigest()
@@ -108,7 +112,6 @@ class StudyContext:
     def analysis(self, t: Any, checkpoint: str = "latest") -> dict[str, Any]:
         """``normlab analyze`` of trial ``t``'s checkpoint, written to ``OUT/analysis/<study>/<id>``
         (never into the run directory: deciding a claim leaves its study store as it was)."""
-        from normlab.diagnostics.analyze import analyze_run
 
         study = Path(t.run_dir).parent.parent.name  # STORE/runs/<id>: the store is named after its study
         return analyze_run(t.run_dir, checkpoint=checkpoint, out=Path(self.out) / "analysis" / study / t.id)
@@ -120,8 +123,6 @@ class StudyContext:
     def data_ce(self, t: Any) -> Any:
         """The reference losses (unigram cross-entropy, ln V) of the data trial ``t`` trained on,
         computed from the corpus (``normlab.data.unigram``), cached per data setting."""
-        from normlab.data.unigram import data_ce
-        from normlab.run.dir import RunDir
 
         data = RunDir(t.run_dir).config().data
         key = repr(data)
@@ -131,7 +132,6 @@ class StudyContext:
 
     def outcome(self, t: Any) -> str | None:
         """'trains', 'stalls' or 'diverged' (``normlab.study.outcome``); None if unfinished."""
-        from normlab.study.outcome import classify
 
         # a failed or unfinished trial may have no config to read the data from
         return classify(t, self.data_ce(t)) if t.status in ("completed", "diverged") else None
@@ -168,8 +168,6 @@ def values(trials: list[Any], fn: Callable[[Any], float | None]) -> tuple[list[f
 
 def init_loss(t: Any) -> float | None:
     """The run's loss at init as Wortsman et al. use it (step-0 val loss, else ln V)."""
-    from normlab.diagnostics.sensitivity import run_point
-    from normlab.run.dir import RunDir
 
     if not RunDir(t.run_dir).is_run():
         return None
@@ -178,7 +176,6 @@ def init_loss(t: Any) -> float | None:
 
 def uniform_loss(t: Any) -> float | None:
     """ln V, the loss of a uniform prediction over the run's vocabulary."""
-    from normlab.run.dir import RunDir
 
     run = RunDir(t.run_dir)
     return math.log(run.config().model.vocab_size) if run.is_run() else None
@@ -206,7 +203,6 @@ def final_capped(t: Any) -> float | None:
 
 def first_eval(t: Any) -> float | None:
     """Validation loss at the first eval after step 0."""
-    from normlab.run.dir import RunDir
 
     if t.status != "completed":
         return None
@@ -216,7 +212,6 @@ def first_eval(t: Any) -> float | None:
 
 def grad_norms(t: Any) -> list[float] | None:
     """The logged pre-clip gradient norms of a completed trial (steps > 0); None if unfinished."""
-    from normlab.run.dir import RunDir
 
     if t.status != "completed":
         return None
@@ -231,7 +226,6 @@ def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
 
 def last_diag(run_dir: Path) -> dict[str, Any] | None:
     """The last line of RUN/diagnostics.jsonl, and the first one as ``first`` (None if absent)."""
-    from normlab.run.dir import RunDir
 
     recs = RunDir(run_dir).diagnostics()
     return {**recs[-1], "first": recs[0]} if recs else None
@@ -241,7 +235,6 @@ def series_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metric
                 last: bool = True) -> float | None:
     """Mean of a JSONL series of the run (``file``: metrics or diagnostics) over its last
     ``frac`` of lines (``last=False``: its first ``frac``); None without values."""
-    from normlab.run.dir import RunDir
 
     run = RunDir(run_dir)
     vals = [r[key] for r in (run.diagnostics() if file == "diagnostics" else run.metrics()) if r.get(key) is not None]

@@ -16,6 +16,7 @@ from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, final_capped, first_eval, gain, grad_norms, values, where
+from normlab.run.dir import RunDir
 from normlab.stats.effects import one_sample, rate, rate_diff, welch
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
@@ -113,7 +114,6 @@ def _grad_ratio(t: Any, step: int) -> float | None:
     """log10(first block's / last block's pre-clip gradient norm) at the diagnostic step nearest ``step``."""
     import math
 
-    from normlab.run.dir import RunDir
 
     if t.status != "completed":
         return None

@@ -14,6 +14,7 @@ from normlab.claims.map_cells import LR, MAP, L, P, W, below_plateau, deep, diff
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext
+from normlab.study.outcome import STALL_MARGIN
 
 EXP = ("study 'stability-map': post/pre/deepnorm/admin/sandwich/pre_post x lr {5e-4, 1e-3, 3e-3} x depth {6, 18} "
        "x warm-up {0, 50}, d=64, 200 steps, constant lr after warm-up, 5 seeds")
@@ -32,8 +33,6 @@ def _depth(ctx: StudyContext, a: str, b: str, lr: float) -> Measured:
 
 
 def _trains(ctx: StudyContext, p: str, lr: float) -> Measured:
-    from normlab.study.outcome import STALL_MARGIN
-
     m = below_plateau(ctx, {P: p, L: deep(ctx), LR: lr, W: warm(ctx)})
     m.numbers["stall_margin"] = STALL_MARGIN
     return m

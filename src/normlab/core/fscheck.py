@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from normlab.core.errors import UserError
+from normlab.core.fsutil import CorruptFileError
 
 # errno values that mean "the file system refused", never "normlab has a bug": the CLI turns
 # an OSError carrying one of them into one line (normlab.cli.main). ENOENT is not among them:
@@ -105,7 +106,6 @@ def read_json_table(path: str | Path, fix: str) -> dict[str, Any]:
     """A JSON object file normlab wrote (spec.json, summary.json); damage is one line with ``fix``."""
     import json
 
-    from normlab.core.fsutil import CorruptFileError
 
     p = Path(path)
     try:
@@ -127,7 +127,6 @@ def sqlite_errors(path: str | Path, fix: str) -> Iterator[None]:
     """
     import sqlite3
 
-    from normlab.core.fsutil import CorruptFileError
 
     try:
         yield

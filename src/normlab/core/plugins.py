@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
+from normlab.core.errors import UserError
+
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
@@ -64,8 +66,6 @@ def discover() -> list[EntryPoint]:
 
 
 def _fail(origin: str, what: str) -> Exception:
-    from normlab.core.errors import UserError
-
     what = " ".join(what.split())  # one line, whatever the plugin's message held
     return UserError(f"{origin}: {what} (fix or uninstall the plugin, or set {OFF_ENV}=1 to run without plugins)")
 

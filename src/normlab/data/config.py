@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from normlab.core.schema import Section, doc
+from normlab.data.tokenizers import TOKENIZERS
 
 # chosen by a tokenizer.json path, never by its registry name
 BY_PATH = "pretrained"
@@ -25,7 +26,6 @@ class DataConfig(Section):
 
     def __post_init__(self) -> None:
         self.check(bool(self.corpus), "corpus", "name a corpus ('tinyshakespeare') or a text file path")
-        from normlab.data.tokenizers import TOKENIZERS
 
         names = [n for n in TOKENIZERS.names() if n != BY_PATH]
         self.check(self.tokenizer in names or self.tokenizer.endswith(".json"), "tokenizer",

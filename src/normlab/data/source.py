@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_bytes
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,6 @@ def download(url: str, dest: Path, timeout: float = 30.0) -> None:
     """Fetch ``url`` into ``dest`` atomically (tests replace this function; never the network)."""
     import urllib.request
 
-    from normlab.core.fsutil import atomic_write_bytes
 
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (fixed https URL)
         atomic_write_bytes(dest, resp.read())

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from normlab.data.corpus import load_corpus
+
 if TYPE_CHECKING:
     from normlab.data.config import DataConfig
 
@@ -64,7 +66,6 @@ def data_ce(cfg: DataConfig) -> DataCE:
     Cached in this process by the corpus's sha256, the tokenizer and the split fraction: the
     corpus itself loads from normlab's token cache (memory-mapped), so a second call costs a
     file hash, not a count over a million tokens."""
-    from normlab.data.corpus import load_corpus
 
     corpus = load_corpus(cfg)
     key = (corpus.sha256, f"{cfg.tokenizer}:{cfg.bpe_vocab}", corpus.vocab_size, cfg.train_fraction)

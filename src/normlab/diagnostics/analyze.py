@@ -19,6 +19,13 @@ from typing import Any
 
 import torch
 
+from normlab.core.fsutil import atomic_write_text
+from normlab.data import load_corpus
+from normlab.data.batches import val_batches
+from normlab.diagnostics.catalogue import STATISTICS
+from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
+from normlab.diagnostics.statistic import Captured, StreamStates, chosen
+from normlab.model.capture import main_stream
 from normlab.run.dir import RunDir
 
 
@@ -34,10 +41,6 @@ def analyze_values(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]])
     """Every registered ``analyze`` statistic of ``model`` over ``batches``, as
     (layer, sublayer, param, metric, value): what one no-grad forward per batch (stream
     x_0..x_L, loss) and one more per block (that block skipped: deletion loss) capture."""
-    from normlab.diagnostics.catalogue import STATISTICS
-    from normlab.diagnostics.rows import computed
-    from normlab.diagnostics.statistic import Captured, StreamStates, chosen
-    from normlab.model.capture import main_stream
 
     L = len(model.blocks)
 
@@ -67,14 +70,12 @@ def analyze_values(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]])
 def analyze_model(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, Any]:
     """{metric: value} of ``analyze_values``: deletion losses, pairwise angular distance and
     CKA of x_0..x_L, and every other registered ``analyze`` statistic."""
-    from normlab.diagnostics.rows import results
 
     return results(analyze_values(model, batches))
 
 
 def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], list[dict]]:
     """(per-layer rows in the probe's long format, pairwise rows layer_a, layer_b, metric, value)."""
-    from normlab.diagnostics.rows import long_rows, pair_rows
 
     m = cfg.model
     base = {"placement": json.dumps(m.placement) if not isinstance(m.placement, str) else m.placement,
@@ -86,10 +87,6 @@ def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
                 out: str | Path | None = None) -> dict[str, Any]:
     """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json."""
-    from normlab.core.fsutil import atomic_write_text
-    from normlab.data import load_corpus
-    from normlab.data.batches import val_batches
-    from normlab.diagnostics.rows import PAIR_COLUMNS, results, write_csv
 
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_corpus(cfg.data)

@@ -22,6 +22,7 @@ from typing import Any
 from normlab.core import plugins
 from normlab.core.registry import Registry
 from normlab.diagnostics.statistic import Captured, Figure, Statistic
+from normlab.stats import tensors as stats
 
 PROBE, TRAINING = frozenset({"probe"}), frozenset({"training"})
 INSPECT, ANALYZE, BOTH = frozenset({"inspect"}), frozenset({"analyze"}), frozenset({"inspect", "analyze"})
@@ -29,8 +30,6 @@ Rows = list[tuple[tuple[int, str, str], Any]]
 
 
 def _stats() -> Any:
-    from normlab.stats import tensors as stats
-
     return stats
 
 

@@ -12,15 +12,27 @@ output, so block l maps x_{l-1} to x_l.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from normlab.core.schema import Section, doc
+from normlab.data import load_corpus
+from normlab.data.config import DataConfig
+from normlab.diagnostics.capture import probe_capture
+from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import COLUMNS as COLUMNS  # the probe's columns (others import them from here)
+from normlab.diagnostics.rows import computed
+from normlab.diagnostics.rows import write_csv as write
+from normlab.diagnostics.statistic import Captured, StreamStates, chosen
+from normlab.diagnostics.subject import as_subject
+from normlab.model.build import resolve_model
+from normlab.model.capture import capture, main_stream
+from normlab.model.config import ModelConfig
+from normlab.model.transformer import TransformerLM
 
 
 @dataclass
@@ -51,14 +63,11 @@ class ProbeConfig(Section):
         self.check(self.context >= 2, "context", "must be >= 2 (token cosine needs two positions)")
         self.check(self.n_proj >= 0, "n_proj", "must be >= 0")
         self.check(self.data in ("tinyshakespeare", "random"), "data", "use tinyshakespeare or random")
-        from normlab.model.build import resolve_model
 
         for p in self.placements:  # fail now, naming the bad value, not after minutes of probing
             resolve_model(self.model_config(p, 1))
 
     def model_config(self, placement: str, n_layer: int, vocab_size: int = 65) -> Any:
-        from normlab.model.config import ModelConfig
-
         return ModelConfig(vocab_size=vocab_size, context=self.context, n_layer=n_layer, d_model=self.d_model,
                            n_head=self.n_head, d_ff=self.d_ff, placement=placement, norm=self.norm,
                            init=self.init, dropout=0.0)
@@ -67,35 +76,14 @@ class ProbeConfig(Section):
 def load_tokens(data: str, data_dir: str | None = None) -> tuple[torch.Tensor | None, int]:
     """Training tokens (1-D int64) and vocabulary size; (None, 65) for ``random``.
 
-    Uses ``normlab.data.load_corpus`` when the data package provides it; otherwise reads
-    tinyshakespeare.txt from ``data_dir`` / $NORMLAB_DATA_DIR with a character vocabulary.
+    The corpus comes from ``normlab.data.load_corpus`` (``data_dir`` / $NORMLAB_DATA_DIR),
+    as for training, so probe batches and training batches are the same tokens.
     """
     if data == "random":
         return None, 65
-    try:
-        from normlab.data import load_corpus
-    except ImportError:
-        load_corpus = None  # type: ignore[assignment]  # (normlab.data always has it: a dead fallback)
-    if load_corpus is not None:
-        from normlab.data.config import DataConfig
-
-        corpus = load_corpus(DataConfig(data_dir=data_dir))
-        import numpy as np
-
-        # a writable copy: the corpus array may be a read-only memory map
-        return torch.from_numpy(np.array(corpus.train, dtype=np.int64)), int(corpus.vocab_size)
-    from normlab.core.errors import UserError
-
-    d = data_dir or os.environ.get("NORMLAB_DATA_DIR")
-    path = Path(d) / "tinyshakespeare.txt" if d else None
-    if path is None or not path.exists():
-        raise UserError("tinyshakespeare.txt not found: set NORMLAB_DATA_DIR to its directory, "
-                        "or use --data random")
-    text = path.read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    lut = {c: i for i, c in enumerate(chars)}
-    ids = torch.tensor([lut[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
-    return ids, len(chars)
+    corpus = load_corpus(DataConfig(data_dir=data_dir))
+    # a writable copy: the corpus array may be a read-only memory map
+    return torch.from_numpy(np.array(corpus.train, dtype=np.int64)), int(corpus.vocab_size)
 
 
 def sample_batch(tokens: torch.Tensor | None, vocab: int, n: int, T: int,
@@ -117,17 +105,12 @@ def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: in
     ``model``: a lab ``TransformerLM``, a ``normlab.inspect.Subject`` (any causal LM, built
     by ``normlab.inspect.subject_from_module``), or any other ``nn.Module``, which is made a
     subject with the blocks and embedding found for it. ``targets`` are the next tokens."""
-    from normlab.diagnostics.catalogue import STATISTICS
-    from normlab.diagnostics.rows import computed
-    from normlab.diagnostics.statistic import chosen
 
     wanted = [s for _, s in STATISTICS.items() if "probe" in s.tools]
     needs = set().union(*(s.needs for s in wanted))
     if hasattr(model, "run") and hasattr(model, "blocks"):  # a lab TransformerLM: its own one forward
         c = _capture(model, idx, targets, n_proj, gen, needs)
     else:
-        from normlab.diagnostics.capture import probe_capture
-        from normlab.diagnostics.subject import as_subject
 
         c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
     # the statistics of the backward pass one after another, then the others position by
@@ -141,8 +124,6 @@ def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, 
     gradient (weights and residual stream together); what came out, as a ``Captured``."""
     import torch.nn.functional as F
 
-    from normlab.diagnostics.statistic import Captured, StreamStates
-    from normlab.model.capture import capture, main_stream
 
     states: list[Any] = []
     with capture(model, blocks=False, branches=False, norms="norm_inputs" in needs) as cap:
@@ -183,7 +164,6 @@ def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = Non
     Seed s fixes the weights (``torch.manual_seed(s)`` before building each model) and the
     batch, which is shared by every placement and depth of that seed: comparisons are paired.
     """
-    from normlab.model.transformer import TransformerLM
 
     tokens, vocab = load_tokens(cfg.data, data_dir)
     rows: list[dict[str, Any]] = []
@@ -206,6 +186,5 @@ def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = Non
 
 def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     """Long-format CSV with the columns of COLUMNS (floats with full precision)."""
-    from normlab.diagnostics.rows import write_csv as write
 
     write(rows, path)

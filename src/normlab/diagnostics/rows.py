@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from normlab.core.fsutil import atomic_write_text
+
 COLUMNS = ("placement", "init", "n_layer", "d_model", "seed", "layer", "sublayer", "param", "metric", "value")
 PAIR_COLUMNS = ("layer_a", "layer_b", "metric", "value")
 Computed = list[tuple[int, str, str, str, float]]  # (layer, sublayer, param, metric, value)
@@ -109,7 +111,6 @@ def write_csv(rows: Iterable[dict[str, Any]], path: str | Path, columns: Sequenc
     import csv
     import io
 
-    from normlab.core.fsutil import atomic_write_text
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from normlab.core.errors import UserError
+from normlab.run.dir import RunDir
 
 
 def per_lr_losses(points: Iterable[tuple[float, float | None, float]]) -> dict[float, float]:
@@ -50,7 +51,6 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     loss is not a loss at init: it averages the first log window, after training started, so
     it would depend on the very lr and warm-up being compared.)
     """
-    from normlab.run.dir import RunDir
 
     rd = RunDir(run_dir)
     run = rd.path

@@ -30,9 +30,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_bytes
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
-from normlab.model.capture import main_stream
+from normlab.model.capture import capture, main_stream
+from normlab.run.dir import RunDir
 
 if TYPE_CHECKING:
     from normlab.model.transformer import TransformerLM
@@ -48,7 +51,6 @@ class TrainingDiagnostics:
         if every < 1:
             raise ValueError(f"every={every}: must be >= 1")
         self.model: Any = getattr(model, "_orig_mod", model)  # hooks go on the eager module
-        from normlab.run.dir import RunDir
 
         self.run_dir, self.every = Path(run_dir), every
         self.run = RunDir(self.run_dir)  # the owner of RUN/diagnostics.jsonl and the W_0 reference
@@ -173,8 +175,6 @@ class TrainingDiagnostics:
         from safetensors import SafetensorError
         from safetensors.torch import load_file, save
 
-        from normlab.core.errors import UserError
-        from normlab.core.fsutil import atomic_write_bytes
 
         path = self.run.diagnostics_ref
         if path.exists():
@@ -204,7 +204,6 @@ def first_nonfinite(model: TransformerLM, forward_backward: Any, step: int) -> d
     Returns ``{"step", "stage": "forward"|"backward", "where"}`` or None if the step is
     clean on replay (e.g. a non-deterministic kernel on a GPU).
     """
-    from normlab.model.capture import capture
 
     def bad(t: Any) -> bool:
         return isinstance(t, torch.Tensor) and not bool(torch.isfinite(t).all())

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_text
 from normlab.core.lazy import lazy_getattr
+from normlab.data.source import read_corpus_bytes
+from normlab.diagnostics.capture import make_batch, measure
+from normlab.diagnostics.catalogue import STATISTICS
+from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
+from normlab.diagnostics.statistic import chosen
+from normlab.inspect.subject import DTYPES, load_subject
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
@@ -36,7 +43,6 @@ def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
             raise UserError(f"--text {path}: no such file") from None
         except UnicodeDecodeError as e:
             raise UserError(f"--text {path}: not UTF-8 text (byte {e.start})") from None
-    from normlab.data.source import read_corpus_bytes
 
     data, source = read_corpus_bytes("tinyshakespeare", data_dir)
     s = data.decode("utf-8")
@@ -46,9 +52,6 @@ def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
 def rows_of(captured: Any, placement: str, name: str, d: int) -> list[dict[str, Any]]:
     """Long-format rows (the probe's columns) of every registered ``inspect`` statistic on
     what ``measure`` captured; the ``pairs`` rows (sublayer ``pair``) are layer_pairs.csv's."""
-    from normlab.diagnostics.catalogue import STATISTICS
-    from normlab.diagnostics.rows import computed, long_rows
-    from normlab.diagnostics.statistic import chosen
 
     stats = chosen([s for _, s in STATISTICS.items()], "inspect", captured.provided)
     base = {"placement": placement, "init": name, "n_layer": captured.n_layer, "d_model": d, "seed": 0}
@@ -60,7 +63,6 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
                   data_dir: str | None = None, quiet: bool = False, force: bool = False) -> dict[str, Any]:
     """Measure MODEL (a name: ``subject.load_subject``) on the text and write OUT (see the
     module docstring); returns the summary."""
-    from normlab.inspect.subject import DTYPES, load_subject
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
@@ -89,10 +91,6 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     read. Returns the summary (summary.json) with the raw results under ``result``."""
     import torch
 
-    from normlab.core.fsutil import atomic_write_text
-    from normlab.diagnostics.capture import make_batch, measure
-    from normlab.diagnostics.catalogue import STATISTICS
-    from normlab.diagnostics.rows import PAIR_COLUMNS, pair_rows, results, write_csv
 
     t0 = time.perf_counter() if started is None else started
     _check_out(out, max_tokens, None, force)

@@ -16,13 +16,12 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.diagnostics.families import FAMILIES, Family
-from normlab.diagnostics.subject import Subject
+from normlab.diagnostics.subject import Subject, subject_from_module
 
 
 def subject_from_bridge(bridge: Any, *, name: str | None = None, family: Family | None = None,
                         context: int | None = None) -> Subject:
     """``subject_from_module`` with what a TransformerBridge knows filled in."""
-    from normlab.diagnostics.subject import subject_from_module
 
     hf = getattr(bridge, "original_model", None)
     if hf is None or not hasattr(bridge, "blocks") or not hasattr(bridge, "cfg"):

@@ -12,6 +12,11 @@ import shutil
 from pathlib import Path
 
 from normlab.core.errors import UserError
+from normlab.diagnostics.families import family_of
+from normlab.inspect.hub import hub_source
+from normlab.inspect.subject import TOKENIZER_FILES
+from normlab.model.interop import from_hf
+from normlab.model.io import save_model
 
 
 def import_model(model: str, out: str | Path, context: int | None = None) -> Path:
@@ -21,14 +26,10 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise UserError("normlab import needs transformers: pip install 'normlab[hf]'") from None
-    from normlab.diagnostics.families import family_of
-    from normlab.model.interop import from_hf
-    from normlab.model.io import save_model
 
     out = Path(out)
     if out.exists():
         raise UserError(f"{out}: already exists; choose a new directory")
-    from normlab.inspect.hub import hub_source
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -40,7 +41,6 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
     fam = family_of(config, model)
     if not fam.importable:
         from_hf(type("Stub", (), {"config": config})())  # raises the family's reason
-    from normlab.inspect.subject import TOKENIZER_FILES
 
     if Path(model).is_dir() and not any((Path(model) / f).is_file() for f in TOKENIZER_FILES):
         raise UserError(f"{model}: no tokenizer found (none of {', '.join(TOKENIZER_FILES)})")

@@ -19,6 +19,10 @@ from typing import Any
 import torch
 
 from normlab.core.errors import UserError
+from normlab.data.tokenizers import tokenizer_from_state
+from normlab.model.hf_export import family_for, max_logit_diff, to_hf
+from normlab.model.transformer import TransformerLM
+from normlab.run.dir import RunDir
 
 TOLERANCE = 1e-4  # float32 logits; observed differences are ~1e-6 (docs/inspect.md)
 _IMPORTED_TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -76,11 +80,8 @@ def hf_tokenizer(lab_tok: Any) -> Any:
 
 def _load(src: Path, checkpoint: str) -> tuple[Any, Any, Path | None]:
     """(lab model, lab tokenizer or None, directory of an imported tokenizer or None)."""
-    from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.run.dir import RunDir
 
     if (src / "model_config.json").is_file():  # a checkpoint or a `normlab import` / save_model dir
-        from normlab.model.transformer import TransformerLM
 
         model = TransformerLM.load(src).eval()
         state = src / "state.json"
@@ -108,7 +109,6 @@ def export_model(src: str | Path, out: str | Path, checkpoint: str = "best") -> 
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise UserError("normlab export needs transformers: pip install 'normlab[hf]'") from None
-    from normlab.model.hf_export import family_for, max_logit_diff, to_hf
 
     src, out = Path(src), Path(out)
     if out.exists():

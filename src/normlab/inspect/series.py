@@ -27,6 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_text
+from normlab.core.progress import Progress
+from normlab.diagnostics.rows import COLUMNS, write_csv
+from normlab.inspect import inspect_subject, read_text
+from normlab.inspect.subject import DTYPES, is_hf_dir, load_subject
+from normlab.report.pages import series_page
+from normlab.run.dir import RunDir
 
 SERIES, ROWS, STEPS = "series.json", "series.csv", "steps"
 _NUMBER = re.compile(r"\d+")
@@ -47,7 +54,6 @@ def _step_of_name(path: Path) -> int | None:
 
 def _is_model_dir(p: Path) -> bool:
     """A lab checkpoint or model directory, or a Hugging Face one."""
-    from normlab.inspect.subject import is_hf_dir
 
     return p.is_dir() and ((p / "model_config.json").is_file() or is_hf_dir(p))
 
@@ -71,7 +77,6 @@ def _one(p: Path) -> Member:
 def members(sources: list[str]) -> list[Member]:
     """The checkpoints of the series SRCs (module docstring), in step order; a step given
     twice, or fewer than two steps, is an error."""
-    from normlab.run.dir import RunDir
 
     out: list[Member] = []
     for src in sources:
@@ -111,7 +116,6 @@ def step_dir(out: Path, step: int) -> Path:
 
 def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool) -> None:
     """Write (or check, on a rerun) OUT/series.json; ``force`` starts over."""
-    from normlab.core.fsutil import atomic_write_text
 
     meta = out / SERIES
     if out.exists() and any(out.iterdir()):
@@ -148,9 +152,6 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     """Measure every checkpoint of the SRCs into OUT/steps/ (skipping finished steps), write
     OUT/series.csv and, with ``page``, OUT/report/index.html. Returns {"steps": every step,
     "measured": the steps measured by this call, "page": the page or None}."""
-    from normlab.core.progress import Progress
-    from normlab.inspect import inspect_subject, read_text
-    from normlab.inspect.subject import DTYPES, load_subject
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
@@ -184,7 +185,6 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     steps = write_rows(out)
     path = None
     if page:
-        from normlab.report.pages import series_page
 
         path = series_page(out, progress=not quiet)
     return {"steps": steps, "measured": measured, "page": path}
@@ -195,7 +195,6 @@ def write_rows(out: Path) -> list[int]:
     Every step must be the same model: one number of layers."""
     import csv
 
-    from normlab.diagnostics.rows import COLUMNS, write_csv
 
     meta = json.loads((out / SERIES).read_text(encoding="utf-8"))
     steps = sorted(int(s) for s in meta["sources"] if step_dir(out, int(s)).is_dir())

@@ -19,8 +19,12 @@ from typing import Any, Callable, Iterator
 import torch
 
 from normlab.core.errors import UserError
+from normlab.data.tokenizers import tokenizer_from_state
 from normlab.diagnostics.families import Family, family_of
 from normlab.diagnostics.subject import Subject, find_blocks, subject_from_module
+from normlab.inspect.hub import hub_source
+from normlab.model.transformer import TransformerLM
+from normlab.run.dir import RunDir
 
 # Files transformers reads a tokenizer from (fast, BPE, WordPiece, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model")
@@ -65,8 +69,6 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
-    from normlab.run.dir import RunDir
-
     for name in ("best", "latest"):
         found = RunDir(run).find_checkpoint(name)
         if found is not None:
@@ -75,9 +77,6 @@ def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject
 
 
 def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir: Path | None = None) -> Subject:
-    from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.model.transformer import TransformerLM
-
     state = folder / "state.json"
     tok_state = _read_json(state).get("tokenizer") if state.is_file() else None
     if tok_state:
@@ -133,7 +132,6 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
         raise UserError("inspecting a Hugging Face model needs transformers: pip install 'normlab[hf]'") from None
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    from normlab.inspect.hub import hub_source
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # ours is over the layers

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Union
 
 from torch import nn
 
+from normlab.model.attention import CausalSelfAttention
 from normlab.model.config import ModelConfig
+from normlab.model.transformer import TransformerLM
 
 if TYPE_CHECKING:
     from normlab.model.transformer import TransformerLM
@@ -42,7 +44,6 @@ Model = Union["TransformerLM", ModelConfig]
 def meta_model(what: Model) -> TransformerLM:
     """``what`` itself if it is a model, else the TransformerLM of a config built on the meta
     device (shapes only; build once to ask it several questions)."""
-    from normlab.model.transformer import TransformerLM
 
     if isinstance(what, TransformerLM):
         return what
@@ -63,7 +64,6 @@ def forward_flops(what: Model, context: int | None = None) -> dict[str, float]:
     """Forward FLOPs of one sequence of ``context`` tokens (default the model's context), by
     kind of tensor: ``linear`` (every nn.Linear, the head included) and ``attention`` (scores
     and values); see the module docstring for the formula per tensor."""
-    from normlab.model.attention import CausalSelfAttention
 
     model = meta_model(what)
     T = context if context is not None else model.cfg.context

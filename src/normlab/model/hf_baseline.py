@@ -22,6 +22,8 @@ from torch import nn
 
 from normlab.core.errors import ConfigError, UserError
 from normlab.model.config import ModelConfig
+from normlab.model.hf_export import family_for, to_hf
+from normlab.model.transformer import TransformerLM
 
 
 def check(cfg: ModelConfig) -> None:
@@ -29,7 +31,6 @@ def check(cfg: ModelConfig) -> None:
     without transformers."""
     import importlib.util
 
-    from normlab.model.hf_export import family_for
 
     lab = dataclasses.replace(cfg, impl="normlab")
     try:
@@ -49,9 +50,6 @@ class HFGPT2(nn.Module):
     ``loss`` is the lab's mean cross-entropy, so both arms report the same quantity."""
 
     def __init__(self, cfg: ModelConfig) -> None:
-        from normlab.model.hf_export import to_hf
-        from normlab.model.transformer import TransformerLM
-
         super().__init__()
         check(cfg)
         self.cfg = cfg
@@ -70,7 +68,6 @@ class HFGPT2(nn.Module):
 
     def check_tokens(self, idx: torch.Tensor, name: str) -> None:
         """The lab model's input check (dtype, shape, context, token range): the same refusals."""
-        from normlab.model.transformer import TransformerLM
 
         TransformerLM.check_tokens(self, idx, name)  # type: ignore[arg-type]  # reads only self.cfg
 

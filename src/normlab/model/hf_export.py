@@ -22,7 +22,10 @@ from typing import Any
 import torch
 
 from normlab.core.errors import UserError
+from normlab.core.schema import to_dict
+from normlab.model.build import resolve_model
 from normlab.model.config import ModelConfig
+from normlab.model.interop import config_from_hf, llama_config_from_hf
 
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "olmo2": "OLMo-2"}
 _WRITTEN = "GPT-2, Llama and OLMo-2 (the classes export writes)"
@@ -47,7 +50,6 @@ def _placement(cfg: ModelConfig) -> str:
     """The one placement name of every sub-layer, or a refusal."""
     import dataclasses
 
-    from normlab.model.build import resolve_model
 
     plan = resolve_model(cfg)
     names = sorted({n for pair in plan.names() for n in pair})
@@ -63,7 +65,6 @@ def _placement(cfg: ModelConfig) -> str:
 def family_for(cfg: ModelConfig) -> str:
     """'gpt2', 'llama' or 'olmo2': the transformers family that expresses ``cfg`` exactly; else a
     UserError naming the placement or field that no exported class computes."""
-    from normlab.model.interop import config_from_hf, llama_config_from_hf
 
     name = _placement(cfg)
     if name == "pre":
@@ -88,8 +89,6 @@ def family_for(cfg: ModelConfig) -> str:
 
 def _forward_fields(cfg: ModelConfig, placement: str) -> dict[str, Any]:
     """The fields that change the forward pass, with defaults resolved (d_ff none -> 4 d)."""
-    from normlab.core.schema import to_dict
-    from normlab.model.build import resolve_model
 
     out = {k: v for k, v in to_dict(cfg).items() if k not in _EXEMPT}
     out.update(placement=placement, d_ff=cfg.ff_width, n_kv_head=cfg.kv_heads,

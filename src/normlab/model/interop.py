@@ -30,6 +30,7 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
+from normlab.model.transformer import TransformerLM
 
 # GPT-2 options whose other values change the computation in ways ``pre`` does not model.
 _REQUIRED = {"activation_function": ("gelu_new", "gelu_pytorch_tanh"), "scale_attn_weights": (True,),
@@ -175,7 +176,6 @@ def _llama_state(sd: dict[str, torch.Tensor], n_layer: int, olmo2: bool) -> dict
 
 
 def _load(cfg: ModelConfig, state: dict[str, torch.Tensor], who: str):  # -> TransformerLM
-    from normlab.model.transformer import TransformerLM
 
     model = TransformerLM(cfg)
     if cfg.tie_embeddings:

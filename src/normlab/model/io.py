@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
+from normlab.core.schema import from_dict, to_dict
+from normlab.model.config import ModelConfig
 
 WEIGHTS = "model.safetensors"
 CONFIG = "model_config.json"
@@ -52,7 +54,6 @@ def save_model(model: Any, dir: str | Path) -> Path:
     """
     from safetensors.torch import save_model as st_save
 
-    from normlab.core.schema import to_dict
 
     out = Path(dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,8 +72,6 @@ def save_model(model: Any, dir: str | Path) -> Path:
 
 def load_config(dir: str | Path):  # -> ModelConfig
     """Read and validate ``dir/model_config.json``."""
-    from normlab.core.schema import from_dict
-    from normlab.model.config import ModelConfig
 
     path = Path(dir) / CONFIG
     try:

@@ -11,9 +11,10 @@ from torch import nn
 
 from normlab.core.errors import UserError
 from normlab.model.attention import CausalSelfAttention
-from normlab.model.build import Plan, resolve_model
+from normlab.model.build import Plan, lab_internals, resolve_model
 from normlab.model.config import ModelConfig
 from normlab.model.init import init_weights
+from normlab.model.io import load_config, load_weights, save_model
 from normlab.model.placement import Placement
 from normlab.model.sampling import generate
 
@@ -191,7 +192,6 @@ class TransformerLM(nn.Module):
 
     def save(self, dir: str | Path) -> Path:
         """Write ``dir/model.safetensors`` + ``dir/model_config.json`` (``normlab.model.io.save_model``)."""
-        from normlab.model.io import save_model
 
         return save_model(self, dir)
 
@@ -199,8 +199,6 @@ class TransformerLM(nn.Module):
     def load(cls, dir: str | Path, device: str = "cpu") -> "TransformerLM":
         """The model saved by :meth:`save` in ``dir``: built from ``dir/model_config.json``, then
         ``dir/model.safetensors`` loaded strictly (hash checked, never unpickled)."""
-        from normlab.model.build import lab_internals
-        from normlab.model.io import load_config, load_weights
 
         cfg = load_config(dir)
         if not lab_internals(cfg):  # weights under another implementation's names (model/impls.py)

@@ -11,12 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from normlab.report.compare import compare_page
+from normlab.report.pages import build_report as build
+from normlab.report.prepare import prepare
+
 
 def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
     """Write the report page for a run dir, probe output or study store; returns index.html.
     What the page reads and nobody computed yet (a run's layer analysis) is computed first."""
-    from normlab.report.pages import build_report as build
-    from normlab.report.prepare import prepare
 
     prepare(path, out)
     return build(path, progress=progress, out=out)
@@ -24,7 +26,6 @@ def build_report(path: str | Path, progress: bool = False, out: str | Path | Non
 
 def compare_report(paths: Sequence[str | Path], out: str | Path, progress: bool = False) -> Path:
     """Write OUT/index.html comparing several runs, probes or studies (one kind) on shared axes."""
-    from normlab.report.compare import compare_page
 
     return compare_page(paths, out, progress=progress)
 

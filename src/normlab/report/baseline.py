@@ -13,6 +13,8 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from normlab.report.numbers import num
+from normlab.report.study_answer import side, summary, value_name
+from normlab.stats.effects import MIN_SEEDS, welch
 
 IMPL, LAB = "model.impl", "normlab"
 # What a trial records rather than what it trains: never a setting the page compares (the
@@ -43,8 +45,6 @@ def split(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
 def implementation_check(points: Sequence[Point], unit: str = "nats/token") -> str | None:
     """'Check of the implementation ...: warm-up 0: lab Pre-LN minus GPT-2 (transformers) d,
     95% Welch interval [lo, hi] (n seeds each); ...', or None without a baseline arm."""
-    from normlab.report.study_answer import side, summary, value_name
-    from normlab.stats.effects import MIN_SEEDS, welch
 
     lab, base = split(points)
     if not base:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from normlab.core.errors import UserError
+from normlab.report import checkpoint, probe_page, study_page
 from normlab.report import figures as F
-from normlab.report import probe_page, study_page
 from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page
 from normlab.report.kinds import heading, inspected
@@ -133,8 +133,6 @@ def _configs(page: Page, named: list[tuple[str, RunData]]) -> None:
 
 
 def _probes(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Path:
-    from normlab.report import checkpoint
-
     probes = [load_probe(p) for p in paths]
     slopes = {lab: probe_page.w2_slopes(p) for lab, p in zip(labels, probes)}
     trained = {lab: inspected(p.path) for lab, p in zip(labels, probes)}  # `normlab inspect` outputs

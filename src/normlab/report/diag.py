@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from normlab.diagnostics.catalogue import by_key
+from normlab.diagnostics.statistic import OVER
 from normlab.report import figures as F
 from normlab.report.html import Page
 
@@ -23,8 +25,6 @@ _LAYER_KEY = re.compile(r"^(?P<pre>.*?)[/_.]?(?:layer|l)[/_.]?(?P<n>\d+)(?P<post
 
 
 def _registered() -> dict[str, Any]:
-    from normlab.diagnostics.catalogue import by_key
-
     return by_key("training")
 
 
@@ -126,6 +126,4 @@ def _draws(s: Any, kind: str) -> bool:
 
 
 def _axis(s: Any) -> str:
-    from normlab.diagnostics.statistic import OVER
-
     return OVER[s.over]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from normlab import __version__
 from normlab.report import style
 from normlab.report.numbers import duration, num
 
@@ -169,7 +170,6 @@ class Page:
         """
         from importlib.metadata import PackageNotFoundError, version
 
-        from normlab import __version__
 
         rows = [("normlab", __version__), ("python", platform.python_version())]
         for pkg in ("numpy", "matplotlib", "torch"):

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normlab.report.load import detect
+
 KINDS = ("run", "probe", "inspect", "study", "stability", "compare", "series")
 
 # Studies whose page is the stability map (``report.stability_page``): by the spec's name, as
@@ -72,7 +74,6 @@ def inspected(path: str | Path) -> bool:
 def page_kind(path: str | Path) -> str:
     """'run', 'probe', 'inspect', 'study', 'stability' or 'series' for a directory the lab wrote
     (a UserError otherwise)."""
-    from normlab.report.load import detect
 
     kind = detect(path)
     if kind == "study":

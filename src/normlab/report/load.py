@@ -17,6 +17,8 @@ from typing import Any
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import read_json
+from normlab.run.dir import RunDir
+from normlab.study.store import Store
 
 
 def detect(path: str | Path) -> str:
@@ -30,7 +32,6 @@ def detect(path: str | Path) -> str:
         return "probe"
     if (p / "series.csv").is_file() and (p / "series.json").is_file():
         return "series"
-    from normlab.run.dir import RunDir
 
     if RunDir(p).is_report_run():
         return "run"
@@ -74,8 +75,6 @@ def run_label(config: dict[str, Any]) -> str:
 
 
 def load_run(path: str | Path) -> RunData:
-    from normlab.run.dir import RunDir
-
     run = RunDir(path)
     return RunData(run.path, run.config_dict(), run.metrics(), run.summary(), run.env(), run.diagnostics())
 
@@ -126,7 +125,6 @@ class StudyData:
 def load_study(path: str | Path) -> StudyData:
     """A study store, read through the store's own reader (safe while workers still run:
     SQLite in WAL mode lets readers see the last committed state)."""
-    from normlab.study.store import Store
 
     store = Store(path)
     try:

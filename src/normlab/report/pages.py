@@ -14,48 +14,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from normlab.report import probe_page as probe_page_mod
+from normlab.report import run_page as run_page_mod
+from normlab.report import series_page as series_page_mod
+from normlab.report import stability_page as stability_page_mod
+from normlab.report import study_page as study_page_mod
 from normlab.report.curves import CURVES, curve_figures, fates, loss_series, mean_std, tokens_per_step
 from normlab.report.diag import diag_matrices
 from normlab.report.html import esc
-from normlab.report.load import load_run, load_study, run_label
+from normlab.report.kinds import page_kind
+from normlab.report.load import load_probe, load_run, load_series, load_study, run_label
 
 
 def run_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
-    from normlab.report.run_page import build
-
-    return build(load_run(path), progress=progress, out=out)
+    return run_page_mod.build(load_run(path), progress=progress, out=out)
 
 
 def probe_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
-    from normlab.report.load import load_probe
-    from normlab.report.probe_page import build
-
-    return build(load_probe(path), progress=progress, out=out)
+    return probe_page_mod.build(load_probe(path), progress=progress, out=out)
 
 
 def study_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
-    from normlab.report.study_page import build
-
-    return build(load_study(path), progress=progress, out=out)
+    return study_page_mod.build(load_study(path), progress=progress, out=out)
 
 
 def stability_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
-    from normlab.report.stability_page import build
-
-    return build(load_study(path), progress=progress, out=out)
+    return stability_page_mod.build(load_study(path), progress=progress, out=out)
 
 
 def series_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
-    from normlab.report.load import load_series
-    from normlab.report.series_page import build
-
-    return build(load_series(path), progress=progress, out=out)
+    return series_page_mod.build(load_series(path), progress=progress, out=out)
 
 
 def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
     """Write PATH/report/index.html (or OUT/index.html) for a run dir, probe output or study
     store; return its path. ``progress`` prints each figure on stderr as it is drawn."""
-    from normlab.report.kinds import page_kind
 
     # an inspected checkpoint is in the probe's format: the probe page words it by its kind
     page = {"run": run_page, "probe": probe_page, "inspect": probe_page, "study": study_page,

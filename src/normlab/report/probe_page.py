@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from normlab.diagnostics.catalogue import STATISTICS
+from normlab.report import checkpoint
 from normlab.report import figures as F
 from normlab.report.html import Page
 from normlab.report.kinds import heading, inspected
@@ -32,7 +34,6 @@ _KIND = {"layers": "profile", "depth": "depth"}  # a statistic's Figure.kind -> 
 def figure_specs() -> list[tuple[str, str, str, tuple[str, ...], str, str, str]]:
     """(kind, metric, sublayer, params, y label, title, file name) of every per-layer or
     against-depth figure a registered probe or inspect statistic declares, in registry order."""
-    from normlab.diagnostics.catalogue import STATISTICS
 
     out = []
     for _, s in STATISTICS.items():
@@ -178,7 +179,6 @@ def describe_probe(probe: ProbeData) -> str:
 
 def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> Path:
     if inspected(probe.path):  # one trained checkpoint: what its blocks do, not depth scaling at init
-        from normlab.report import checkpoint
 
         head = heading("inspect", model=probe.summary.get("model", probe.path.name), what=checkpoint.describe(probe),
                        text=checkpoint.text_of(probe))

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from normlab.diagnostics.catalogue import STATISTICS
 from normlab.report import figures as F
 from normlab.report.html import Page
 from normlab.report.kinds import heading
@@ -63,7 +64,6 @@ class Stat:
 
 def stats_of(series: SeriesData) -> list[Stat]:
     """Every per-layer statistic of the registry in the rows (more than one layer), in registry order."""
-    from normlab.diagnostics.catalogue import STATISTICS
 
     steps = series.steps
     taken: set[tuple[str, str]] = set()

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from normlab.report.numbers import num, pm
+from normlab.stats.effects import MIN_SEEDS, welch
 
 Point = tuple[float, str]  # (metric value, fate: ok / stalled / diverged)
 MAX_CELLS = 4  # settings of the other axes spelled out in the answer; the rest go to the notes
@@ -49,7 +50,6 @@ def summary(name: str, pts: Sequence[Point]) -> str:
 
 def compare_two(a: str, pa: Sequence[Point], b: str, pb: Sequence[Point], unit: str) -> str:
     """'A m ± s vs B m ± s (n seeds each): A lower by d unit, 95% interval [lo, hi]' (b - a)."""
-    from normlab.stats.effects import MIN_SEEDS, welch
 
     va, _ = side(pa)
     vb, _ = side(pb)

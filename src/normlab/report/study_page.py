@@ -23,6 +23,8 @@ from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
 from normlab.report.study_answer import contrast
 from normlab.run.dir import RunDir
+from normlab.stats.effects import MIN_SEEDS, welch
+from normlab.study.results import results
 from normlab.study.store import TrialRecord as Trial
 
 MAX_CURVE_GROUPS = 8  # more settings than this: curves show each scientific setting's best nuisance
@@ -191,7 +193,6 @@ def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: 
         m2, sd2, n2, _ = stats[nxt]
         gap = m2 - m
         ans += f", {num(gap, 3)} nats/token lower than the runner-up {nxt} ({pm(m2, sd2)}, {n2} seed{'s' * (n2 != 1)})"
-        from normlab.stats.effects import MIN_SEEDS, welch
 
         e = welch([v for v, _ in values[nxt] if math.isfinite(v)], [v for v, _ in values[best] if math.isfinite(v)])
         if e.lo is None or e.n_min < MIN_SEEDS:
@@ -217,7 +218,6 @@ def _curve_groups(study: StudyData, groups: dict[str, list[Trial]], runs: dict[s
     nuisance = [a for a in nuisance if a != "seed"]
     if len(runs) <= MAX_CURVE_GROUPS or not nuisance:
         return runs
-    from normlab.study.results import results
 
     keep = set()
     for row in results(study.trials, study.spec.get("scientific", []), nuisance, metric):
@@ -227,7 +227,6 @@ def _curve_groups(study: StudyData, groups: dict[str, list[Trial]], runs: dict[s
 
 def results_table(page: Page, study: StudyData, metric: str, title: str = "Results") -> None:
     """The table of `normlab study status` (best nuisance setting per scientific setting)."""
-    from normlab.study.results import results
 
     sci = study.spec.get("scientific") or []
     nui = [a for a in (study.spec.get("nuisance") or []) if a != "seed"]

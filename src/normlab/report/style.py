@@ -21,6 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from normlab.model.catalogue import LAYOUTS, PLACEMENTS
+from normlab.report.numbers import apply_ticks
+
 # Registered series first (post, pre, sandwich, ... in registry order: the first two keep the
 # Okabe-Ito vermillion and blue every published figure used; the layouts count back from slot
 # 16), then the tail for other names. Yellow is left out: it does not show on white.
@@ -58,8 +61,6 @@ def series_names() -> list[str]:
 
 
 def _registered() -> tuple[list[str], list[str]]:
-    from normlab.model.catalogue import LAYOUTS, PLACEMENTS
-
     names = PLACEMENTS.names()
     return names, [n for n in LAYOUTS.names() if n not in names]
 
@@ -226,7 +227,6 @@ def seed_line(ax: Any, x: Any, y: Any, c: str, ls: str = "-") -> Any:
 
 def finish(fig: Any) -> None:
     """Last touches before saving: tick labels of linear axes in the page's number style."""
-    from normlab.report.numbers import apply_ticks
 
     for ax in fig.axes:  # colour bars too: their axes are ordinary axes
         apply_ticks(ax)

@@ -30,6 +30,7 @@ from torch import nn
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import json_text
+from normlab.core.schema import to_dict
 
 
 def _fsync_dir(path: Path) -> None:
@@ -72,7 +73,6 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
     if hasattr(model, "cfg"):  # also a model dir for TransformerLM.load (report, analyze)
-        from normlab.core.schema import to_dict
 
         _write_json(tmp / "model_config.json", to_dict(model.cfg))
     meta = dict(state)

@@ -31,7 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normlab.core.errors import UserError
+from normlab.core.fscheck import read_json_table
 from normlab.core.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
+from normlab.model.build import build_model
+from normlab.model.io import load_config
+from normlab.run import checkpoint
+from normlab.run.config import RunConfig
 
 if TYPE_CHECKING:
     from normlab.run.config import RunConfig
@@ -93,7 +98,6 @@ class RunDir:
     # ------------------------------------------------------------------ reading
     def config(self, label: str = "RUN") -> RunConfig:
         """The RunConfig in config.json; ``label`` names the argument that gave RUN in the error."""
-        from normlab.run.config import RunConfig
 
         if not self.is_run():
             raise UserError(f"{label} {self.path}: no config.json there; is it a normlab run directory "
@@ -114,7 +118,6 @@ class RunDir:
         if not p.is_file():
             return None
         if checked:
-            from normlab.core.fscheck import read_json_table
 
             return read_json_table(p, "rerun or --resume the run to rewrite it")
         return read_json(p)
@@ -136,7 +139,6 @@ class RunDir:
 
     def find_checkpoint(self, name: str) -> Path | None:
         """The intact checkpoint ``name`` (or its twin after an interrupted swap), else None."""
-        from normlab.run import checkpoint
 
         return checkpoint.find(self.checkpoint_dir(name))
 
@@ -149,7 +151,6 @@ class RunDir:
         """(step, folder) of every kept step checkpoint, in step order; an interrupted swap's
         twin stands in for its folder. A damaged one is an error naming it, never skipped (a
         series with a hole would read as a smooth curve)."""
-        from normlab.run import checkpoint
 
         root = self.path / CHECKPOINTS
         steps = sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
@@ -165,8 +166,6 @@ class RunDir:
         return out
 
     def checkpoint_problem(self, name: str) -> str | None:
-        from normlab.run import checkpoint
-
         return checkpoint.problem(self.checkpoint_dir(name))
 
     def pick_checkpoint(self, which: str = "best") -> Path:
@@ -176,7 +175,6 @@ class RunDir:
         checkpoint is never passed over for another one: it is an error naming it, and the
         other checkpoint when that one is intact (``--checkpoint NAME``).
         """
-        from normlab.run import checkpoint
 
         other = "latest" if which == "best" else "best"
         for name in (which, other):
@@ -197,14 +195,11 @@ class RunDir:
     def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
         """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
         (hash-checked before any tensor is read)."""
-        from normlab.model.build import build_model
-        from normlab.run import checkpoint
 
         cfg = self.config(label)
         folder = self.pick_checkpoint(which)
         model_cfg = cfg.model
         if (folder / "model_config.json").is_file():  # the model the checkpoint holds, as saved
-            from normlab.model.io import load_config
 
             model_cfg = load_config(folder)
         model = build_model(model_cfg).to(device)
@@ -248,8 +243,6 @@ class RunDir:
                 write_jsonl(p, [r for r in read_jsonl(p) if r.get("step", 0) <= upto])
 
     def save_checkpoint(self, name: str, model: Any, state: dict[str, Any], optimizer: Any = None) -> None:
-        from normlab.run import checkpoint
-
         checkpoint.save(self.checkpoint_dir(name), model, state, optimizer)
 
 

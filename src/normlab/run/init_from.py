@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
+from normlab.core.schema import to_dict
+from normlab.model.io import WEIGHTS, load_config
 
 
 def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
@@ -27,8 +29,6 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
     layers the user typed (TOML, ``--placement``, ``--set``) go on top of this in
     ``normlab.run.resolve.resolve``, so a key set there wins over DIR's.
     """
-    from normlab.core.schema import to_dict
-    from normlab.model.io import WEIGHTS, load_config
 
     folder = Path(init_dir)
     if not (folder / WEIGHTS).is_file():
@@ -48,7 +48,6 @@ def load_init(model: Any, cfg: Any) -> None:
     from safetensors import SafetensorError
     from safetensors.torch import load_model as st_load
 
-    from normlab.model.io import WEIGHTS
 
     path = Path(cfg.train.init_from) / WEIGHTS
     try:

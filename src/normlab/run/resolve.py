@@ -28,6 +28,7 @@ from normlab.core.schema import apply_overrides, field_type, merge, set_dotted, 
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
 from normlab.run.config import RunConfig
+from normlab.run.init_from import init_layer
 from normlab.run.presets import PRESETS
 from normlab.run.train_config import OptimConfig, TrainConfig
 
@@ -75,7 +76,6 @@ def resolve(preset: str | None = None, config: str | Path | None = None,
     train = data.get("train")
     init_dir = train.get("init_from") if isinstance(train, dict) else None
     if isinstance(init_dir, str) and init_dir.strip():  # known once every layer is read: rebuild on DIR
-        from normlab.run.init_from import init_layer
 
         data = layered(init_layer(base, init_dir))
     return RunConfig.from_dict(data)

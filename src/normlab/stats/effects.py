@@ -25,6 +25,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from normlab.stats.exact import clopper_pearson, diff_interval, tails
+from normlab.stats.tensors import spearman
+
 if TYPE_CHECKING:  # numpy is imported where it is used; arrays are welcome wherever sequences are
     import numpy as np
 
@@ -126,7 +129,6 @@ def rate(k: int, n: int) -> Effect:
     neither one-sided exact binomial test rejects at 0.025 (p-value: :func:`rate_p`)."""
     if n == 0:
         return Effect(None, None, None, 0, method="clopper-pearson", counts=(k, n))
-    from normlab.stats.exact import clopper_pearson
 
     lo, hi = clopper_pearson(k, n)
     return Effect(k / n, lo, hi, n, method="clopper-pearson", counts=(k, n))
@@ -139,7 +141,6 @@ def rate_diff(k_a: int, n_a: int, k_b: int, n_b: int) -> Effect:
     counts = (k_a, n_a, k_b, n_b)
     if n_a == 0 or n_b == 0:
         return Effect(None, None, None, n_a, n_b, "exact-unconditional", counts=counts)
-    from normlab.stats.exact import diff_interval
 
     lo, hi = diff_interval(*counts)
     return Effect(k_a / n_a - k_b / n_b, lo, hi, n_a, n_b, "exact-unconditional", counts=counts)
@@ -148,7 +149,6 @@ def rate_diff(k_a: int, n_a: int, k_b: int, n_b: int) -> Effect:
 def rate_tails(e: Effect, ref: float) -> tuple[float, float]:
     """(p_above, p_below): the one-sided exact p-values at ``ref`` of a rate effect's tests,
     the ones its interval inverts (alternatives: the rate, or difference, is above / below ref)."""
-    from normlab.stats.exact import tails
 
     if e.counts is None:
         raise ValueError(f"rate_tails: effect '{e.method}' has no counts (only rate and rate_diff effects do)")
@@ -183,7 +183,6 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 def spearman_per_seed(x: Sequence[float] | np.ndarray, rows: Sequence[Sequence[float]] | np.ndarray) -> list[float]:
     """Spearman's rho of each row against ``x`` (rows: one per seed; NaN rows skipped)."""
-    from normlab.stats.tensors import spearman
 
     return [spearman(list(x), list(r)) for r in rows if all(math.isfinite(v) for v in r)]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from normlab.core.registry import Registry
+from normlab.study.ray_tasks import drive
 from normlab.study.store import Store
 from normlab.study.worker import WorkerOptions, _process_main, work
 
@@ -70,6 +71,5 @@ def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, addr
 
 def run_ray(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
     """Run the store's trials as Ray tasks (``address``: an existing cluster; else a local one)."""
-    from normlab.study.ray_tasks import drive
 
     drive(store_root, opts, workers=workers, address=address)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
 
 from normlab.core.errors import UserError
-from normlab.data.unigram import DataCE
+from normlab.data.unigram import DataCE, data_ce
+from normlab.run.dir import RunDir
 from normlab.study.store import TrialRecord
 
 OUTCOMES = ("trains", "stalls", "diverged")
@@ -107,7 +108,6 @@ def cell_key(trial: TrialRecord) -> CellKey:
     """The trial's (placement, lr, depth, warm-up): its axis values, else its own RunConfig's."""
     vals = {name: trial.params.get(key) for name, key in AXES.items()}
     if any(v is None for v in vals.values()):
-        from normlab.run.dir import RunDir
 
         run = RunDir(trial.run_dir)
         if run.is_run():
@@ -141,8 +141,6 @@ def map_cells(trials: Iterable[TrialRecord], data_ce: DataCE,
 def study_data_ce(trials: Iterable[TrialRecord]) -> DataCE:
     """The reference losses of the data the trials trained on (their RunConfigs' ``data``); a
     map compares one corpus, so trials on several are refused."""
-    from normlab.data.unigram import data_ce
-    from normlab.run.dir import RunDir
 
     seen: dict[str, Any] = {}  # repr of a DataConfig -> the DataConfig
     for t in trials:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from normlab.core.errors import ConfigError
 from normlab.core.registry import Registry
+from normlab.model.catalogue import PLACEMENTS
 from normlab.study.spec import StudySpec
 
 StudyPreset = Callable[[str], StudySpec]
@@ -50,7 +51,6 @@ def _pick(scale: str, table: dict[str, Any], preset: str) -> Any:
 
 def _placements(wanted: list[str]) -> list[str]:
     """``wanted`` minus placements this build does not register (listed in the preset's doc)."""
-    from normlab.model.catalogue import PLACEMENTS
 
     return [p for p in wanted if p in PLACEMENTS]
 
@@ -157,7 +157,6 @@ def depth(scale: str = "cpu") -> StudySpec:
     """Every registered placement at depths 6, 12, 24, 48 with no warm-up (constant lr 1e-3):
     which train, which diverge (DeepNet, Admin, Mix-LN, LNS claims). cpu: d=64, context 64,
     batch 16, 200 steps, 1 seed."""
-    from normlab.model.catalogue import PLACEMENTS
 
     steps = _pick(scale, {"smoke": 10, "cpu": 200, "gpu": 3000}, "depth")
     depths = [2, 4] if scale == "smoke" else [6, 12, 24, 48]

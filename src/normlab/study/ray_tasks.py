@@ -33,8 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
+from normlab.core.fsutil import append_jsonl
+from normlab.run import checkpoint
+from normlab.run.dir import RunDir
 from normlab.study.store import Lease, Store, worker_id
-from normlab.study.worker import Heartbeat, WorkerOptions
+from normlab.study.worker import Heartbeat, WorkerOptions, run_claimed, study_env
 
 NODES_LOG = "ray_nodes.jsonl"  # RUN/ray_nodes.jsonl: one line per attempt, where it ran
 LOCK = ".trial.lock"           # RUN/.trial.lock: held by the attempt that trains in RUN
@@ -55,7 +58,6 @@ def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptio
     ``study`` ({"spec": {name, metric}, "params": axis values}) names the trial for its loggers
     exactly as a local worker does (W&B group, TensorBoard hparams; ``study_env``), wherever
     the task trains (the run directory, or a scratch copy on a node without the store)."""
-    from normlab.study.worker import run_claimed, study_env
 
     shared = Path(store_root).is_dir()
     scratch = None if shared else Path(tempfile.mkdtemp(prefix="normlab-trial-"))
@@ -104,7 +106,6 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
     RUN/ray_nodes.jsonl, and return it for the store's event."""
     import ray
 
-    from normlab.core.fsutil import append_jsonl
 
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     where = {"node_id": node, "node_ip": ray.util.get_node_ip_address() if node else None,
@@ -116,12 +117,10 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
 
 def _checkpoint_step(run_dir: Path) -> int | None:
     """The step of RUN's intact latest checkpoint (what a resumed attempt starts from), or None."""
-    from normlab.run.dir import RunDir
 
     run = RunDir(run_dir)
     if not run.has_checkpoints():
         return None
-    from normlab.run import checkpoint
 
     found = run.find_checkpoint("latest")
     return int(checkpoint.read_state(found)["loop"]["step"]) if found else None

@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from normlab.core.errors import ConfigError, UserError
+from normlab.core.progress import Progress as Display
+from normlab.study.executors import EXECUTORS, default_workers
+from normlab.study.results import format_results, results
 from normlab.study.spec import StudySpec, spec_from_dict
 from normlab.study.store import Store
+from normlab.study.worker import WorkerOptions
 
 if TYPE_CHECKING:
     from normlab.core.progress import Progress as Display
@@ -43,8 +47,6 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
     batching measured 1.0x and one trial per core is faster (docs/performance.md).
     """
-    from normlab.study.executors import EXECUTORS, default_workers
-    from normlab.study.worker import WorkerOptions
 
     run = EXECUTORS.get(executor)
     if threads < 1:
@@ -81,7 +83,6 @@ def _display(progress: bool | None, display: "Display | None", label: str) -> It
     if display is not None:
         yield display
         return
-    from normlab.core.progress import Progress as Display
 
     own = Display(label, enabled=progress is not False)
     try:
@@ -172,7 +173,6 @@ def _final(counts: dict[str, int]) -> int:
 
 def status_text(store: Store) -> str:
     """``normlab study status``: counts by status, the results table, failed trials' errors."""
-    from normlab.study.results import format_results, results
 
     spec: dict[str, Any] = store.spec
     trials = store.trials()

@@ -21,6 +21,9 @@ from typing import Any
 
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
 from normlab.core.schema import Section, coerce, field_type, merge, set_dotted, to_dict
+from normlab.run.presets import PRESETS
+from normlab.run.resolve import RunConfig, load_toml
+from normlab.study.registries import METRICS, TRIALS
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
              "scientific", "nuisance", "retries", "trial", "runs_dir", "metric")
@@ -55,8 +58,6 @@ class StudySpec(Section):
     description: str = ""
 
     def __post_init__(self) -> None:
-        from normlab.run.resolve import RunConfig
-
         self.check(isinstance(self.name, str), "name", "must be a string, e.g. name = \"warmup-grid\"")
         self.check(bool(self.name) and "/" not in self.name, "name", "give the study a short name without '/'")
         self.check(isinstance(self.retries, int) and self.retries >= 0, "retries", "must be an integer >= 0")
@@ -68,7 +69,6 @@ class StudySpec(Section):
         trial_fn(self.trial)  # validates the name (the function itself loads lazily)
         self.check(isinstance(self.metric, str) and bool(self.metric), "metric",
                    "name a summary entry, e.g. best_val_loss")
-        from normlab.study.registries import METRICS
 
         if self.trial in METRICS and self.metric not in METRICS[self.trial]:
             raise unknown_name("metric", self.metric, METRICS[self.trial])
@@ -109,7 +109,6 @@ class StudySpec(Section):
 
     def base_data(self) -> dict[str, Any]:
         """The base RunConfig as plain data: run preset (if any), then ``base`` on top."""
-        from normlab.run.presets import PRESETS
 
         data = to_dict(PRESETS.get(self.preset, "preset")()) if self.preset else {}
         return merge(data, self.base)
@@ -131,7 +130,6 @@ class StudySpec(Section):
     def trials(self) -> list[Trial]:
         """Every trial, seed-major (a first pass over all points gives one seed of each), each
         with its RunConfig built and validated; identical configs are refused."""
-        from normlab.run.resolve import RunConfig
 
         base = self.base_data()
         try:
@@ -192,7 +190,6 @@ def safe_relpath(path: str, field_name: str) -> PurePosixPath:
 
 def trial_fn(name: str) -> None:
     """Check a trial name: a TRIALS name or ``"module:function"`` (imported only by workers)."""
-    from normlab.study.registries import TRIALS
 
     if ":" in name:
         mod, _, attr = name.partition(":")
@@ -243,6 +240,5 @@ def spec_from_dict(data: dict[str, Any]) -> StudySpec:
 
 def load_spec(path: str | Path) -> StudySpec:
     """Read a study TOML file (see docs/studies.md for the format)."""
-    from normlab.run.resolve import load_toml
 
     return spec_from_dict(load_toml(path, "study file"))

@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from normlab.core.errors import UserError
+from normlab.core.fscheck import read_json_table, sqlite_errors, writable_dir
+from normlab.core.fsutil import CorruptFileError, atomic_write_text
+from normlab.run.config import RunConfig
+from normlab.study.spec import safe_relpath
 
 SCHEMA_VERSION = 1
 FINAL = ("completed", "diverged", "failed")
@@ -134,8 +138,6 @@ class Store:
                runs_dir: str = "runs") -> "Store":
         """Create (or reopen) the store of ``spec`` and insert its trials; idempotent and safe
         when two processes do it at once. A store holding a different study is refused."""
-        from normlab.core.fscheck import sqlite_errors, writable_dir
-        from normlab.core.fsutil import atomic_write_text
 
         root = writable_dir(path, "--store", "choose another --store (a store is written as it runs)")
         text = json.dumps(spec, indent=2, sort_keys=True)
@@ -177,8 +179,6 @@ class Store:
 
     # -- readers ---------------------------------------------------------------------
     def trials(self) -> list[TrialRecord]:
-        from normlab.study.spec import safe_relpath
-
         rows = self.conn.execute("SELECT id, params, status, summary, run_dir, error, attempts, worker "
                                  "FROM trials ORDER BY idx").fetchall()
         return [TrialRecord(r[0], json.loads(r[1]), r[2], json.loads(r[3]) if r[3] else None,
@@ -235,7 +235,6 @@ class Store:
                 c.execute("UPDATE trials SET status='running', worker=?, attempts=attempts+1, started_at=?, "
                           "heartbeat=?, finished_at=NULL WHERE id=?", (worker, now, now, tid))
                 _event(c, tid, attempts + 1, "claim", worker, now, status if not out else f"{status}, batched")
-                from normlab.study.spec import safe_relpath
 
                 out.append(Lease(tid, attempts + 1, json.loads(params), config,
                                  self.root / safe_relpath(run_dir, f"trials[{tid}].run_dir"), previous=status))
@@ -299,15 +298,11 @@ class Store:
 
 
 def _read_spec(path: Path) -> dict[str, Any]:
-    from normlab.core.fscheck import read_json_table
-
     return read_json_table(path, "restore it from a backup, or start a new --store")
 
 
 def _check_db(path: Path) -> None:
     """Refuse a study.sqlite that is not an intact store database (one line, never replaced)."""
-    from normlab.core.fscheck import sqlite_errors
-    from normlab.core.fsutil import CorruptFileError
 
     if not path.is_file():  # connecting would create an empty database in its place
         raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
@@ -398,7 +393,6 @@ def _new_trials(conn: sqlite3.Connection, root: Path, trials: list[Any]) -> list
     options differently) holds the same trial under another id: it is matched by its
     parameters and kept when its stored config reads back equal, and refused otherwise
     (running both would count one seed twice)."""
-    from normlab.run.config import RunConfig
 
     held = {params: (tid, config) for tid, params, config in conn.execute("SELECT id, params, config FROM trials")}
     ids = {tid for tid, _ in held.values()}

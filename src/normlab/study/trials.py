@@ -14,14 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normlab.core.errors import ConfigError
+from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
+from normlab.model.build import lab_internals
+from normlab.model.transformer import TransformerLM
+from normlab.run.dir import RunDir
 from normlab.study.registries import TRIALS, TrialFn
+from normlab.train import run_training
 
 if TYPE_CHECKING:
     from normlab.run.resolve import RunConfig
 
 def train(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
     """Train one model with ``normlab.train.run_training`` (resuming from its checkpoint)."""
-    from normlab.train import run_training
 
     return run_training(cfg, run_dir, resume=resume, quiet=True)
 
@@ -46,10 +50,6 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
     so study trials and probe runs are paired. Writes RUN/probe.csv, config.json, summary.json."""
     import torch
 
-    from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
-    from normlab.model.build import lab_internals
-    from normlab.model.transformer import TransformerLM
-    from normlab.run.dir import RunDir
 
     if not lab_internals(cfg.model):
         raise ConfigError("model.impl", cfg.model.impl, "a probe trial reads the lab model's blocks; "

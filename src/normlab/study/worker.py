@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from normlab.run.dir import RunDir
+from normlab.run.resolve import RunConfig
 from normlab.study.store import Lease, Store, worker_id
+from normlab.study.trials import load_trial
+from normlab.train.batched import compatible, run_batched
+from normlab.train.loggers import STUDY_ENV
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,6 @@ def study_env(spec: dict[str, Any], claims: list[Lease]) -> Iterator[None]:
     """Name the study and each claimed trial's axis values for the trial's loggers (W&B group,
     TensorBoard hparams; ``normlab.train.loggers.study_context``), through the environment so
     that it also reaches a trial that starts processes of its own."""
-    from normlab.train.loggers import STUDY_ENV
 
     old = os.environ.get(STUDY_ENV)
     os.environ[STUDY_ENV] = json.dumps({"name": spec.get("name"), "metric": spec.get("metric", "best_val_loss"),
@@ -88,9 +92,6 @@ def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
     """Run one claimed trial in this process: (summary, None) or (None, error text)."""
     import torch
 
-    from normlab.run.dir import RunDir
-    from normlab.run.resolve import RunConfig
-    from normlab.study.trials import load_trial
 
     try:
         torch.set_num_threads(max(1, opts.threads))
@@ -108,14 +109,12 @@ def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
 
 def batchable(first_json: str, other_json: str) -> bool:
     """Whether two trials' configs can train as one batch (``normlab.train.batched``)."""
-    from normlab.train.batched import compatible
 
     return compatible([_config(first_json), _config(other_json)])
 
 
 @functools.lru_cache(maxsize=512)
 def _config(config_json: str):  # -> RunConfig; parsed once per claim scan, not once per comparison
-    from normlab.run.resolve import RunConfig
 
     return RunConfig.from_json(config_json)
 
@@ -128,8 +127,6 @@ def run_claimed_batch(claims: list[Lease], opts: WorkerOptions) -> list[tuple[di
     """
     import torch
 
-    from normlab.run.resolve import RunConfig
-    from normlab.train.batched import run_batched
 
     try:
         torch.set_num_threads(max(1, opts.threads))

@@ -35,7 +35,15 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.core.schema import to_dict
+from normlab.data import load_corpus
+from normlab.data.batches import check_fits, train_batch, val_batches
+from normlab.model.build import lab_internals, resolve_model
+from normlab.model.placement import Placement, Stream
+from normlab.model.transformer import TransformerLM
+from normlab.run.dir import RunDir
 from normlab.run.resolve import RunConfig
+from normlab.train.cadence import Cadence
+from normlab.train.env import Dist, environment, pick_device
 from normlab.train.lifecycle import (
     diverged_row,
     finish,
@@ -46,6 +54,11 @@ from normlab.train.lifecycle import (
     validated,
     window_row,
 )
+from normlab.train.loop import LoopState
+from normlab.train.plan import is_run_dir, prepare
+from normlab.train.run import make_summary
+from normlab.train.stack import Stack
+from normlab.train.step import lr_now
 from normlab.train.window import Window
 
 if TYPE_CHECKING:
@@ -55,8 +68,6 @@ if TYPE_CHECKING:
 
 def incompatibility(cfgs: list[RunConfig]) -> str | None:
     """Why ``cfgs`` cannot be trained as one batch, or None when they can."""
-    from normlab.model.build import lab_internals, resolve_model
-    from normlab.model.placement import Placement, Stream
 
     if not cfgs:
         return "no trials given"
@@ -93,8 +104,6 @@ class _Trial:
     """Host-side bookkeeping of one trial: its config, run directory, loop state and loggers."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, model: torch.nn.Module, loggers: list[Any]) -> None:
-        from normlab.train.loop import LoopState
-
         self.cfg, self.run_dir, self.model, self.loggers = cfg, run_dir, model, loggers
         self.st = LoopState()
         self.status, self.diverged_at = "completed", None  # type: str, int | None
@@ -102,15 +111,10 @@ class _Trial:
 
 
 def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None) -> None:
-    from normlab.run.dir import RunDir
-
     save(RunDir(tr.run_dir), name, tr.model, tr.st, corpus.tokenizer, opt, batched=True)
 
 
 def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
-    from normlab.run.dir import RunDir
-    from normlab.train.run import make_summary
-
     tr.st.wall_time = wall
     tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model)
     tr.summary["batched"] = True
@@ -121,11 +125,6 @@ def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
 def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Trial], torch.device]:
     """Refuse bad input before any run directory is touched; then the corpus and the
     trials, each initialised as its solo run would be."""
-    from normlab.data import load_corpus
-    from normlab.data.batches import check_fits
-    from normlab.model.transformer import TransformerLM
-    from normlab.train.env import pick_device
-    from normlab.train.plan import is_run_dir, prepare
 
     if len(cfgs) != len(run_dirs):
         raise UserError(f"run_batched: {len(cfgs)} configs but {len(run_dirs)} run directories")
@@ -155,9 +154,6 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
 
 
 def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
-    from normlab.run.dir import RunDir
-    from normlab.train.env import Dist, environment
-
     for tr in trials:
         env = environment(device, tr.cfg.seed, Dist())
         env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
@@ -168,7 +164,6 @@ def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
 
 def _micro_batches(corpus: Any, trials: list[_Trial], s: int) -> Callable[[int], list]:
     """Micro-batch m of step ``s`` (0-based) for each trial: its solo run's batches."""
-    from normlab.data.batches import train_batch
 
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
     rows = t.batch_size // t.grad_accum
@@ -202,7 +197,6 @@ def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad:
     if plan.ckpt:
         _save(tr, "latest", corpus, opt)
         if tr.cfg.train.keep_checkpoints:  # weights only: a series to inspect
-            from normlab.run.dir import RunDir
 
             _save(tr, RunDir.step_name(step), corpus, None)
     return False
@@ -215,10 +209,6 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     summary.json, checkpoints/latest and best written by ``normlab.run.checkpoint``).
     Raises ``UserError`` naming the reason when ``compatible(cfgs)`` is False.
     """
-    from normlab.data.batches import val_batches
-    from normlab.train.cadence import Cadence
-    from normlab.train.stack import Stack
-    from normlab.train.step import lr_now
 
     corpus, trials, device = _prepare(cfgs, [Path(d) for d in run_dirs])
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context

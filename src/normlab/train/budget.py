@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from normlab.core.errors import UserError
+from normlab.model import cost
 from normlab.run.resolve import RunConfig
 
 WARN_S = 30.0      # a step longer than this gets a warning with the numbers
@@ -48,7 +49,6 @@ class StepEstimate:
 
 def estimate(cfg: RunConfig, world: int = 1) -> StepEstimate:
     """Memory (bytes) and FLOPs of one optimizer step of ``cfg`` on one of ``world`` processes."""
-    from normlab.model import cost
 
     m, t = cfg.model, cfg.train
     d, L, T, V, ff = m.d_model, m.n_layer, m.context, m.vocab_size, m.ff_width

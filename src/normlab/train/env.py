@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from normlab.core.errors import UserError
+from normlab import __version__
+from normlab.core.errors import ConfigError, UserError
 
 
 @dataclass
@@ -99,7 +100,6 @@ def environment(device: torch.device, seed: int, dist: Dist) -> dict[str, Any]:
     """What env.json records: enough to rerun or explain a result later."""
     import numpy
 
-    from normlab import __version__
 
     return {
         "normlab": __version__,
@@ -128,7 +128,6 @@ def check_cpp_compiler() -> None:
     try:
         get_cpp_compiler()
     except Exception as e:
-        from normlab.core.errors import ConfigError
 
         raise ConfigError("train.compile", True, f"torch.compile on CPU needs a C++ compiler ({type(e).__name__}); "
                           "install g++ (or set $CXX) or set train.compile=false") from None

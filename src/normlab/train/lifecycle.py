@@ -10,6 +10,8 @@ import json
 import math
 from typing import Any
 
+from normlab.train.loggers import make_loggers
+
 
 def finite(v: float) -> float | None:
     """``v``, or None when it is not finite (JSON has no NaN/inf; null means "not finite")."""
@@ -26,7 +28,6 @@ def open_files(run: Any, cfg: Any, env: dict[str, Any], resume: bool = False) ->
 def start_loggers(run: Any, cfg: Any) -> list[Any]:
     """The run's loggers, jsonl (RUN/metrics.jsonl, through ``run``) first. Started last, after
     a resume loaded its checkpoint, so a failed load leaves no logger (a W&B run) open."""
-    from normlab.train.loggers import make_loggers
 
     return make_loggers(list(cfg.train.loggers), run.path, json.loads(cfg.to_json()), run.append_metrics)
 

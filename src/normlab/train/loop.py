@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from normlab.data.batches import train_batch
+from normlab.diagnostics.training import TrainingDiagnostics
 from normlab.run import checkpoint
 from normlab.run.dir import RunDir
 from normlab.run.resolve import RunConfig
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist
 from normlab.train.lifecycle import diverged_row, metrics_line, save, validated, window_row
+from normlab.train.progress import Progress
+from normlab.train.replay import localise
 from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
 
@@ -85,7 +88,6 @@ class Trainer:
         self.clip = clip_limit(cfg.optim)
         self.diag = None
         if cfg.train.diag_every > 0 and dist.main:
-            from normlab.diagnostics.training import TrainingDiagnostics
 
             self.diag = TrainingDiagnostics(model, run_dir, (val[0][0].to(device), val[0][1].to(device)),
                                             every=cfg.train.diag_every)
@@ -170,7 +172,6 @@ class Trainer:
     def _run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
         """The loop body only delegates: train a step, then, on the steps the cadence
         names, read the accumulators back, log, validate and checkpoint."""
-        from normlab.train.progress import Progress
 
         t = self.cfg.train
         w = Window(torch.tensor(st.loss_sum, dtype=torch.float32, device=self.device),
@@ -262,7 +263,6 @@ class Trainer:
         """The last metrics line (``diverged``), and with diagnostics on, where it began."""
         self._log(st.step, diverged_row(float(w.loss), st.loss_n, out.lr, float(out.grad_norm)))
         if self.diag is not None and not self.dist.enabled:
-            from normlab.train.replay import localise
 
             self.first_nonfinite = localise(self, at)
 

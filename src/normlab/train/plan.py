@@ -17,8 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normlab.core import fscheck
 from normlab.core.errors import ConfigError, UserError
+from normlab.data.tokenizers import make_tokenizer
+from normlab.model.build import lab_internals, resolve_model
+from normlab.run import checkpoint
 from normlab.run.config import RunConfig
+from normlab.run.dir import RunDir
+from normlab.train.budget import check_step_fits
+from normlab.train.env import check_cpp_compiler, pick_device, world_size
+from normlab.train.loggers import require_loggers
 
 
 @dataclass(frozen=True)
@@ -33,21 +41,18 @@ class Plan:
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
     """RUN's RunConfig; ``label`` names the argument that gave RUN in the error."""
-    from normlab.run.dir import RunDir
 
     return RunDir(run_dir).config(label)
 
 
 def is_run_dir(run_dir: Path) -> bool:
     """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
-    from normlab.run.dir import RunDir
 
     return RunDir(run_dir).holds_run()
 
 
 def finished(run_dir: str | Path) -> dict | None:
     """The summary of a run that has nothing left to do (completed or diverged), else None."""
-    from normlab.run.dir import RunDir
 
     done = RunDir(run_dir).summary()
     return done if done and done.get("status") in ("completed", "diverged") else None
@@ -62,7 +67,6 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
     ``done`` set, unless ``steps`` raises its train.steps, which extends it. Reads nothing
     but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
     """
-    from normlab.core import fscheck
 
     run_dir = Path(run_dir)
     if resume:
@@ -87,9 +91,6 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
 
 def check_config(cfg: RunConfig) -> None:
     """The checks of a resolved config that need no corpus: names first, then the machine."""
-    from normlab.model.build import lab_internals, resolve_model
-    from normlab.train.env import pick_device, world_size
-    from normlab.train.loggers import require_loggers
 
     resolve_model(cfg.model)  # placement, norm, init, FFN and impl names and the placements' options
     if not lab_internals(cfg.model):  # these read TransformerLM's blocks and weight names
@@ -107,11 +108,9 @@ def check_config(cfg: RunConfig) -> None:
                         f"processes = {cfg.train.grad_accum * world}")
     device = pick_device(cfg.train.device)  # under DDP the rank's own CUDA device comes later
     if cfg.train.compile and device.type == "cpu":
-        from normlab.train.env import check_cpp_compiler
 
         check_cpp_compiler()
     if world == 1:  # every rank would have to agree on a refusal; DDP users size their own runs
-        from normlab.train.budget import check_step_fits
 
         check_step_fits(_with_planned_vocab(cfg), device)
 
@@ -130,7 +129,6 @@ def _with_planned_vocab(cfg: RunConfig) -> RunConfig:
         elif data.tokenizer == "bpe":
             vocab = data.bpe_vocab
         elif data.tokenizer.endswith(".json"):
-            from normlab.data.tokenizers import make_tokenizer
 
             vocab = make_tokenizer(data.tokenizer).vocab_size  # a bad path fails here, before the corpus
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab))
@@ -141,8 +139,6 @@ def _extended(cfg: RunConfig, run_dir: Path, steps: int, done: dict | None) -> R
 
     The stored eval_every is kept (config.json records the interval the run used).
     """
-    from normlab.run import checkpoint
-    from normlab.run.dir import RunDir
 
     if done and done.get("status") == "diverged":
         raise UserError(f"--steps {steps}: {run_dir} diverged at step {done.get('diverged_at_step')}; "

@@ -14,16 +14,16 @@ from typing import Any
 
 import torch
 
+from normlab.diagnostics.training import first_nonfinite
+from normlab.model.build import build_model
 from normlab.run import checkpoint
+from normlab.run.dir import RunDir
 from normlab.train.step import optimizer_step
 
 
 def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
     """``first_nonfinite`` of step ``bad_step`` (1-based) of ``tr``'s run (a ``train.loop.Trainer``,
     not imported here: the loop imports this module); moves its weights."""
-    from normlab.diagnostics.training import first_nonfinite
-    from normlab.model.build import build_model
-    from normlab.run.dir import RunDir
 
     ckpt = RunDir(tr.run_dir).find_checkpoint("latest")
     start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0

@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from normlab.core.errors import UserError
+from normlab.data import load_corpus
+from normlab.data.batches import check_fits, val_batches
+from normlab.model.build import build_model
+from normlab.run import checkpoint
+from normlab.run.dir import RunDir
+from normlab.run.init_from import fit_vocab, load_init
 from normlab.run.resolve import RunConfig
+from normlab.train.env import close_dist, environment, init_dist
+from normlab.train.lifecycle import open_files, start_loggers
+from normlab.train.loop import LoopState, Trainer
+from normlab.train.optim import make_optimizer
 from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
 
 if TYPE_CHECKING:
@@ -98,15 +108,12 @@ def execute(plan: Plan, *, quiet: bool = False) -> dict:
 def load_data(plan: Plan) -> Data:
     """Read (or download) the corpus, check that both splits hold a window, fix the vocabulary
     from the tokenizer and cut the fixed validation batches."""
-    from normlab.data import load_corpus
-    from normlab.data.batches import check_fits, val_batches
 
     cfg = plan.cfg
     corpus = load_corpus(cfg.data)
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
     if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.run.init_from)
-        from normlab.run.init_from import fit_vocab
 
         cfg = fit_vocab(cfg, corpus.vocab_size)
     else:
@@ -117,9 +124,6 @@ def load_data(plan: Plan) -> Data:
 
 def build(plan: Plan, data: Data) -> Job:
     """Join the process group, then build the seeded model (or DIR's weights) and its optimizer."""
-    from normlab.model.build import build_model
-    from normlab.train.env import init_dist
-    from normlab.train.optim import make_optimizer
 
     cfg = data.cfg
     dist, device = init_dist(cfg.train.device)
@@ -128,7 +132,6 @@ def build(plan: Plan, data: Data) -> Job:
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model).to(device)  # model.impl picks the code (TransformerLM by default)
     if cfg.train.init_from:
-        from normlab.run.init_from import load_init
 
         load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
     if dist.rank:
@@ -139,11 +142,6 @@ def build(plan: Plan, data: Data) -> Job:
 def open_run(job: Job) -> tuple[list[Any], Any]:
     """From here on RUN is ours: write config.json and env.json, load the latest checkpoint
     when resuming, drop log lines after it, start the loggers. Returns (loggers, loop state)."""
-    from normlab.run import checkpoint
-    from normlab.run.dir import RunDir
-    from normlab.train.env import environment
-    from normlab.train.lifecycle import open_files, start_loggers
-    from normlab.train.loop import LoopState
 
     cfg, run_dir, dist, resume = job.cfg, job.plan.run_dir, job.dist, job.plan.resume
     run = RunDir(run_dir)
@@ -167,9 +165,6 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
 def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
     """The loop from ``st`` to the end, then summary.json; a failure still leaves a summary
     (status failed), and the process group is left in every case."""
-    from normlab.run.dir import RunDir
-    from normlab.train.env import close_dist
-    from normlab.train.loop import Trainer
 
     cfg, run_dir, dist, model = job.cfg, job.plan.run_dir, job.dist, job.model
     trainer = Trainer(cfg, model, job.optimizer, job.data.corpus, job.data.val, run_dir, job.device, dist, loggers,

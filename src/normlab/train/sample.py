@@ -7,15 +7,15 @@ from pathlib import Path
 import torch
 
 from normlab.core.errors import UserError
+from normlab.data.tokenizers import tokenizer_from_state
 from normlab.model.sampling import generate
+from normlab.run.dir import RunDir
+from normlab.train.env import pick_device
 
 
 def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float = 0.8,
                top_k: int | None = 200, seed: int = 0, which: str = "best", device: str = "cpu") -> str:
     """Text continuing ``prompt`` from checkpoint ``which`` (best, else latest) of ``run_dir``."""
-    from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.run.dir import RunDir
-    from normlab.train.env import pick_device
 
     run = RunDir(run_dir)
     run.config("sample")  # not a run: say so before anything else

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from normlab.run.train_config import OptimConfig
+from normlab.train.optim import make_optimizer, param_groups
 from normlab.train.step import clip_grads_, clip_limit
 
 
@@ -25,8 +26,6 @@ class Stack:
     model is the template the stack is evaluated through)."""
 
     def __init__(self, trials: list[Any], device: torch.device) -> None:
-        from normlab.train.optim import param_groups
-
         self.base, self.device = trials[0].model, device
         groups = param_groups(self.base, 0.0)
         names = [n for g in groups for n in g["names"]]
@@ -127,7 +126,6 @@ class Stack:
     def export(self, i: int, model: nn.Module, o: OptimConfig, step: int) -> torch.optim.Optimizer:
         """Copy slice ``i`` into ``model`` and a real AdamW holding its moments, so that the
         trial's checkpoint is a solo checkpoint (``normlab.run.checkpoint`` format)."""
-        from normlab.train.optim import make_optimizer
 
         named = dict(model.named_parameters())
         for n, p in self.params.items():
