@@ -76,3 +76,17 @@ def test_every_package_is_a_layer() -> None:
     named = {name.strip() for layer in layers for name in layer.split("|")}
     packages = {f"normlab.{p.parent.name}" for p in SRC.glob("*/__init__.py")}
     assert packages == named
+
+
+def test_architecture_page_names_every_package_and_only_real_ones() -> None:
+    """docs/architecture.md's package table and layer picture agree with the package."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `normlab/(\w+)/` \|", text, flags=re.M))
+    picture = text.split("```text", 1)[1].split("```", 1)[0]
+    drawn = {w for line in picture.splitlines() for w in re.findall(r"^\s*([\w |]+?)\s{2,}", line + "  ")
+             for w in w.replace("|", " ").split()}
+    packages = {p.parent.name for p in SRC.glob("*/__init__.py")}
+    assert table == packages
+    assert drawn == packages
