@@ -189,9 +189,7 @@ def _declared_registries() -> dict[str, str]:
                 assert isinstance(target, ast.Name), f"{mod}:{stmt.lineno}"
                 given = [k.value.value for k in value.keywords
                          if k.arg == "catalogue" and isinstance(k.value, ast.Constant)]
-                # model/registries.py declares the model's; model/catalogue.py fills and re-exports them
-                out[target.id] = given[0] if given else ("normlab.model.catalogue" if mod == "normlab.model.registries"
-                                                         else f"(none named, {mod}:{stmt.lineno})")
+                out[target.id] = given[0] if given else f"(none named, {mod}:{stmt.lineno})"
     return out
 
 
@@ -211,7 +209,7 @@ def test_nothing_registers_itself_on_import() -> None:
 def test_each_registry_is_filled_only_by_its_catalogue() -> None:
     declared = _declared_registries()
     assert {"PLACEMENTS", "SCHEDULES", "LOGGERS", "TOKENIZERS", "PRESETS", "STUDY_PRESETS", "EXECUTORS",
-            "TRIALS", "PEERS", "SIZES"} <= set(declared)
+            "TRIALS", "PEERS", "SIZES", "STATISTICS", "NORMS", "INITS"} <= set(declared)
     fills: dict[str, set[str]] = {}
     for mod, path in _modules().items():
         for name, _ in _registrations(ast.parse(path.read_text(encoding="utf-8")))[1]:
@@ -227,8 +225,6 @@ def test_a_registry_fills_from_its_catalogue_at_the_first_lookup() -> None:
     import importlib
 
     for name, catalogue in _declared_registries().items():
-        if catalogue == "normlab.model.catalogue":
-            continue  # the model's are looked up through the catalogue itself
         owner = next(m for m, p in _modules().items() if f"{name}: Registry" in p.read_text(encoding="utf-8"))
         reg = getattr(importlib.import_module(owner), name)
         assert reg.catalogue == catalogue and len(reg) > 0, name

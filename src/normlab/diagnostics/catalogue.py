@@ -20,8 +20,7 @@ import math
 from typing import Any
 
 from normlab.core import plugins
-from normlab.core.registry import Registry
-from normlab.diagnostics.statistic import Captured, Figure, Statistic
+from normlab.diagnostics.statistic import STATISTICS, Captured, Figure, Statistic
 from normlab.stats import tensors as stats
 
 PROBE, TRAINING = frozenset({"probe"}), frozenset({"training"})
@@ -130,120 +129,111 @@ def _attention(key: str) -> Any:
 _STREAM, _AUX = frozenset({"stream"}), frozenset({"aux"})
 W2 = ("W_2", "W2")
 
-BUILTIN: tuple[Statistic, ...] = (
-    Statistic("grad_norm", "groups", frozenset({"grads"}), "||grad||_F of each parameter group before clipping",
-              _grad_norm, "||grad||_F per group", TRAINING),
-    Statistic("update_ratio", "groups", frozenset({"update"}), "||W_t+1 - W_t||_F / ||W_t+1||_F per group",
-              _update_ratio, "||ΔW|| / ||W||", TRAINING),
-    Statistic("weight_grad_norm", "labelled", frozenset({"param_grads", "loss"}),
-              "||dLoss/dW||_F of each weight of each block (W_Q, W_K, W_V split) ", _weight_grad_norm,
-              draw=(Figure("depth", "depth_w2", "last block's W2 gradient against depth",
-                           "||∂loss/∂W2|| of the last block", "ffn", W2),
-                    Figure("layers", "layers_w2", "W2 gradient per layer", "||∂loss/∂W2_l||", "ffn", W2)),
-              tools=PROBE, key="grad_norm"),
-    Statistic("block_grad_norm", "blocks", frozenset({"param_grads", "loss"}),
-              "sqrt of the sum of squared gradient norms of every parameter of block l ",
-              _block_grad_norm, "||∂loss/∂θ_l|| (whole block)", tools=PROBE, key="grad_norm",
-              draw=(Figure("layers", "layers_block_grad", "block gradient per layer"),)),
-    Statistic("stream_grad_norm", "inputs", frozenset({"stream_grads"}),
-              "||dLoss/dx_l||_F of the stream entering block l+1 ",
-              lambda c: list(g.norm() for g in c.stream_grads), tools=PROBE, key="grad_norm", draw=("none",)),
-    Statistic("jac_rms_to_last", "inputs", frozenset({"jacobian"}),
-              "RMS singular value of dx_L/dx_l (Hutchinson projections; 1 = norm-preserving)", _jacobian,
-              "RMS singular value of ∂x_L/∂x_l", PROBE, draw=(Figure("layers", "layers_jacobian", "end-to-end Jacobian"),)),
-    Statistic("rms", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream", lambda c: _rms(c.stream),
-              "RMS of x_l", TRAINING),
-    Statistic("rms_of_mean_sq", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream, in float64",
-              lambda c: [math.sqrt(float(_stats().mean_sq(x))) for x in c.stream.states], "RMS of x_l", INSPECT,
-              key="rms", draw=("none",)),
-    Statistic("mean_sq", "states", _STREAM, "E||x_l||^2 / d of the stream (Xiong et al. 2020)",
-              lambda c: [_stats().mean_sq(x) for x in c.stream.states], "E||x_l||² / d", PROBE | INSPECT,
-              draw=(Figure("layers", "layers_stream", "forward norm of the residual stream"),)),
-    Statistic("max_abs", "states", _STREAM, "max |x_l| over every entry (fp16 overflows at 65504)",
-              lambda c: c.stream.stacked.abs().amax(dim=(1, 2, 3)), "max |x_l|", PROBE | TRAINING | INSPECT),
-    Statistic("token_cos", "states", _STREAM, "mean pairwise cosine between positions (rank collapse)",
-              lambda c: [_token_cos(x) for x in c.stream.states], "mean pairwise token cosine", PROBE | INSPECT,
-              draw=(Figure("depth", "depth_token_cos", "rank collapse against depth",
-                           "mean pairwise token cosine at x_L"),)),
-    Statistic("state_grad_norm", "states", frozenset({"state_grads"}), "||dLoss/dx_l||_F of each stream state",
-              lambda c: c.measured["state_grads"], tools=INSPECT, key="grad_norm", draw=("none",)),
-    Statistic("angular_distance_to_last", "states", _STREAM, "arccos(cos(x_l, x_L)) / π, mean over tokens",
-              lambda c: [_stats().angular_distance(x, c.stream.states[-1]) for x in c.stream.states],
-              "angle to x_L", INSPECT, draw=("none",)),
-    Statistic("cos", "blocks", _STREAM, "mean_t cos(x_{l-1}, x_l) of block l's input and output",
-              lambda c: _cos(c.stream), "cos(block input, output)", TRAINING),
-    Statistic("cos_next", "inputs", _STREAM, "mean_t cos(x_l, x_{l+1})",
-              lambda c: [_stats().cosine(a, b) for a, b in zip(c.stream.states[:-1], c.stream.states[1:])],
-              "cos(x_l, x_l+1)", PROBE | INSPECT, draw=("none",)),
-    Statistic("angle", "blocks", _STREAM, "mean_t arccos(cos(x_{l-1}, x_l)) / π (Gromov et al. 2024)",
-              lambda c: _angle(c.stream), "arccos(cos)/π", TRAINING),
-    Statistic("cos_aux", "blocks", _AUX, "cos of the second stream (ResiDual's d) across block l",
-              lambda c: _cos(c.aux), "cos(d_{l-1}, d_l)", TRAINING),
-    Statistic("angle_aux", "blocks", _AUX, "angle of the second stream across block l",
-              lambda c: _angle(c.aux), "arccos(cos)/π of d", TRAINING),
-    Statistic("rms_aux", "states", _AUX, "RMS of the second stream d_l", lambda c: _rms(c.aux), "RMS of d_l",
-              TRAINING),
-    Statistic("attn_max_logit", "blocks", frozenset({"attention"}), "max |q·k| * scale per block",
-              _attention("max_logit"), "max |q·k|/√d_head", TRAINING),
-    Statistic("attn_min_entropy", "blocks", frozenset({"attention"}),
-              "minimum attention entropy (nats) over queries 1..", _attention("min_entropy"),
-              "min entropy (nats)", TRAINING),
-    Statistic("attn_mean_entropy", "blocks", frozenset({"attention"}), "mean attention entropy (nats)",
-              _attention("mean_entropy"), "mean entropy (nats)", TRAINING),
-    Statistic("log_z", "scalar", frozenset({"logits"}), "mean log Z of the output softmax",
-              lambda c: c.logits.float().logsumexp(dim=-1).mean(), "mean log Z", TRAINING),
-    Statistic("output_change", "scalar", frozenset({"logits", "reference"}),
-              "||F(x;W_t) - F(x;W_0)|| / ||F(x;W_0)||, F = logits on the fixed batch (Liu et al. 2020)",
-              lambda c: (c.logits - c.reference).norm() / c.reference.norm().clamp_min(1e-30),
-              "output change", TRAINING),
-    Statistic("norm_input_mean_sq", "labelled", frozenset({"norm_inputs"}), "E||x||^2 / d of each norm's input",
-              _norm_inputs(lambda x: _stats().mean_sq(x)), tools=PROBE, key="mean_sq"),
-    Statistic("norm_input_max_abs", "labelled", frozenset({"norm_inputs"}), "max |x| of each norm's input",
-              _norm_inputs(lambda x: _stats().max_abs(x)), tools=PROBE, key="max_abs"),
-    Statistic("loss", "scalar", frozenset({"loss"}), "mean cross-entropy of the batch (nats/token)",
-              lambda c: c.loss, "loss", PROBE | INSPECT, draw=("none",)),
-    # ------------------------------------------------------------ one trained model (inspect, analyze)
-    Statistic("measured_log_z", "scalar", frozenset({"log_z"}), "mean log Z of the output softmax",
-              lambda c: c.measured["log_z"], "mean log Z", INSPECT, key="log_z", param="logits", draw=("none",)),
-    Statistic("val_loss", "scalar", frozenset({"loss"}), "mean validation cross-entropy (nats/token)",
-              lambda c: c.loss, "validation loss", ANALYZE, param="all", draw=("none",)),
-    Statistic("measured_block_grad_norm", "blocks", frozenset({"block_grads"}),
-              "||dLoss/dθ_l||_F of every parameter of block l", lambda c: c.measured["block_grads"],
-              tools=INSPECT, key="grad_norm", draw=("none",)),
-    Statistic("deletion_loss", "blocks", frozenset({"deletion"}), "loss with block l skipped (its input passed on)",
-              lambda c: c.measured["deletion"], "loss without block l", BOTH, draw=("none",)),
-    Statistic("deletion_delta", "blocks", frozenset({"deletion", "loss"}),
-              "loss increase when block l is skipped (Gromov et al. 2024)",
-              lambda c: [d - c.loss for d in c.measured["deletion"]], "loss increase when block l is skipped", BOTH,
-              draw=(Figure("layers", "layers_deletion", "block deletion"), Figure("bars", "layer_deletion", "layer deletion: loss increase when one block is skipped"))),
-    Statistic("block_influence", "blocks", _STREAM, "1 - mean_t cos(x_{l-1}, x_l) (ShortGPT, Men et al. 2024)",
-              _adjacent(lambda a, b: _stats().block_influence(a, b)), "block influence", BOTH, draw=("none",)),
-    Statistic("angular_distance_pairs", "pairs", _STREAM, "arccos(cos(x_i, x_j)) / π between stream states",
-              _pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
-              draw=(Figure("matrix", "layer_similarity", "angular distance between layer outputs"),)),
-    Statistic("angular_distance", "blocks", _STREAM, "arccos(cos(x_{l-1}, x_l)) / π of block l (Gromov et al. 2024)",
-              _adjacent(lambda a, b: _stats().angular_distance(a, b)), "arccos(cos(x_{l-1}, x_l)) / π", BOTH,
-              draw=(Figure("layers", "layers_angle", "angular distance between each block's input and output"),)),
-    Statistic("cka", "pairs", _STREAM, "linear CKA between stream states, tokens as samples (Kornblith et al. 2019)",
-              _pairs(lambda a, b: _stats().linear_cka(a.flatten(0, 1), b.flatten(0, 1))), "linear CKA", ANALYZE,
-              draw=("none",)),
-    Statistic("measured_max_logit", "labelled", frozenset({"max_logit"}), "max attention logit of block l",
-              lambda c: [((li, "attn", "all"), v) for li, v in enumerate(c.measured["max_logit"], start=1)],
-              "max attention logit", INSPECT, key="max_logit",
-              draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn",
-                           params=("all",)),)),
-)
+STATISTICS.add("grad_norm", Statistic("grad_norm", "groups", frozenset({"grads"}), "||grad||_F of each parameter group before clipping",
+                                      _grad_norm, "||grad||_F per group", TRAINING))
+STATISTICS.add("update_ratio", Statistic("update_ratio", "groups", frozenset({"update"}), "||W_t+1 - W_t||_F / ||W_t+1||_F per group",
+                                         _update_ratio, "||ΔW|| / ||W||", TRAINING))
+STATISTICS.add("weight_grad_norm", Statistic("weight_grad_norm", "labelled", frozenset({"param_grads", "loss"}),
+                                             "||dLoss/dW||_F of each weight of each block (W_Q, W_K, W_V split) ", _weight_grad_norm,
+                                             draw=(Figure("depth", "depth_w2", "last block's W2 gradient against depth",
+                                                          "||∂loss/∂W2|| of the last block", "ffn", W2),
+                                                   Figure("layers", "layers_w2", "W2 gradient per layer", "||∂loss/∂W2_l||", "ffn", W2)),
+                                             tools=PROBE, key="grad_norm"))
+STATISTICS.add("block_grad_norm", Statistic("block_grad_norm", "blocks", frozenset({"param_grads", "loss"}),
+                                            "sqrt of the sum of squared gradient norms of every parameter of block l ",
+                                            _block_grad_norm, "||∂loss/∂θ_l|| (whole block)", tools=PROBE, key="grad_norm",
+                                            draw=(Figure("layers", "layers_block_grad", "block gradient per layer"),)))
+STATISTICS.add("stream_grad_norm", Statistic("stream_grad_norm", "inputs", frozenset({"stream_grads"}),
+                                             "||dLoss/dx_l||_F of the stream entering block l+1 ",
+                                             lambda c: list(g.norm() for g in c.stream_grads), tools=PROBE, key="grad_norm", draw=("none",)))
+STATISTICS.add("jac_rms_to_last", Statistic("jac_rms_to_last", "inputs", frozenset({"jacobian"}),
+                                            "RMS singular value of dx_L/dx_l (Hutchinson projections; 1 = norm-preserving)", _jacobian,
+                                            "RMS singular value of ∂x_L/∂x_l", PROBE, draw=(Figure("layers", "layers_jacobian", "end-to-end Jacobian"),)))
+STATISTICS.add("rms", Statistic("rms", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream", lambda c: _rms(c.stream),
+                                "RMS of x_l", TRAINING))
+STATISTICS.add("rms_of_mean_sq", Statistic("rms_of_mean_sq", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream, in float64",
+                                           lambda c: [math.sqrt(float(_stats().mean_sq(x))) for x in c.stream.states], "RMS of x_l", INSPECT,
+                                           key="rms", draw=("none",)))
+STATISTICS.add("mean_sq", Statistic("mean_sq", "states", _STREAM, "E||x_l||^2 / d of the stream (Xiong et al. 2020)",
+                                    lambda c: [_stats().mean_sq(x) for x in c.stream.states], "E||x_l||² / d", PROBE | INSPECT,
+                                    draw=(Figure("layers", "layers_stream", "forward norm of the residual stream"),)))
+STATISTICS.add("max_abs", Statistic("max_abs", "states", _STREAM, "max |x_l| over every entry (fp16 overflows at 65504)",
+                                    lambda c: c.stream.stacked.abs().amax(dim=(1, 2, 3)), "max |x_l|", PROBE | TRAINING | INSPECT))
+STATISTICS.add("token_cos", Statistic("token_cos", "states", _STREAM, "mean pairwise cosine between positions (rank collapse)",
+                                      lambda c: [_token_cos(x) for x in c.stream.states], "mean pairwise token cosine", PROBE | INSPECT,
+                                      draw=(Figure("depth", "depth_token_cos", "rank collapse against depth",
+                                                   "mean pairwise token cosine at x_L"),)))
+STATISTICS.add("state_grad_norm", Statistic("state_grad_norm", "states", frozenset({"state_grads"}), "||dLoss/dx_l||_F of each stream state",
+                                            lambda c: c.measured["state_grads"], tools=INSPECT, key="grad_norm", draw=("none",)))
+STATISTICS.add("angular_distance_to_last", Statistic("angular_distance_to_last", "states", _STREAM, "arccos(cos(x_l, x_L)) / π, mean over tokens",
+                                                     lambda c: [_stats().angular_distance(x, c.stream.states[-1]) for x in c.stream.states],
+                                                     "angle to x_L", INSPECT, draw=("none",)))
+STATISTICS.add("cos", Statistic("cos", "blocks", _STREAM, "mean_t cos(x_{l-1}, x_l) of block l's input and output",
+                                lambda c: _cos(c.stream), "cos(block input, output)", TRAINING))
+STATISTICS.add("cos_next", Statistic("cos_next", "inputs", _STREAM, "mean_t cos(x_l, x_{l+1})",
+                                     lambda c: [_stats().cosine(a, b) for a, b in zip(c.stream.states[:-1], c.stream.states[1:])],
+                                     "cos(x_l, x_l+1)", PROBE | INSPECT, draw=("none",)))
+STATISTICS.add("angle", Statistic("angle", "blocks", _STREAM, "mean_t arccos(cos(x_{l-1}, x_l)) / π (Gromov et al. 2024)",
+                                  lambda c: _angle(c.stream), "arccos(cos)/π", TRAINING))
+STATISTICS.add("cos_aux", Statistic("cos_aux", "blocks", _AUX, "cos of the second stream (ResiDual's d) across block l",
+                                    lambda c: _cos(c.aux), "cos(d_{l-1}, d_l)", TRAINING))
+STATISTICS.add("angle_aux", Statistic("angle_aux", "blocks", _AUX, "angle of the second stream across block l",
+                                      lambda c: _angle(c.aux), "arccos(cos)/π of d", TRAINING))
+STATISTICS.add("rms_aux", Statistic("rms_aux", "states", _AUX, "RMS of the second stream d_l", lambda c: _rms(c.aux), "RMS of d_l",
+                                    TRAINING))
+STATISTICS.add("attn_max_logit", Statistic("attn_max_logit", "blocks", frozenset({"attention"}), "max |q·k| * scale per block",
+                                           _attention("max_logit"), "max |q·k|/√d_head", TRAINING))
+STATISTICS.add("attn_min_entropy", Statistic("attn_min_entropy", "blocks", frozenset({"attention"}),
+                                             "minimum attention entropy (nats) over queries 1..", _attention("min_entropy"),
+                                             "min entropy (nats)", TRAINING))
+STATISTICS.add("attn_mean_entropy", Statistic("attn_mean_entropy", "blocks", frozenset({"attention"}), "mean attention entropy (nats)",
+                                              _attention("mean_entropy"), "mean entropy (nats)", TRAINING))
+STATISTICS.add("log_z", Statistic("log_z", "scalar", frozenset({"logits"}), "mean log Z of the output softmax",
+                                  lambda c: c.logits.float().logsumexp(dim=-1).mean(), "mean log Z", TRAINING))
+STATISTICS.add("output_change", Statistic("output_change", "scalar", frozenset({"logits", "reference"}),
+                                          "||F(x;W_t) - F(x;W_0)|| / ||F(x;W_0)||, F = logits on the fixed batch (Liu et al. 2020)",
+                                          lambda c: (c.logits - c.reference).norm() / c.reference.norm().clamp_min(1e-30),
+                                          "output change", TRAINING))
+STATISTICS.add("norm_input_mean_sq", Statistic("norm_input_mean_sq", "labelled", frozenset({"norm_inputs"}), "E||x||^2 / d of each norm's input",
+                                               _norm_inputs(lambda x: _stats().mean_sq(x)), tools=PROBE, key="mean_sq"))
+STATISTICS.add("norm_input_max_abs", Statistic("norm_input_max_abs", "labelled", frozenset({"norm_inputs"}), "max |x| of each norm's input",
+                                               _norm_inputs(lambda x: _stats().max_abs(x)), tools=PROBE, key="max_abs"))
+STATISTICS.add("loss", Statistic("loss", "scalar", frozenset({"loss"}), "mean cross-entropy of the batch (nats/token)",
+                                 lambda c: c.loss, "loss", PROBE | INSPECT, draw=("none",)))
+# ------------------------------------------------------------ one trained model (inspect, analyze)
+STATISTICS.add("measured_log_z", Statistic("measured_log_z", "scalar", frozenset({"log_z"}), "mean log Z of the output softmax",
+                                           lambda c: c.measured["log_z"], "mean log Z", INSPECT, key="log_z", param="logits", draw=("none",)))
+STATISTICS.add("val_loss", Statistic("val_loss", "scalar", frozenset({"loss"}), "mean validation cross-entropy (nats/token)",
+                                     lambda c: c.loss, "validation loss", ANALYZE, param="all", draw=("none",)))
+STATISTICS.add("measured_block_grad_norm", Statistic("measured_block_grad_norm", "blocks", frozenset({"block_grads"}),
+                                                     "||dLoss/dθ_l||_F of every parameter of block l", lambda c: c.measured["block_grads"],
+                                                     tools=INSPECT, key="grad_norm", draw=("none",)))
+STATISTICS.add("deletion_loss", Statistic("deletion_loss", "blocks", frozenset({"deletion"}), "loss with block l skipped (its input passed on)",
+                                          lambda c: c.measured["deletion"], "loss without block l", BOTH, draw=("none",)))
+STATISTICS.add("deletion_delta", Statistic("deletion_delta", "blocks", frozenset({"deletion", "loss"}),
+                                           "loss increase when block l is skipped (Gromov et al. 2024)",
+                                           lambda c: [d - c.loss for d in c.measured["deletion"]], "loss increase when block l is skipped", BOTH,
+                                           draw=(Figure("layers", "layers_deletion", "block deletion"), Figure("bars", "layer_deletion", "layer deletion: loss increase when one block is skipped"))))
+STATISTICS.add("block_influence", Statistic("block_influence", "blocks", _STREAM, "1 - mean_t cos(x_{l-1}, x_l) (ShortGPT, Men et al. 2024)",
+                                            _adjacent(lambda a, b: _stats().block_influence(a, b)), "block influence", BOTH, draw=("none",)))
+STATISTICS.add("angular_distance_pairs", Statistic("angular_distance_pairs", "pairs", _STREAM, "arccos(cos(x_i, x_j)) / π between stream states",
+                                                   _pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
+                                                   draw=(Figure("matrix", "layer_similarity", "angular distance between layer outputs"),)))
+STATISTICS.add("angular_distance", Statistic("angular_distance", "blocks", _STREAM, "arccos(cos(x_{l-1}, x_l)) / π of block l (Gromov et al. 2024)",
+                                             _adjacent(lambda a, b: _stats().angular_distance(a, b)), "arccos(cos(x_{l-1}, x_l)) / π", BOTH,
+                                             draw=(Figure("layers", "layers_angle", "angular distance between each block's input and output"),)))
+STATISTICS.add("cka", Statistic("cka", "pairs", _STREAM, "linear CKA between stream states, tokens as samples (Kornblith et al. 2019)",
+                                _pairs(lambda a, b: _stats().linear_cka(a.flatten(0, 1), b.flatten(0, 1))), "linear CKA", ANALYZE,
+                                draw=("none",)))
+STATISTICS.add("measured_max_logit", Statistic("measured_max_logit", "labelled", frozenset({"max_logit"}), "max attention logit of block l",
+                                               lambda c: [((li, "attn", "all"), v) for li, v in enumerate(c.measured["max_logit"], start=1)],
+                                               "max attention logit", INSPECT, key="max_logit",
+                                               draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn",
+                                                            params=("all",)),)))
 
 
-def _catalogue() -> Registry[Statistic]:
-    reg: Registry[Statistic] = Registry("statistic", "statistics")
-    for s in BUILTIN:
-        reg.add(s.name, s)
-    reg.fill_later(plugins.filler("statistics", Statistic))  # installed plugins' (docs/plugins.md), after these
-    return reg
-
-
-STATISTICS = _catalogue()
+# Installed plugins add theirs at the first lookup, after these (docs/plugins.md); none is imported here.
+STATISTICS.fill_later(plugins.filler("statistics", Statistic))
 
 
 def by_key(tool: str) -> dict[str, Statistic]:

@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from normlab.core.registry import Registry
+
 if TYPE_CHECKING:  # torch is imported by the tools that capture, not by readers of names
     import torch
 
@@ -158,6 +160,11 @@ class Statistic:
 
 _BY_OVER = {"states": "layers", "inputs": "layers", "blocks": "layers", "groups": "layers",
             "scalar": "curve", "labelled": "none", "pairs": "matrix"}
+
+
+# The one statistics registry: filled by ``diagnostics/catalogue.py`` (one ``add`` line per
+# built-in, then installed plugins), which it imports at the first lookup.
+STATISTICS: Registry[Statistic] = Registry("statistic", "statistics", catalogue="normlab.diagnostics.catalogue")
 
 
 def chosen(stats: Sequence[Statistic], tool: str, captured: set[str]) -> list[Statistic]:
