@@ -61,8 +61,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from normlab.data.prepare import prepare_shards
-    from normlab.data.stream import open_source
+    from normlab.data.prepare import open_source, prepare_shards
     from normlab.progress import Progress
 
     _check(args)

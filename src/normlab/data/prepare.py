@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from normlab.data.shards import FORMAT, MANIFEST, TOKENIZER, VERSION, dtype_for, state_sha256
-from normlab.data.stream import Pass, Source
+from normlab.data.stream import HF_PREFIX, Pass, Source, file_source, folder_source
 from normlab.data.tokenizers import CharTokenizer, Tokenizer, make_tokenizer
 from normlab.errors import UserError
 from normlab.fsutil import _umask, json_text
@@ -74,6 +74,27 @@ def _counted(pieces: Any, progress: Any, what: str) -> Any:
         if done >= 1 << 20:
             progress.advance("megabyte", done >> 20)
             done &= (1 << 20) - 1
+
+
+def open_source(src: str, *, glob: str = "**/*.txt", hf_config: str | None = None, split: str = "train",
+                column: str = "text") -> Source:
+    """The Source SRC names: ``hf:NAME_OR_PATH``, a folder, a text file or a known corpus."""
+    if src.startswith(HF_PREFIX):
+        from normlab.data.hf_source import dataset_source
+
+        return dataset_source(src[len(HF_PREFIX):], hf_config, split, column)
+    p = Path(src).expanduser()
+    if p.is_dir():
+        return folder_source(p, glob)
+    if p.is_file():
+        return file_source(p)
+    from normlab.data.source import KNOWN, read_corpus_bytes
+
+    if src in KNOWN:  # a small corpus with a published checksum: verified (downloaded if missing), then read
+        _, where = read_corpus_bytes(src, None)
+        return file_source(where)
+    raise UserError(f"SRC {src!r}: no such file or folder; give a text file, a folder of text files, "
+                    f"hf:NAME_OR_PATH (a Hugging Face dataset) or a known corpus ({', '.join(KNOWN)})")
 
 
 class _ShardWriter:

@@ -122,24 +122,3 @@ def folder_source(path: str | Path, glob: str) -> Source:
     return Source(str(root), size,
                   lambda rec: (_file_blocks(p, p.relative_to(root).as_posix(), rec) for p in files),
                   {"kind": "folder", "path": str(root.resolve()), "glob": glob})
-
-
-def open_source(src: str, *, glob: str = "**/*.txt", hf_config: str | None = None, split: str = "train",
-                column: str = "text") -> Source:
-    """The Source SRC names: ``hf:NAME_OR_PATH``, a folder, a text file or a known corpus."""
-    if src.startswith(HF_PREFIX):
-        from normlab.data.hf_source import dataset_source
-
-        return dataset_source(src[len(HF_PREFIX):], hf_config, split, column)
-    p = Path(src).expanduser()
-    if p.is_dir():
-        return folder_source(p, glob)
-    if p.is_file():
-        return file_source(p)
-    from normlab.data.source import KNOWN, read_corpus_bytes
-
-    if src in KNOWN:  # a small corpus with a published checksum: verified (downloaded if missing), then read
-        _, where = read_corpus_bytes(src, None)
-        return file_source(where)
-    raise UserError(f"SRC {src!r}: no such file or folder; give a text file, a folder of text files, "
-                    f"hf:NAME_OR_PATH (a Hugging Face dataset) or a known corpus ({', '.join(KNOWN)})")
