@@ -60,6 +60,8 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                             ("ro", ["train", "--quiet", "--resume", "{ro}/part"], 2)],
     ("train", "--data-dir"): [("wrong", ["train", "--out", "{new}", "--data-dir", "{bad}", *TRAIN], 2)],
     ("train", "--init-from"): [("wrong", ["train", "--out", "{new}", "--init-from", "{bad}", *TRAIN], 2)],
+    ("data prepare", "--out"): [("wrong", ["data", "prepare", "tinyshakespeare", "--out", "{bad}", "--quiet"], 2),
+                                ("ro", ["data", "prepare", "tinyshakespeare", "--out", "{ro}/new", "--quiet"], 2)],
     ("sample", "run"): [("wrong", ["sample", "{bad}", "--tokens", "2"], 2),
                         ("damaged", ["sample", "{damaged_run}", "--tokens", "2"], 2),
                         ("ro", ["sample", "{ro}/run", "--tokens", "2"], 0)],

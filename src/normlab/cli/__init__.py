@@ -18,6 +18,7 @@ COMMANDS = [
     "normlab.cli.demo_cmd",     # demo (the README's main job)
     "normlab.cli.config_cmd",   # presets, config
     "normlab.cli.train_cmd",    # train, sample
+    "normlab.cli.data_cmd",     # data prepare (token shards of corpora bigger than memory)
     "normlab.cli.model_cmd",    # placements, norms, inits
     "normlab.cli.report_cmd",   # report
     "normlab.cli.claims_cmd",   # claims (the evidence check)

@@ -32,7 +32,7 @@ class Registry(Generic[T]):
 
     def fill_later(self, fill: Callable[[Registry[T]], None]) -> None:
         """Run ``fill(self)`` at the first lookup, not now: installed plugins join a catalogue
-        this way (``normlab.core.plugins``), so importing a catalogue never imports a plugin."""
+        this way (``normlab.plugins``), so importing a catalogue never imports a plugin."""
         self._later = fill
 
     def _fill(self) -> None:

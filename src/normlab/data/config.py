@@ -16,7 +16,9 @@ class DataConfig(Section):
     """Which corpus, how it is tokenised and split."""
 
     section = "data"
-    corpus: str = doc("'tinyshakespeare' or a path to a UTF-8 text file", "tinyshakespeare")
+    corpus: str = doc("'tinyshakespeare', a path to a UTF-8 text file, or a folder `normlab data prepare` "
+                      "wrote (token shards; data.tokenizer must name the tokenizer they were made with)",
+                      "tinyshakespeare")
     data_dir: str | None = doc("directory holding tinyshakespeare.txt (else $NORMLAB_DATA_DIR, "
                                "else the user cache, downloading if missing)", None)
     tokenizer: str = doc("char (vocabulary from the corpus), byte (256), bpe (needs extra 'bpe'), or the path "

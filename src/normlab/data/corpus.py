@@ -17,7 +17,8 @@ import numpy as np
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_bytes, atomic_write_text
 from normlab.data.config import DataConfig
-from normlab.data.source import cache_dir, read_corpus_bytes, sha256_bytes
+from normlab.data.shards import open_prepared
+from normlab.data.source import KNOWN, cache_dir, read_corpus_bytes, sha256_bytes
 from normlab.data.tokenizers import Tokenizer, make_tokenizer, tokenizer_from_state
 
 
@@ -25,7 +26,7 @@ from normlab.data.tokenizers import Tokenizer, make_tokenizer, tokenizer_from_st
 class Corpus:
     """Token arrays of one corpus. ``train``/``val`` are 1-D integer arrays (memory-mapped)."""
 
-    train: np.ndarray
+    train: np.ndarray  # or a TokenStream over prepared shards (normlab.data.shards): len, slices, gathers
     val: np.ndarray
     tokenizer: Tokenizer
     sha256: str
@@ -57,7 +58,25 @@ def _token_dtype(vocab: int) -> type:
 
 
 def load_corpus(cfg: DataConfig) -> Corpus:
-    """Read, verify and tokenise ``cfg.corpus`` (cached), split into train and validation."""
+    """Read, verify and tokenise ``cfg.corpus`` (cached), split into train and validation.
+
+    A folder ``normlab data prepare`` wrote is read as its memory-mapped shards
+    (``normlab.data.shards``); the split is the same rule either way."""
+
+    if cfg.corpus not in KNOWN and Path(cfg.corpus).expanduser().is_dir():
+
+        tokens, tokenizer, digest, source = open_prepared(cfg)
+    else:
+        tokens, tokenizer, digest, source = _tokenised_text(cfg)
+    n_train = int(len(tokens) * cfg.train_fraction)
+    if n_train < 2 or len(tokens) - n_train < 2:
+        raise UserError(f"{source}: {len(tokens)} tokens are too few to split "
+                        f"(data.train_fraction={cfg.train_fraction}); use a longer text")
+    return Corpus(tokens[:n_train], tokens[n_train:], tokenizer, digest, source)
+
+
+def _tokenised_text(cfg: DataConfig) -> tuple[np.ndarray, Tokenizer, str, str]:
+    """The token array of a text corpus (from the cache when there), its tokenizer, sha256 and source."""
     data, source = read_corpus_bytes(cfg.corpus, cfg.data_dir)
     digest = sha256_bytes(data)
     key = cfg.tokenizer + (f"{cfg.bpe_vocab}" if cfg.tokenizer == "bpe" else "")
@@ -81,11 +100,7 @@ def load_corpus(cfg: DataConfig) -> Corpus:
         tokenizer.fit(text)
         arr: np.ndarray = tokenizer.encode_array(text).astype(_token_dtype(tokenizer.vocab_size))
         tokens = _cache(arr, tokens_path, tok_path, tokenizer)
-    n_train = int(len(tokens) * cfg.train_fraction)
-    if n_train < 2 or len(tokens) - n_train < 2:
-        raise UserError(f"{source}: {len(tokens)} tokens are too few to split "
-                        f"(data.train_fraction={cfg.train_fraction}); use a longer text")
-    return Corpus(tokens[:n_train], tokens[n_train:], tokenizer, digest, source)
+    return tokens, tokenizer, digest, source
 
 
 def _cache(arr: np.ndarray, tokens_path: Path, tok_path: Path, tokenizer: Tokenizer) -> np.ndarray:

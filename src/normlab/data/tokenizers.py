@@ -55,18 +55,29 @@ class CharTokenizer(Tokenizer):
     def __init__(self, chars: str = "") -> None:
         self.chars = chars
         self._index = {c: i for i, c in enumerate(chars)}
+        self._lut: np.ndarray | None = None
 
     def fit(self, text: str) -> None:
         CharTokenizer.__init__(self, "".join(sorted(set(text))))
 
     def encode_array(self, text: str) -> np.ndarray:
-        # Code points of the text looked up in the sorted vocabulary: O(n log V), no Python loop.
+        # A table from code point to id (-1: not in the vocabulary), indexed by the text's code
+        # points: no Python loop, and 8 bytes per character at most (a streamed corpus encodes
+        # piece by piece, so this bounds its memory).
         points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-        vocab = np.frombuffer(self.chars.encode("utf-32-le"), dtype=np.uint32)
-        ids = np.searchsorted(vocab, points)
-        if len(points) and (ids.max() >= len(vocab) or np.any(vocab[np.minimum(ids, len(vocab) - 1)] != points)):
+        lut = self._table()
+        ids = lut[np.minimum(points, len(lut) - 1)]
+        if len(points) and (points.max() >= len(lut) - 1 or ids.min() < 0):
             raise UserError("text contains characters outside the char vocabulary of the corpus")
-        return ids.astype(np.int64)
+        return ids
+
+    def _table(self) -> np.ndarray:
+        if self._lut is None:
+            vocab = np.frombuffer(self.chars.encode("utf-32-le"), dtype=np.uint32)
+            lut = np.full(int(vocab.max(initial=0)) + 2, -1, dtype=np.int32)  # the last entry: beyond
+            lut[vocab] = np.arange(len(vocab), dtype=np.int32)
+            self._lut = lut
+        return self._lut
 
     def encode(self, text: str) -> list[int]:
         try:

@@ -47,14 +47,22 @@ def unigram_ce(train: np.ndarray, val: np.ndarray, vocab_size: int, smoothing: f
     ``train``, both arrays of token ids below ``vocab_size``."""
     if len(val) == 0 or vocab_size < 1:
         raise ValueError("unigram_ce needs a non-empty validation split and a vocabulary")
-    counts = np.bincount(np.asarray(train, dtype=np.int64), minlength=vocab_size).astype(np.float64)
-    seen = np.bincount(np.asarray(val, dtype=np.int64), minlength=vocab_size).astype(np.float64)
-    if len(counts) > vocab_size or len(seen) > vocab_size:
-        raise ValueError(f"token ids reach beyond the vocabulary of {vocab_size}")
+    counts, seen = _counts(train, vocab_size), _counts(val, vocab_size)
     with np.errstate(divide="ignore", invalid="ignore"):  # unsmoothed: ln 0, and 0 * -inf counts as 0
         logp = np.log(counts + smoothing) - math.log(counts.sum() + smoothing * vocab_size)
         terms = np.where(seen > 0, seen * logp, 0.0)
     return float(-terms.sum() / seen.sum())
+
+
+def _counts(tokens: np.ndarray, vocab_size: int, block: int = 1 << 24) -> np.ndarray:
+    """Occurrences of each id, counted a block at a time (prepared shards may not fit in memory)."""
+    total = np.zeros(vocab_size, dtype=np.int64)
+    for i in range(0, len(tokens), block):
+        c = np.bincount(np.asarray(tokens[i:i + block], dtype=np.int64), minlength=vocab_size)
+        if len(c) > vocab_size:
+            raise ValueError(f"token ids reach beyond the vocabulary of {vocab_size}")
+        total += c
+    return total.astype(np.float64)
 
 
 _CACHE: dict[tuple[str, str, int, float], DataCE] = {}
