@@ -99,7 +99,7 @@ def test_planted_differences_break_parity(tmp_path: Path) -> None:
         hf = to_hf(other)  # the exported config carries the swapped field
         assert max_logit_diff(model, hf, IDS) > TOLERANCE, field
 
-    import normlab.model.hf_export as hx
+    import normlab.inspect.export as ex  # where export_model looks to_hf up
 
     def planted(m: TransformerLM):
         out = to_hf(m)
@@ -107,12 +107,12 @@ def test_planted_differences_break_parity(tmp_path: Path) -> None:
             out.lm_head.weight[0, 0] += 1.0
         return out
 
-    orig, hx.to_hf = hx.to_hf, planted
+    orig, ex.to_hf = ex.to_hf, planted
     try:
         with pytest.raises(UserError, match=r"differs from the lab model \(max \|logit diff\|"):
             export_model(checkpoint(model, tmp_path / "ckpt"), tmp_path / "hf")
     finally:
-        hx.to_hf = orig
+        ex.to_hf = orig
     assert not (tmp_path / "hf").exists() and not (tmp_path / "hf.tmp").exists()
 
 
@@ -190,3 +190,31 @@ def test_scaled_rope_is_refused_on_import() -> None:
         llama_config_from_hf(cfg)
     plain = transformers.LlamaConfig(**common, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     assert llama_config_from_hf(plain).rope_base == 500.0
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_export_states_its_context_and_generates_as_far_as_its_positions_allow(family: str, tmp_path: Path) -> None:
+    """A 64-token model: tokenizer and generation config say 64. A RoPE model (Llama) generates
+    100 new tokens through transformers; learned positions (GPT-2) have no position 64, so a
+    plain generate() stops at the context, and an explicit request past it still fails inside
+    transformers' position embedding (nothing in the files can refuse it; docs/inspect.md)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = TransformerLM(ModelConfig(**{**BASE, **SHAPES[family][0], "context": 64})).eval()
+    export_model(checkpoint(model, tmp_path / "ckpt"), tmp_path / "hf")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
+    assert tok.model_max_length == 64 and hf.generation_config.max_length == 64
+    ids = tok("ROMEO:", return_tensors="pt")["input_ids"]
+    assert ids.shape == (1, 6)
+    with torch.no_grad():
+        plain = hf.generate(ids, do_sample=False)
+        assert plain.shape == (1, 64)  # no eos: a plain generate() runs to the context and stops there
+        if family == "llama":
+            long = hf.generate(ids, do_sample=False, max_new_tokens=100)
+            assert long.shape == (1, 106)  # past the 64-token context, without an error
+            ours = model(long[:, :64])[0][0, -1].argmax().item()
+            assert long[0, 64].item() == ours  # greedy: the token the lab model picks after the first 64
+        else:
+            with pytest.raises(IndexError):
+                hf.generate(ids, do_sample=False, max_new_tokens=100)

@@ -1,4 +1,5 @@
-"""`normlab inspect --series`: a tiny lab run keeping 5 step checkpoints (train.keep_checkpoints)
+"""`normlab inspect --series`: a tiny lab run keeping 6 step checkpoints (train.keep_checkpoints: the
+model at initialisation, then every 2nd step)
 and the same checkpoints exported to Hugging Face format each give a series page that opens in
 headless Chromium with no console error and every image decoded; the rows of both forms agree;
 a rerun measures nothing again, an interrupted one resumes; bad input is one line, status 2."""
@@ -6,12 +7,14 @@ a rerun measures nothing again, an interrupted one resumes; bad input is one lin
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from normlab.cli import main
 from normlab.core.errors import ConfigError, UserError
@@ -20,7 +23,7 @@ from normlab.run.dir import RunDir
 sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
 from test_pages import browse  # noqa: E402
 
-STEPS = [2, 4, 6, 8, 10]
+STEPS = [0, 2, 4, 6, 8, 10]  # step 0: the model at initialisation
 TOKENS = ["--max-tokens", "64", "--quiet"]
 
 
@@ -46,7 +49,7 @@ def _check_page(page: Path, tmp: Path, shot: str) -> str:
     html = page.read_text()
     text = re.sub(r'src="data:[^"]*"', "", html)
     assert text.find('class="lead"') < text.find("<figure") < text.find("<table")  # question and answer first
-    assert "Over 5 checkpoints from step 2 to 10" in text
+    assert "Over 6 checkpoints from step 0 to 10" in text
     # a heat map + lines figure per per-layer statistic inspect writes, and the loss against step
     figs = sorted(p.name for p in (page.parent / "figures").glob("series_*.png"))
     for want in ("series_rms_stream.png", "series_deletion_delta_block.png", "series_max_logit_attn.png",
@@ -54,13 +57,23 @@ def _check_page(page: Path, tmp: Path, shot: str) -> str:
         assert want in figs
     lay = browse(page, tmp, shot)
     assert lay["errors"] == [] and lay["n"] == len(figs) and lay["bad"] == 0
-    assert lay["answer"].startswith("Answer. Over 5 checkpoints")
+    assert lay["answer"].startswith("Answer. Over 6 checkpoints")
     return text
 
 
 def test_keep_checkpoints_keeps_every_checkpoint_step(run: Path) -> None:
     kept = RunDir(run).step_checkpoints()
-    assert [s for s, _ in kept] == STEPS  # checkpoint_every=2 over 10 steps
+    assert [s for s, _ in kept] == STEPS  # initialisation, then checkpoint_every=2 over 10 steps
+    assert json.loads((kept[0][1] / "state.json").read_text())["loop"]["step"] == 0
+    from safetensors.torch import load_file
+
+    init, two = (load_file(kept[i][1] / "model.safetensors") for i in (0, 1))
+    assert init.keys() == two.keys() and any(not torch.equal(init[k], two[k]) for k in init)  # trained in between
+    from normlab.model.transformer import TransformerLM
+
+    torch.manual_seed(RunDir(run).config().seed)  # the training's own init: same seed, same weights
+    fresh = TransformerLM(RunDir(run).config().model).state_dict()
+    assert set(init) <= set(fresh) and all(torch.equal(fresh[k], init[k]) for k in init)
     assert all(f.name == RunDir.step_name(s) and not (f / "optimizer.safetensors").exists() for s, f in kept)
     with pytest.raises(ConfigError, match="train.keep_checkpoints.*checkpoint_every > 0"):
         from normlab.run.resolve import RunConfig
@@ -68,13 +81,15 @@ def test_keep_checkpoints_keeps_every_checkpoint_step(run: Path) -> None:
         RunConfig.from_dict({"train": {"keep_checkpoints": True, "checkpoint_every": 0}})
 
 
-def test_series_of_a_lab_run_resumes_and_its_page_opens(run: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_series_of_a_lab_run_resumes_and_its_page_opens(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from normlab.inspect.series import inspect_series, step_dir
 
-    out = tmp_path / "out"
-    assert main(["inspect", "--series", str(run), "--out", str(out), *TOKENS]) == 0
+    monkeypatch.chdir(tmp_path)  # the default --out: inspect/<run name>-over-training
+    out = Path("inspect") / "run-over-training"
+    assert main(["inspect", "--series", str(run), *TOKENS]) == 0
     assert capsys.readouterr().out.strip() == str(out / "report" / "index.html")
+    out = tmp_path / out
     rows = _rows(out)
     assert sorted({int(r["step"]) for r in rows}) == STEPS
     # each step's rows are exactly that step's own inspect output, with its step in front
@@ -82,7 +97,7 @@ def test_series_of_a_lab_run_resumes_and_its_page_opens(run: Path, tmp_path: Pat
         own = list(csv.DictReader(fh))
     assert [{k: v for k, v in r.items() if k != "step"} for r in rows if r["step"] == "6"] == own
     loss = {int(r["step"]): float(r["value"]) for r in rows if r["metric"] == "loss"}
-    assert len(loss) == 5 and all(3.0 < v < 4.5 for v in loss.values())  # a char model near log(65)
+    assert len(loss) == 6 and all(3.0 < v < 4.5 for v in loss.values())  # a char model near log(65)
     _check_page(out / "report" / "index.html", tmp_path, "series-lab")
 
     # a rerun measures nothing: same answer, no step folder rewritten
@@ -141,7 +156,7 @@ def test_bad_series_input_is_one_line_and_status_2(run: Path, tmp_path: Path,
         (["--series", str(tmp_path / "nope")], "no such directory"),
         (["--series", str(short)], "kept no step checkpoints.*train.keep_checkpoints=true"),
         (["--series", str(one)], "1 checkpoint found; a series needs at least 2"),
-        (["--series", str(run), "--series", str(one)], "step 2 is given twice"),
+        (["--series", str(run), "--series", str(one)], "step 0 is given twice"),
         ([str(run), "--series", str(run)], "give MODEL or --series SRC.*not both"),
         (["--series", str(tmp_path)], "neither a run, a checkpoint, nor a directory of step checkpoints"),
         (["--series", str(run), "--dtype", "int8"], "--dtype int8: use one of"),

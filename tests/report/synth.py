@@ -13,10 +13,12 @@ STEPS = [0, 10, 20, 30, 40]
 
 def loss_at(placement: str, seed: int, step: int, lr: float = 1e-3, warmup: int = 10) -> float:
     """A known curve: post starts higher and decays slower; a larger lr decays faster, warm-up
-    delays the decay a little, and each seed sits a little higher than the last."""
+    delays the decay a little, and each seed sits a little higher than the last. Every such run
+    ends below the unigram loss of Tiny Shakespeare (3.347) by more than the lab's stall margin,
+    so it trains by ``normlab.study.outcome``'s rule, as the pages judge it."""
     base = 4.2 if placement == "post" else 4.0
     tau = (60 if placement == "post" else 40) * (1e-3 / lr) ** 0.3
-    return base * math.exp(-max(step - warmup / 4, 0) / tau) + 0.03 * seed + 1.0
+    return base * math.exp(-max(step - warmup / 4, 0) / tau) + 0.03 * seed + 0.5
 
 
 def stalled_loss(step: int) -> float:

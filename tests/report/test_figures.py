@@ -180,3 +180,21 @@ def test_headline_ranks_a_setting_with_a_stalled_seed_behind_clean_ones() -> Non
                               "pre": [(2.3, "ok"), (2.31, "ok"), (2.29, "ok")]}, "best_val_loss", 6)
     assert answer.startswith("pre is best: best val loss 2.3 ± 0.010") and "over 3 seeds" in answer
     assert any(n.startswith("post: 1 of 3 seeds stalled (best val loss 3.3); the other 2: 2.01 ± 0.014") for n in notes)
+
+
+def test_series_figure_keeps_the_colour_bar_label_apart_from_the_line_plot_label() -> None:
+    """layer_step: the heat map's colour-bar label and the line plot's y-label (the same words)
+    do not stand side by side: the line plot's label and values are on its right edge, so a
+    whole plot lies between the two labels, and no two texts of the figure overlap."""
+    m = np.arange(36, dtype=float).reshape(6, 6) / 10 + 1
+    fig = F.layer_step(m, [0, 2, 4, 6, 8, 10], list(range(6)), [0, 5], "RMS of the residual stream", "t")
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    heat, lines, bar = fig.axes
+    bar_label = bar.yaxis.label.get_window_extent(r)
+    y_label = lines.yaxis.label.get_window_extent(r)
+    plot = lines.get_window_extent(r)
+    assert bar.yaxis.label.get_text() == lines.yaxis.label.get_text() == "RMS of the residual stream"
+    assert bar_label.x1 < plot.x0 and y_label.x0 > plot.x1  # the line plot between the two labels
+    ticks = [t.get_window_extent(r) for t in lines.get_yticklabels() if t.get_text()]
+    assert ticks and all(t.x0 > plot.x1 for t in ticks)  # its values on the right too, none beside the bar

@@ -84,3 +84,26 @@ def hostile(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
 
         ray_tasks._pack = escape
     return summary
+
+
+def plateau(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
+    """A run directory in the lab's contract (config.json, metrics.jsonl, summary.json) whose
+    losses sit where the outcome rule decides: lr >= 0.1 diverges at step 3; lr >= 0.01 falls
+    from ln 65 to 3.352 + 0.005 * seed and stays there (Post-LN's twins at the unigram loss of
+    Tiny Shakespeare, 3.347); a smaller lr trains to 2.5 + 0.01 * seed."""
+    from normlab.run.dir import RunDir
+
+    run = RunDir(run_dir)
+    run.write_config(cfg)
+    _record(Path(run_dir))
+    steps = cfg.train.steps
+    end = 3.352 + 0.005 * cfg.seed if cfg.optim.lr >= 0.01 else 2.5 + 0.01 * cfg.seed
+    diverged = cfg.optim.lr >= 0.1
+    last = 3 if diverged else steps
+    curve = [4.17 + (end - 4.17) * min(1.0, 2 * s / steps) for s in range(last + 1)]
+    for s, v in enumerate(curve):
+        run.append_metrics(s, {"train/loss": v, "val/loss": v, "lr": cfg.optim.lr, "tokens": s * 64})
+    summary = {"status": "diverged" if diverged else "completed", "steps": last, "best_val_loss": min(curve),
+               "final_val_loss": None if diverged else curve[-1], "diverged_at_step": last if diverged else None}
+    run.write_summary(summary)
+    return summary

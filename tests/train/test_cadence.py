@@ -180,3 +180,25 @@ def test_presets_keep_their_pinned_interval() -> None:
     cfg = resolve(None, overrides=["train.steps=400"])
     assert Cadence.of(cfg.train).eval_every == 50 and cfg.to_dict()["train"]["eval_every"] == 50  # recorded
     assert resolve(None).to_dict()["train"]["eval_every"] == 250  # the old default, so old trial ids hold
+
+
+def test_kept_checkpoints_start_at_initialisation_solo_and_batched(tmp_path) -> None:
+    """train.keep_checkpoints keeps the model at step 0 (before any update) as step_000000, in
+    the solo loop and the batched one alike, beside every checkpoint step."""
+    from safetensors.torch import load_file
+
+    from normlab.run.dir import RunDir
+    from normlab.train import batched
+    from normlab.train.run import run_training
+
+    from .conftest import tiny_cfg
+
+    sets = ("train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=true")
+    run_training(tiny_cfg(*sets, "seed=1"), tmp_path / "solo", quiet=True)
+    batched.run_batched([tiny_cfg(*sets, f"seed={s}") for s in (1, 2)], [tmp_path / "b1", tmp_path / "b2"], quiet=True)
+    kept = {name: RunDir(tmp_path / name).step_checkpoints() for name in ("solo", "b1", "b2")}
+    assert {name: [s for s, _ in k] for name, k in kept.items()} == {n: [0, 2, 4] for n in kept}
+    w = {name: [load_file(f / "model.safetensors") for _, f in k] for name, k in kept.items()}
+    assert all(torch.equal(w["solo"][0][k], w["b1"][0][k]) for k in w["solo"][0])  # same seed, same init
+    assert any(not torch.equal(w["b1"][0][k], w["b2"][0][k]) for k in w["b1"][0])  # another seed, another init
+    assert any(not torch.equal(w["solo"][0][k], w["solo"][1][k]) for k in w["solo"][0])  # step 2 trained

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "Hugging Face) or one checkpoint; repeat to add more")
     p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on (default: Tiny Shakespeare, "
                    "last 10%%, from --data-dir / $NORMLAB_DATA_DIR)")
-    p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>; a series: "
+                   "./inspect/<name>-over-training)")
     p.add_argument("--context", type=int, help="tokens per sequence (default: 512 for HF models, capped by "
                    "the model; the training context for lab models)")
     p.add_argument("--max-tokens", type=int, default=2048, help="tokens in the batch (default 2048)")
@@ -82,10 +83,9 @@ def _series(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from normlab.core.fscheck import writable_dir
-    from normlab.inspect.series import inspect_series
+    from normlab.inspect.series import default_out, inspect_series
 
-    out = writable_dir(Path(args.out) if args.out else Path("inspect") / (
-        Path(args.series[0].rstrip("/")).resolve().name + "-series"), "--out")
+    out = writable_dir(Path(args.out) if args.out else default_out(args.series), "--out")
     got = inspect_series(args.series, out, args.text, context=args.context, max_tokens=args.max_tokens,
                          dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
                          quiet=args.quiet, force=args.force)

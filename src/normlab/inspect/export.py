@@ -1,7 +1,8 @@
 """``normlab export RUN DIR``: a lab model as a Hugging Face checkpoint, the inverse of ``normlab import``.
 
 DIR gets what ``save_pretrained`` writes (``config.json``, ``model.safetensors``,
-``generation_config.json``) and the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``),
+``generation_config.json``) and the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``);
+both state the model's context (``max_length``, ``model_max_length``: ``_state_context``),
 so ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``AutoTokenizer.from_pretrained(DIR)``
 load it offline. Before DIR appears, the written files are loaded back with transformers and
 checked: the logits against the lab model's (max |diff| <= TOLERANCE in float32) and the
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from normlab.core.errors import UserError
+from normlab.core.fsutil import atomic_write_json
 from normlab.data.tokenizers import tokenizer_from_state
 from normlab.model.hf_export import family_for, max_logit_diff, to_hf
 from normlab.model.transformer import TransformerLM
@@ -53,9 +55,10 @@ def _byte_symbols() -> dict[int, str]:
     return out
 
 
-def hf_tokenizer(lab_tok: Any) -> Any:
+def hf_tokenizer(lab_tok: Any, context: int | None = None) -> Any:
     """A ``PreTrainedTokenizerFast`` giving the same ids as the lab tokenizer (char, byte, bpe or
-    a pretrained tokenizer.json); no special tokens are added (the lab adds none)."""
+    a pretrained tokenizer.json); no special tokens are added (the lab adds none). ``context``:
+    its ``model_max_length`` (the model's context), so transformers warns at a longer input."""
     try:
         import tokenizers as tk
         from transformers import PreTrainedTokenizerFast
@@ -75,7 +78,8 @@ def hf_tokenizer(lab_tok: Any) -> Any:
     else:
         raise UserError(f"data.tokenizer={name!r}: no Hugging Face form of it; export handles char, byte, "
                         "bpe and a tokenizer.json")
-    return PreTrainedTokenizerFast(tokenizer_object=tok)
+    extra = {} if context is None else {"model_max_length": context}
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **extra)
 
 
 def _load(src: Path, checkpoint: str) -> tuple[Any, Any, Path | None]:
@@ -118,6 +122,7 @@ def export_model(src: str | Path, out: str | Path, checkpoint: str = "best") -> 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # a few small files: no bars on stderr
     hf = to_hf(model)
+    _state_context(hf, model.cfg.context)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -126,8 +131,9 @@ def export_model(src: str | Path, out: str | Path, checkpoint: str = "best") -> 
             for name in _IMPORTED_TOKENIZER:
                 if (imported / name).is_file():
                     shutil.copy2(imported / name, tmp / name)
+            _set_max_length(tmp / "tokenizer_config.json", model.cfg.context)
         else:
-            hf_tokenizer(lab_tok).save_pretrained(tmp)
+            hf_tokenizer(lab_tok, model.cfg.context).save_pretrained(tmp)
         back = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
         gen = torch.Generator().manual_seed(0)
         ids = torch.randint(0, model.cfg.vocab_size, (2, min(model.cfg.context, 64)), generator=gen)
@@ -141,6 +147,25 @@ def export_model(src: str | Path, out: str | Path, checkpoint: str = "best") -> 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Exported(out, family, type(back).__name__, diff, ids.numel())
+
+
+def _state_context(hf: Any, context: int) -> None:
+    """The context in the generation config: ``generate()`` without a length stops at it.
+
+    A model with learned positions (GPT-2) has no position past its context: transformers'
+    ``generate(max_new_tokens=...)`` past it fails inside the embedding (IndexError) and
+    nothing in the written files can stop an explicit request; a RoPE model (Llama, OLMo-2)
+    computes any position, so it generates past its context, beyond what it was trained on."""
+    hf.generation_config.max_length = context
+
+
+def _set_max_length(path: Path, context: int) -> None:
+    """An imported tokenizer_config.json with ``model_max_length`` set to this model's context."""
+    import json
+
+
+    if path.is_file():  # without one, transformers reads tokenizer.json alone: nothing to state it in
+        atomic_write_json(path, {**json.loads(path.read_text(encoding="utf-8")), "model_max_length": context})
 
 
 def _check_tokenizer(lab_tok: Any, hf_tok: Any, src: Path) -> None:

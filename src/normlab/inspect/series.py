@@ -5,7 +5,7 @@ A SRC is one of
 
 | SRC | the checkpoints it gives | the step of each |
 |---|---|---|
-| a lab run trained with ``train.keep_checkpoints`` | ``RunDir.step_checkpoints`` | from the folder name |
+| a lab run trained with ``train.keep_checkpoints`` | ``RunDir.step_checkpoints`` (step 0: the model at initialisation) | from the folder name |
 | a directory of step directories (lab checkpoints or Hugging Face ``save_pretrained`` dirs, e.g. ``normlab export`` per step) | each child with a number in its name | the last number in the name |
 | one checkpoint or Hugging Face directory | itself | its state.json's step, else the last number in its name |
 
@@ -108,6 +108,12 @@ def members(sources: list[str]) -> list[Member]:
     if len(out) < 2:
         raise UserError(f"--series: {len(out)} checkpoint found; a series needs at least 2 (give more --series)")
     return sorted(out, key=lambda m: m.step)
+
+
+def default_out(sources: list[str]) -> Path:
+    """``inspect/<first SRC's name>-over-training``: apart from ``inspect/<name>`` (what a plain
+    ``normlab inspect`` of the same run writes), and no ``series-series`` for a run named series."""
+    return Path("inspect") / f"{Path(sources[0].rstrip('/')).resolve().name}-over-training"
 
 
 def step_dir(out: Path, step: int) -> Path:

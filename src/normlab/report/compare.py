@@ -189,7 +189,7 @@ def _studies(paths: list[Path], labels: list[str], out: Path, progress: bool) ->
                            []).append(t)
         runs = {g: [load_run(t.run_dir) for t in ts if RunDir(t.run_dir).is_report_run()] for g, ts in per.items()}
         runs = {g: rs for g, rs in runs.items() if rs}
-        fate = study_page.trial_fates(replace(st, trials=trials), runs)
+        fate, _ = study_page.trial_fates(replace(st, trials=trials))
         vals = {g: [(study_page.trial_value(t, metric), fate[t.id]) for t in ts
                     if t.status in ("completed", "diverged", "failed")] for g, ts in per.items()}
         vals = {g: v for g, v in vals.items() if v}

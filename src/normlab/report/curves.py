@@ -5,6 +5,7 @@ A leaf of the report: run, study and comparison pages import it; it imports none
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -12,10 +13,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from normlab.core.errors import UserError
 from normlab.report import figures as F
 from normlab.report.html import Page
 from normlab.report.load import RunData
 from normlab.report.numbers import num, pm, tick
+from normlab.study.outcome import trial_outcomes
+from normlab.study.store import TrialRecord
+
+log = logging.getLogger(__name__)
 
 CURVES = [
     ("val/loss", "validation loss (nats/token)", "validation loss", "val_loss"),
@@ -23,7 +29,6 @@ CURVES = [
     ("lr", "learning rate", "learning-rate schedule", "lr"),
     ("grad_norm", "global grad norm (before clipping)", "global gradient norm", "grad_norm"),
 ]
-STALL_FRACTION = 0.5  # a seed that fell less than this share of its group's best drop stalled
 
 
 def mean_std(values: Sequence[float]) -> str:
@@ -41,34 +46,34 @@ def loss_series(run: RunData) -> tuple[list[float], list[float]]:
 
 
 def fates(groups: dict[str, list[RunData]]) -> dict[Path, str]:
-    """How each run ended: "diverged" (its summary says so), "running" (no summary yet, or
-    interrupted), "stalled" or "ok".
+    """How each run ended: "diverged" (its summary says so, or the lab's outcome rule), "running"
+    (no summary yet, or interrupted), "stalled" or "ok".
 
-    Stalled: in a group of two or more seeds that did not diverge, a seed whose loss fell
-    by less than half as much as the group's best seed (Post-LN without warm-up has seeds
-    that sit at the unigram loss while their siblings train). Drawing such a seed into the
-    mean would show an outcome no run had.
+    Stalled and diverged are the lab's one outcome rule (``normlab.study.outcome.judge``: best
+    validation loss not below the unigram cross-entropy of the run's data minus the margin), so
+    a page marks the seeds that `normlab study status` and the claims call stalled. Drawing
+    such a seed into the mean would show an outcome no run had.
     """
+
     out: dict[Path, str] = {}
-    for runs in groups.values():
-        drops: dict[Path, float] = {}
-        for r in runs:
-            s = r.summary or {}
-            if s.get("status") in ("diverged", "failed"):
-                out[r.path] = "diverged"
-                continue
-            if r.summary is None or s.get("status") in ("running", "interrupted"):
-                out[r.path] = "running"  # still training (or killed): drawn, not averaged
-                continue
+    done: list[TrialRecord] = []
+    for r in (r for runs in groups.values() for r in runs):
+        s = r.summary or {}
+        if s.get("status") in ("diverged", "failed"):
+            out[r.path] = "diverged"
+        elif r.summary is None or s.get("status") in ("running", "interrupted"):
+            out[r.path] = "running"  # still training (or killed): drawn, not averaged
+        else:
             out[r.path] = "ok"
-            _, y = loss_series(r)
-            if len(y) >= 2:
-                drops[r.path] = y[0] - y[-1]
-        best = max(drops.values(), default=0.0)
-        if len(drops) >= 2 and best > 0:
-            for p, d in drops.items():
-                if d < STALL_FRACTION * best:
-                    out[p] = "stalled"
+            done.append(TrialRecord(str(r.path), {}, str(s.get("status")), s, r.path, None))
+    try:
+        judged = trial_outcomes(done)
+    except UserError as e:  # the run's corpus is gone: its seeds are drawn unjudged
+        log.warning("stalls not marked: %s", e)
+        judged = {}
+    for t in done:
+        kind = judged[t.id].kind if t.id in judged else "trains"
+        out[t.run_dir] = {"stalls": "stalled", "diverged": "diverged"}.get(kind, "ok")
     return out
 
 
@@ -173,8 +178,9 @@ def _fate_note(traces: dict[str, list[F.Trace]]) -> str:
     if bad.get("running"):
         notes.append(" Runs still going (no summary.json yet) are thin lines, left out of the mean.")
     if bad.get("stalled"):
-        notes.append(f" Stalled seeds (dotted, ○ at the end: {', '.join(sorted(set(bad['stalled'])))}) fell less than "
-                     f"half as far as the best seed of their setting and are left out of its mean.")
+        notes.append(f" Stalled seeds (dotted, ○ at the end: {', '.join(sorted(set(bad['stalled'])))}) did not get "
+                     "below the unigram loss of their data by the lab's margin (normlab.study.outcome) and are left "
+                     "out of the mean.")
     if bad.get("diverged"):
         notes.append(f" × marks where a diverged run stopped ({', '.join(sorted(set(bad['diverged'])))}); "
                      "diverged runs are left out of the mean.")

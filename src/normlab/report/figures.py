@@ -157,6 +157,12 @@ def layer_step(matrix: np.ndarray, steps: Sequence[float], layers: Sequence[Any]
     elif whole(x):
         integer_ticks(right.xaxis)
     right.set(xlabel="training step", ylabel=label, title="chosen layers against step")
+    # the heat map's colour bar carries the same label just left of this panel: this panel's
+    # values and label go on its right edge, so the two labels never stand side by side
+    right.yaxis.tick_right()
+    right.yaxis.set_label_position("right")
+    right.spines["right"].set_visible(True)
+    right.spines["left"].set_visible(False)
     legend(right)
     fig.suptitle(title)
     return fig

@@ -17,7 +17,18 @@ from normlab.report.kinds import heading, study_question
 from normlab.report.load import StudyData
 from normlab.report.numbers import duration, num
 from normlab.report.phase import ordered, phase_diagram
-from normlab.study.outcome import OUTCOMES, STALL_MARGIN, Cell, CellKey, cell_key, classify, map_cells, study_data_ce
+from normlab.study.outcome import (
+    OUTCOMES,
+    Cell,
+    CellKey,
+    cell_key,
+    classify,
+    horizon_text,
+    judge,
+    map_cells,
+    rule_text,
+    study_data_ce,
+)
 
 VERB = {"trains": "train", "stalls": "stall", "diverged": "diverge"}
 
@@ -34,18 +45,18 @@ def _counts(c: Cell) -> str:
     return ", ".join(parts)
 
 
-def answer(cells: dict[CellKey, Cell], ce: DataCE, n_trials: int) -> tuple[str, list[str]]:
+def answer(cells: dict[CellKey, Cell], ce: DataCE, n_trials: int,
+           horizon: str = "at the last step of each trial") -> tuple[str, list[str]]:
     """(answer, notes): per placement, in how many cells every seed trains and in how many some
     seed stalls or diverges; the notes list those cells with their counts, and the rule."""
     by_pl: dict[str, dict[CellKey, Cell]] = defaultdict(dict)
     for k, c in cells.items():
         if c.n:
             by_pl[k.placement][k] = c
-    notes = [f"Outcomes: diverges = non-finite loss, a run stopped as diverged, or a final validation loss above "
-             f"ln V = {num(ce.uniform, 4)}; stalls = best validation loss not below the unigram cross-entropy "
-             f"{num(ce.unigram, 4)} minus {num(STALL_MARGIN)} = {num(ce.unigram - STALL_MARGIN, 4)} nats/token; "
-             f"trains otherwise. The unigram cross-entropy is that of the validation split under the training "
-             f"split's symbol frequencies (add-{num(SMOOTHING)} smoothing), computed from the data."]
+    notes = [f"Outcomes (normlab.study.outcome, as study status, the study page and the claims judge), "
+             f"{horizon}: {rule_text(ce, fmt=lambda v: num(v, 4))}. The unigram cross-entropy is that of the "
+             f"validation split under the training split's symbol frequencies (add-{num(SMOOTHING)} smoothing), "
+             "computed from the data."]
     done = sum(c.n for c in cells.values())
     if done < n_trials:
         notes.append(f"{done} of {n_trials} trials have an outcome; the rest (pending, running or failed) are "
@@ -90,7 +101,8 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
         return page.write()
     ce = study_data_ce(finished)
     cells = map_cells(study.trials, ce)
-    ans, notes = answer(cells, ce, len(study.trials))
+    horizon = horizon_text(o for t in finished if (o := judge(t, ce)) is not None)
+    ans, notes = answer(cells, ce, len(study.trials), horizon)
     page.lead(head.question, ans, notes)
 
     page.heading("Maps", "figures")

@@ -14,9 +14,10 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from normlab.core.errors import UserError
 from normlab.report import figures as F
 from normlab.report.baseline import implementation_check, label_items, split
-from normlab.report.curves import curve_figures, fates
+from normlab.report.curves import curve_figures
 from normlab.report.html import Page, esc
 from normlab.report.kinds import heading, study_question
 from normlab.report.load import RunData, StudyData, load_run
@@ -24,6 +25,7 @@ from normlab.report.numbers import duration, num, pm
 from normlab.report.study_answer import contrast
 from normlab.run.dir import RunDir
 from normlab.stats.effects import MIN_SEEDS, welch
+from normlab.study.outcome import horizon_text, rule_text, trial_ces, trial_outcomes
 from normlab.study.results import results
 from normlab.study.store import TrialRecord as Trial
 
@@ -58,14 +60,35 @@ def _natural(label: str) -> list[tuple[int, float, str]]:
     return out
 
 
-def trial_fates(study: StudyData, runs: dict[str, list[RunData]]) -> dict[str, str]:
-    """Fate of every trial id: from its run's curves (``curves.fates``), else its status."""
-    by_path = fates(runs)
+FATE = {"trains": "ok", "stalls": "stalled", "diverged": "diverged"}  # an outcome's word on the page
+
+
+def trial_fates(study: StudyData) -> tuple[dict[str, str], str | None]:
+    """(fate of every trial id, the sentence stating the rule and its horizon). Fates are the
+    lab's one outcome rule (``normlab.study.outcome``, as `normlab study status` and the
+    claims judge): ok (trains), stalled or diverged; a failed trial counts as diverged, an
+    unfinished one is "running"."""
+
+    note: str | None = None
+    try:
+        ces = trial_ces(study.trials)
+    except UserError as e:  # the data the runs trained on is gone: no stall can be judged
+        ces, note = {}, f"Stalls are not marked: {e}."
+    got = trial_outcomes(study.trials, ces)
+    if got:
+        refs = set(ces.values())
+        rule = f": {rule_text(refs.pop(), fmt=lambda v: num(v, 4))}" if len(refs) == 1 else ""
+        note = (f"Outcomes are the lab's rule (normlab.study.outcome, as study status and the claims judge), "
+                f"{horizon_text(got.values())}{rule}.")
     out = {}
     for t in study.trials:
-        f = by_path.get(t.run_dir)
-        out[t.id] = f or ("diverged" if t.status in ("diverged", "failed") else "ok")
-    return out
+        if t.id in got:
+            out[t.id] = FATE[got[t.id].kind]
+        elif t.status in ("completed", "diverged", "failed"):
+            out[t.id] = "diverged" if t.status in ("diverged", "failed") else "ok"
+        else:
+            out[t.id] = "running"
+    return out, note
 
 
 def build(study: StudyData, progress: bool = False, out: Path | None = None) -> Path:
@@ -84,7 +107,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
         rs = [load_run(t.run_dir) for t in ts if RunDir(t.run_dir).is_report_run()]
         if rs:
             runs[label] = rs
-    fate = trial_fates(study, runs)
+    fate, rule = trial_fates(study)
     values = {label: [(trial_value(t, metric), fate[t.id]) for t in ts if t.status in ("completed", "diverged", "failed")]
               for label, ts in groups.items()}
     values = {k: v for k, v in values.items() if v}
@@ -98,14 +121,14 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     if own is not None:  # the study's own question first; the best setting overall after it
         notes = [*own[1], f"Best setting overall: {answer}", *notes]
         answer = own[0]
-    page.lead(head.question, answer, notes)
+    page.lead(head.question, answer, [*notes, rule] if rule else notes)
     check = implementation_check(points, unit)
     if check:
         page.text(check)
 
     page.heading("Evidence", "figures")
     shown = _curve_groups(study, groups, runs, metric)
-    curve_figures(page, shown, fates(runs))
+    curve_figures(page, shown, {t.run_dir: fate[t.id] for t in study.trials})
     if values:
         page.figure(F.seed_dots(values, f"{metric.replace('_', ' ')} (nats/token)", f"{metric.replace('_', ' ')} per seed"),
                     "metric_per_seed", f"{metric.replace('_', ' ')} of every seed (dots) and the mean of the seeds that "

@@ -53,8 +53,8 @@ class TrainConfig(Section):
     eval_batches: int = doc("fixed validation batches per evaluation", 20)
     log_every: int = doc("write a metrics line every N steps", 10)
     checkpoint_every: int = doc("save latest checkpoint every N steps (0 = only at the end)", 500)
-    keep_checkpoints: bool = doc("also keep the weights of every checkpoint step as checkpoints/step_NNNNNN "
-                                 "(a series for `normlab inspect --series RUN`)", False,
+    keep_checkpoints: bool = doc("also keep the weights at initialisation and at every checkpoint step as "
+                                 "checkpoints/step_NNNNNN (a series for `normlab inspect --series RUN`)", False,
                                  omit_default=True)  # unset, it leaves configs and trial ids as they were
     diverge_loss: float = doc("a training loss above this (or non-finite) ends the run as diverged", 20.0)
     diag_every: int = doc("in-training diagnostics every N steps (0 = off)", 0)

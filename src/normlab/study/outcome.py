@@ -11,6 +11,9 @@ A finished trial (completed or diverged) is, in this order:
 * ``trains``: otherwise.
 
 The reference losses come from the data (``normlab.data.unigram.DataCE``), never typed in.
+An outcome has a horizon (``Outcome.step``): the step it was judged at, the last step the run
+trained (where it stopped, for a diverged run). ``normlab study status``, the study page, the
+stability map and the claims all judge a trial here (``judge`` / ``classify``), so they agree.
 Trials are read through the store's records (``Store.trials()``: status and summary.json);
 a trial's own RunConfig (``RunDir.config``) is read only for an axis the study does not vary.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from normlab.core.errors import UserError
 from normlab.data.unigram import DataCE, data_ce
@@ -104,6 +107,72 @@ def classify(trial: TrialRecord, ce: DataCE, margin: float = STALL_MARGIN) -> st
     return "stalls" if best >= ce.unigram - margin else "trains"
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """A trial's outcome (``OUTCOMES``) and its horizon: the step it was judged at (the last
+    step it trained; where it stopped, for a diverged run; None when its summary has no step)."""
+
+    kind: str
+    step: int | None
+
+
+def judge(trial: TrialRecord, ce: DataCE, margin: float = STALL_MARGIN) -> Outcome | None:
+    """``classify`` with the step the outcome holds at (None when the trial has no outcome)."""
+    kind = classify(trial, ce, margin)
+    if kind is None:
+        return None
+    s = trial.summary or {}
+    step = _number(s.get("diverged_at_step")) if kind == "diverged" else None
+    step = step if step is not None else _number(s.get("steps"))
+    return Outcome(kind, None if step is None else int(step))
+
+
+def trial_ces(trials: Iterable[TrialRecord]) -> dict[str, DataCE]:
+    """The reference losses of the data each finished trial's own run trained on
+    (``RunDir.config().data``), by trial id; one corpus count per data setting. A trial
+    without its run's config.json is left out (nothing says what it trained on)."""
+
+    ces: dict[str, DataCE] = {}
+    out: dict[str, DataCE] = {}
+    for t in trials:
+        run = RunDir(t.run_dir)
+        if t.status not in FINAL or not run.is_run():
+            continue
+        data = run.config().data
+        ce = ces.get(repr(data))
+        if ce is None:
+            ce = ces[repr(data)] = data_ce(data)
+        out[t.id] = ce
+    return out
+
+
+def trial_outcomes(trials: Iterable[TrialRecord], ces: dict[str, DataCE] | None = None) -> dict[str, Outcome]:
+    """The outcome of every finished trial with a run directory, by trial id, each judged
+    against its own data (``ces``: ``trial_ces(trials)`` when not given)."""
+    trials = list(trials)
+    ces = trial_ces(trials) if ces is None else ces
+    out = {t.id: judge(t, ces[t.id]) for t in trials if t.id in ces}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def horizon_text(outcomes: Iterable[Outcome]) -> str:
+    """'at step 200', or 'at steps 100-200' when trials trained different lengths; diverged
+    trials are judged where they stopped, which the text says when there are any."""
+    got = list(outcomes)
+    steps = sorted({o.step for o in got if o.kind != "diverged" and o.step is not None})
+    text = ("at step " + str(steps[0]) if len(steps) == 1 else f"at steps {steps[0]}-{steps[-1]} (each trial's last step)"
+            if steps else "at the last step of each trial")
+    return text + ("; diverged trials where they stopped" if any(o.kind == "diverged" for o in got) else "")
+
+
+def rule_text(ce: DataCE, margin: float = STALL_MARGIN, fmt: Callable[[float], str] = "{:.4g}".format) -> str:
+    """The rule in one sentence with the data's numbers, each written by ``fmt`` (the pages pass
+    the report's formatter): what `study status`, the study page and the stability map state."""
+    return (f"diverges = non-finite loss, a run stopped as diverged, or a final validation loss above ln V = "
+            f"{fmt(ce.uniform)}; stalls = best validation loss not below the unigram cross-entropy {fmt(ce.unigram)} "
+            f"minus {fmt(margin)} = {fmt(ce.unigram - margin)} nats/token; trains otherwise")
+
+
 def cell_key(trial: TrialRecord) -> CellKey:
     """The trial's (placement, lr, depth, warm-up): its axis values, else its own RunConfig's."""
     vals = {name: trial.params.get(key) for name, key in AXES.items()}
@@ -156,5 +225,5 @@ def study_data_ce(trials: Iterable[TrialRecord]) -> DataCE:
     return data_ce(next(iter(seen.values())))
 
 
-__all__ = ["AXES", "OUTCOMES", "STALL_MARGIN", "Cell", "CellKey", "cell_key", "classify", "map_cells",
-           "study_data_ce"]
+__all__ = ["AXES", "OUTCOMES", "STALL_MARGIN", "Cell", "CellKey", "Outcome", "cell_key", "classify", "horizon_text",
+           "judge", "map_cells", "rule_text", "study_data_ce", "trial_ces", "trial_outcomes"]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from normlab.core.errors import ConfigError, UserError
 from normlab.core.progress import Progress as Display
 from normlab.study.executors import EXECUTORS, default_workers
+from normlab.study.outcome import OUTCOMES, horizon_text, rule_text, trial_ces, trial_outcomes
 from normlab.study.results import format_results, results
 from normlab.study.spec import StudySpec, spec_from_dict
 from normlab.study.store import Store
@@ -185,7 +186,7 @@ def status_text(store: Store) -> str:
         lines.append(f"warning: {len(missing)} finished trials lack their run directory: {', '.join(missing[:5])}")
     metric = str(spec.get("metric", "best_val_loss"))
     rows = results(trials, list(spec.get("scientific", [])), list(spec.get("nuisance", [])), metric)
-    lines += ["", format_results(rows, metric)]
+    lines += ["", format_results(rows, metric), *outcome_lines(trials)]
     failed = [t for t in trials if t.status == "failed"]
     if failed:
         lines += ["", "failed trials:"]
@@ -193,3 +194,33 @@ def status_text(store: Store) -> str:
             first = (t.error or "").strip().splitlines()[0] if t.error else "?"
             lines.append(f"  {t.id} {t.params}: {first}")
     return "\n".join(lines)
+
+
+def outcome_lines(trials: list[Any]) -> list[str]:
+    """Each finished trial's outcome by the lab's one rule (``normlab.study.outcome``: trains,
+    stalls at the unigram loss, diverged), with the step it was judged at and the rule's
+    numbers; the trials that did not train are listed. Empty when no trial has an outcome."""
+
+    try:
+        ces = trial_ces(trials)
+    except UserError as e:  # the data a run trained on is gone: say so, the table above stands
+        return ["", f"outcomes: not judged ({e})"]
+    got = trial_outcomes(trials, ces)
+    if not got:
+        return []
+    counts = ", ".join(f"{k} {sum(o.kind == k for o in got.values())}" for k in OUTCOMES)
+    lines = ["", f"outcomes {horizon_text(got.values())}: {counts}"]
+    refs = set(ces.values())
+    if len(refs) == 1:
+        lines.append(f"  rule: {rule_text(refs.pop())}")
+    for t in trials:
+        o = got.get(t.id)
+        if o is not None and o.kind != "trains":
+            best = (t.summary or {}).get("best_val_loss")
+            val = f"best val loss {best:.4f}" if isinstance(best, (int, float)) else "no val loss"
+            lines.append(f"  {o.kind} at step {o.step}: {t.id} {_params(t.params)} ({val})")
+    return lines
+
+
+def _params(params: dict[str, Any]) -> str:
+    return " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items())

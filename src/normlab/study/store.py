@@ -30,6 +30,7 @@ from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table, sqlite_errors, writable_dir
 from normlab.core.fsutil import CorruptFileError, atomic_write_text
 from normlab.run.config import RunConfig
+from normlab.study.grow import growth_refusal
 from normlab.study.spec import safe_relpath
 
 SCHEMA_VERSION = 1
@@ -137,17 +138,23 @@ class Store:
     def create(cls, path: str | Path, spec: dict[str, Any], trials: list[Any],
                runs_dir: str = "runs") -> "Store":
         """Create (or reopen) the store of ``spec`` and insert its trials; idempotent and safe
-        when two processes do it at once. A store holding a different study is refused."""
+        when two processes do it at once. A store holding the same study with fewer seeds or
+        axis values grows: its trials are kept (ids unchanged) and the new ones added; any other
+        difference is refused, naming the field (``normlab.study.grow``)."""
 
         root = writable_dir(path, "--store", "choose another --store (a store is written as it runs)")
         text = json.dumps(spec, indent=2, sort_keys=True)
         spec_path = root / "spec.json"
+        grown = False
         if spec_path.exists():
             held = _read_spec(spec_path)
             if held != json.loads(text):
-                raise UserError(f"{root}: this store holds a different study ({held.get('name')!r}, or the "
-                                "same one with other settings); pick a new --store, or rerun without a spec "
-                                "to resume it")
+
+                why = growth_refusal(held, json.loads(text))
+                if why:
+                    raise UserError(f"{root}: this store holds a different study: {why}; a study grows only by "
+                                    "seeds and axis values. Pick a new --store, or rerun without a spec to resume it")
+                grown = True  # more seeds or axis values: the finished trials stay, the new ones are added
             _check_db(root / "study.sqlite")  # a complete store: damage is reported, never written over
         root.mkdir(parents=True, exist_ok=True)
         with sqlite_errors(root / "study.sqlite", "restore it from a backup, or start a new --store"):
@@ -162,9 +169,11 @@ class Store:
                 if stmt.strip():
                     conn.execute(stmt)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            # new trials of a grown study go after the ones held, so the held order never changes
+            after = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM trials").fetchone()[0] if grown else 0
             conn.executemany(
                 "INSERT OR IGNORE INTO trials (id, idx, params, config, run_dir) VALUES (?, ?, ?, ?, ?)",
-                [(t.id, t.index, json.dumps(t.params, sort_keys=True), t.config_json, f"{runs_dir}/{t.id}")
+                [(t.id, after + t.index, json.dumps(t.params, sort_keys=True), t.config_json, f"{runs_dir}/{t.id}")
                  for t in _new_trials(conn, root, trials)])
             conn.execute("COMMIT")
         except BaseException:
@@ -173,8 +182,8 @@ class Store:
             raise
         finally:
             conn.close()
-        if not spec_path.exists():
-            atomic_write_text(spec_path, text)  # last: a store with spec.json is complete
+        if grown or not spec_path.exists():
+            atomic_write_text(spec_path, text)  # last: a store with spec.json is complete (and says what it holds)
         return cls(root)
 
     # -- readers ---------------------------------------------------------------------

@@ -215,6 +215,10 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     stack = Stack(trials, device)
     val = [(x.to(device), y.to(device)) for x, y in val_batches(corpus.val, ctx, t.batch_size, t.eval_batches)]
     _open_run_dirs(trials, device)
+    for tr in trials:
+        if tr.cfg.train.keep_checkpoints:  # the model at initialisation, as the solo loop keeps it
+
+            _save(tr, RunDir.step_name(0), corpus, None)
     cadence = Cadence.of(t)
     everyone, t_start = list(trials), time.perf_counter()
     w = Window(torch.zeros(len(trials), device=device), torch.full((len(trials),), -1, dtype=torch.int64, device=device))

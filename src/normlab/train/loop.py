@@ -180,6 +180,8 @@ class Trainer:
         w.t_wall = time.perf_counter()
         status, diverged_at = "completed", None
         self.model.train()
+        if st.step == 0 and t.keep_checkpoints:  # the model at initialisation: a series starts where training does
+            self._save(RunDir.step_name(0), st, with_optimizer=False)
         for s in range(st.step, t.steps):
             s1 = s + 1
             plan = self.cadence.what(s1)
