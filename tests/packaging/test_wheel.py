@@ -22,6 +22,11 @@ import pytest
 
 import normlab
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
+
 ROOT = Path(normlab.__file__).resolve().parents[2]  # the checkout: pyproject.toml, README.md, src/
 PACKAGE = ROOT / "src" / "normlab"
 SOURCES = sorted(p.relative_to(ROOT / "src").as_posix() for p in [*PACKAGE.rglob("*.py"), PACKAGE / "py.typed"])
@@ -117,8 +122,6 @@ def test_the_changelog_releases_this_version() -> None:
 
 
 def test_the_all_extra_is_every_optional_extra() -> None:
-    import tomllib
-
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     (only,) = extras["all"]
     named = re.fullmatch(r"normlab\[([a-z,]+)\]", only)

@@ -1,6 +1,7 @@
 """Studies: grids of runs in a resumable SQLite store, run locally or on Ray (docs/studies.md).
 
-Public names load lazily: ``from normlab.study import Store, StudySpec, run_study``.
+Public names load lazily: ``from normlab.study import Store, StudySpec, run_study``;
+``normlab.study.load(STORE).frame()`` gives a store's trials and logged steps as DataFrames.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ _LAZY = {
     "classify": "normlab.study.outcome",
     "map_cells": "normlab.study.outcome",
     "study_data_ce": "normlab.study.outcome",
+    "load": "normlab.study.frame",
+    "Frames": "normlab.study.frame",
 }
 
 
