@@ -165,13 +165,15 @@ def _pandas() -> Any:
     return pandas
 
 
-def _pyarrow() -> None:
+def _pyarrow() -> Any:
+    """pyarrow, through which pandas writes Parquet (checked before anything is written)."""
     _pandas()
     try:
-        import pyarrow  # noqa: F401  (pandas writes Parquet through it)
+        import pyarrow
     except ImportError:
         raise UserError("--format parquet needs pyarrow, which is not installed: "
                         "pip install 'normlab[parquet]' (or use --format csv)") from None
+    return pyarrow
 
 
 def load(store: str | Path) -> StudyTables:
