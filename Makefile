@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # torch is pinned first: this exact version is the CPU build pip finds locally; a bare
-# "torch" would pull a multi-GB CUDA build. The package itself then asks for torch>=2.4.
+# "torch" would pull a multi-GB CUDA build. The package itself then asks for torch>=2.6.
 TORCH  ?= torch==2.13.0
 # all = every optional extra of pyproject.toml; EXTRAS=dev,hf (say) installs fewer.
 EXTRAS ?= dev,all

@@ -11,8 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
 import torch
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"

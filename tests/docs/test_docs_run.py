@@ -13,7 +13,8 @@ text before it runs (each with its reason); nothing in the product changes its b
 for the docs. The directory of each page also holds what the docs name as already there:
 ``gpt2`` and ``my-llama`` (tiny random transformers models with their tokenizers, saved as
 ``save_pretrained`` writes them: a local path wins over a Hub id) and ``my_study.toml``
-(the spec block of docs/studies.md). A block that cannot run here carries
+(the spec block of docs/studies.md); a python block that names a study store of ``STORES``
+gets that store, made by the page's own command at smoke size. A block that cannot run here carries
 ``<!-- docs-test: skip (why) -->`` on the line before it; an unmarked block that fails
 fails this test.
 """
@@ -32,7 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -212,10 +217,29 @@ def test_shell_blocks_run(page: Path, models: Path, data_dir: Path, tmp_path: Pa
 
 
 PY_BLOCKS = [b for b in ALL if b.lang in PYTHON and not b.skip]
+# Study stores python blocks read as already there (a notebook after the page's shell lines):
+# path in the block -> the docs' command that makes it (run through SMOKE, once per session).
+STORES = {"studies/pvp": "normlab study run pre-vs-post --store studies/pvp"}
+
+
+@pytest.fixture(scope="session")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding every store of ``STORES``, each made at smoke size."""
+    corpus = Path(os.environ.get("NORMLAB_DATA_DIR", "")) / "tinyshakespeare.txt"
+    if not corpus.is_file():
+        pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
+    d = tmp_path_factory.mktemp("doc-stores")
+    for name, cmd in STORES.items():
+        assert any(cmd in b.code for b in ALL if b.lang in SHELL), f"STORES: no docs page runs `{cmd}` any more"
+        _run(_smoke(cmd, d).replace(f"--store {name}", f"--store {d / name}") + " --quiet", f"STORES[{name!r}]")
+    return d
 
 
 @pytest.mark.parametrize("block", PY_BLOCKS, ids=[b.where for b in PY_BLOCKS])
-def test_python_blocks_run(block: Block, tmp_path: Path) -> None:
+def test_python_blocks_run(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    for name in STORES:  # made only when some block needs it
+        if name in block.code:
+            shutil.copytree(request.getfixturevalue("stores") / name, tmp_path / name)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     res = subprocess.run([sys.executable, "-c", block.code], cwd=tmp_path, env=env, capture_output=True,

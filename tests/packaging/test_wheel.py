@@ -22,6 +22,11 @@ import pytest
 
 import normlab
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
+
 ROOT = Path(normlab.__file__).resolve().parents[2]  # the checkout: pyproject.toml, README.md, src/
 PACKAGE = ROOT / "src" / "normlab"
 SOURCES = sorted(p.relative_to(ROOT / "src").as_posix() for p in [*PACKAGE.rglob("*.py"), PACKAGE / "py.typed"])
@@ -42,7 +47,7 @@ def dists(tmp_path_factory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("dist")
     tree = tmp / "tree"
     tree.mkdir()
-    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE", "CITATION.cff"):
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, tree / name)
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -56,13 +61,16 @@ def test_the_sdist_holds_the_sources_and_the_wheel_the_package(dists) -> None:
     assert sdist.name == f"normlab-{VERSION}.tar.gz" and wheel.name == f"normlab-{VERSION}-py3-none-any.whl"
     with tarfile.open(sdist) as tar:
         in_sdist = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"pyproject.toml", "README.md"} <= in_sdist
+    assert {"pyproject.toml", "README.md", "LICENSE", "CITATION.cff"} <= in_sdist
     assert {f"src/{s}" for s in SOURCES} <= in_sdist
 
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted(n for n in names if n.startswith("normlab/")) == SOURCES  # every module, and py.typed
     info = f"normlab-{VERSION}.dist-info"
     assert {n.split("/")[0] for n in names} == {"normlab", info}  # no tests, nothing else at the top
+    licenses = [n for n in names if n.startswith(f"{info}/") and n.rsplit("/", 1)[1] == "LICENSE"]
+    assert len(licenses) == 1, names  # dist-info/LICENSE, or dist-info/licenses/LICENSE (PEP 639)
+    assert zipfile.ZipFile(wheel).read(licenses[0]) == (ROOT / "LICENSE").read_bytes()
     metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     assert f"Version: {VERSION}" in metadata and "Provides-Extra: all" in metadata
     scripts = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
@@ -116,9 +124,21 @@ def test_the_changelog_releases_this_version() -> None:
     assert 'dynamic = ["version"]' in pyproject and 'version = { attr = "normlab.__version__" }' in pyproject
 
 
-def test_the_all_extra_is_every_optional_extra() -> None:
-    import tomllib
+def test_the_license_and_the_citation_say_what_pyproject_says() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == {"text": "MIT"}
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 the normlab developers\n")
+    citation = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    cff = dict(re.findall(r"^([a-z-]+): *(\S.*)$", citation, re.M))  # the top-level one-line values
+    # the keys CFF 1.2.0 requires, and the facts pyproject.toml also states (the whole file was
+    # checked against the CFF 1.2.0 JSON schema when written; `cffconvert --validate` does it)
+    assert cff["cff-version"] == "1.2.0" and cff["message"] and cff["title"]
+    assert re.search(r"^authors:\n  - name: \S", citation, re.M)
+    assert cff["version"] == VERSION and cff["license"] == "MIT" and cff["type"] == "software"
 
+
+def test_the_all_extra_is_every_optional_extra() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     (only,) = extras["all"]
     named = re.fullmatch(r"normlab\[([a-z,]+)\]", only)

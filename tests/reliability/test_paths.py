@@ -87,6 +87,12 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
     ("study status", "store"): [("wrong", ["study", "status", "{bad}"], 2),
                                 ("damaged", ["study", "status", "{damaged_store}"], 2),
                                 ("ro", ["study", "status", "{ro}/store"], 0)],
+    ("study export", "store"): [("wrong", ["study", "export", "{bad}"], 2),
+                                ("damaged", ["study", "export", "{damaged_store}"], 2),
+                                ("ro", ["study", "export", "{ro}/store"], 2),  # STORE/export: not writable
+                                ("ro", ["study", "export", "{ro}/store", "--out", "{ro}/../tables"], 0)],
+    ("study export", "--out"): [("wrong", ["study", "export", "{store}", "--out", "{bad}"], 2),
+                                ("ro", ["study", "export", "{store}", "--out", "{ro}/new"], 2)],
     ("analyze", "run"): [("wrong", ["analyze", "{bad}"], 2), ("damaged", ["analyze", "{damaged_run}"], 2),
                          ("ro", ["analyze", "{ro}/run"], 2)],
     ("analyze", "--out"): [("wrong", ["analyze", "{run}", "--out", "{bad}"], 2),

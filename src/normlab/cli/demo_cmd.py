@@ -7,6 +7,10 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from normlab.study.spec import StudySpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +32,6 @@ def _demo(args: argparse.Namespace) -> int:
     from normlab.data import load_corpus
     from normlab.data.config import DataConfig
     from normlab.report import build_report
-    from normlab.study.presets import study_preset
     from normlab.study.runner import run_study, status_text
 
     writable_dir(args.store, "--store")  # before the corpus download and the study
@@ -42,7 +45,7 @@ def _demo(args: argparse.Namespace) -> int:
         # trials' config hashes (their ids) independent of where this machine keeps the file.
         os.environ["NORMLAB_DATA_DIR"] = str(Path(args.data_dir).resolve())
     load_corpus(DataConfig())  # download and verify once, before workers start
-    spec = study_preset("pre-vs-post", args.scale)
+    spec = demo_spec(args.scale)
     logging.getLogger(__name__).info(f"study 'pre-vs-post' ({args.scale}) into {args.store}; "
                                      f"{len(spec.trials())} trials, rerun to resume if interrupted")
     store = run_study(spec, args.store, workers=args.workers)  # progress lines on stderr, bar on a terminal
@@ -57,6 +60,21 @@ def _demo(args: argparse.Namespace) -> int:
         print(line)
     print(f"\nreport: {page.resolve()}")
     return 1 if store.counts().get("failed") or store.unfinished() else 0
+
+
+def demo_spec(scale: str) -> StudySpec:
+    """The pre-vs-post preset; without transformers (``pip install normlab``: the base
+    dependencies) its GPT-2 baseline arm, a check of the implementation, is left out, saying so."""
+    import importlib.util
+
+    from normlab.study.presets import study_preset
+
+    spec = study_preset("pre-vs-post", scale)
+    if importlib.util.find_spec("transformers") is None:
+        logging.getLogger(__name__).info("transformers is not installed: the GPT-2 baseline arm (a check of the "
+                                         "implementation) is left out; pip install 'normlab[hf]' to run it")
+        spec = spec.without("model.impl", "hf-gpt2")
+    return spec
 
 
 def headline(store) -> list[str]:  # store: normlab.study.store.Store

@@ -1,4 +1,4 @@
-"""``normlab study run|status|presets``: grids of runs in a resumable store (docs/studies.md)."""
+"""``normlab study run|status|export|presets``: grids of runs in a resumable store (docs/studies.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from normlab.study.frame import FORMATS  # a leaf (no torch): --help stays fast
+
     p = sub.add_parser("study", help="run a grid of trainings into a resumable store; show its results")
     ssub = p.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(p))
     r = ssub.add_parser("run", help="run (or resume) every unfinished trial of a study")
@@ -33,6 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = ssub.add_parser("status", help="counts by status and the results table of a store")
     s.add_argument("store", metavar="DIR", help="the study store directory (--store of study run)")
     s.set_defaults(func=_status)
+    e = ssub.add_parser("export", help="a store's trials and logged steps as tables (CSV or Parquet)",
+                        description="Write OUT/trials.FMT (one row per trial: axes, seed, outcome, losses, steps, "
+                                    "wall time) and OUT/steps.FMT (one row per logged step). Needs pandas "
+                                    "(pip install 'normlab[pandas]'); Parquet also pyarrow ('normlab[parquet]').")
+    e.add_argument("store", metavar="STORE", help="the study store directory (--store of study run)")
+    e.add_argument("--format", dest="fmt", choices=FORMATS, default="csv", help="file format (default csv)")
+    e.add_argument("--out", metavar="DIR", default=None, help="where the two files go (default: STORE/export)")
+    e.set_defaults(func=_export)
     ps = ssub.add_parser("presets", help="list study presets")
     ps.set_defaults(func=_presets)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
@@ -118,6 +128,15 @@ def _status(args: argparse.Namespace) -> int:
     from normlab.study.store import Store
 
     print(status_text(Store(args.store)))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from normlab.study.frame import load
+
+    tables = load(args.store)
+    for path in tables.export(args.out or Path(args.store) / "export", args.fmt):
+        print(path)
     return 0
 
 

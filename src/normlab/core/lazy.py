@@ -16,3 +16,13 @@ def lazy_getattr(package: str, names: dict[str, str]) -> Callable[[str], Any]:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def lazy_dir(namespace: dict[str, Any], names: dict[str, str]) -> Callable[[], list[str]]:
+    """A module ``__dir__`` (``dir(package)``, tab completion): what the module holds plus the
+    lazy names, none of them imported to list it."""
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *names})
+
+    return __dir__

@@ -6,11 +6,20 @@ Names load lazily, so ``ModelConfig`` (plain data) never pulls in torch. The lay
 registries) <- ``build`` (resolves a config's names) <- ``transformer``.
 """
 
-from normlab.core.lazy import lazy_getattr
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from normlab.core.lazy import lazy_dir, lazy_getattr
+
+if TYPE_CHECKING:  # for type checkers only: the lazy loading below imports them
+    from normlab.model.config import ModelConfig
+    from normlab.model.transformer import Block, TransformerLM
 
 _LAZY = {"ModelConfig": "normlab.model.config", "TransformerLM": "normlab.model.transformer",
          "Block": "normlab.model.transformer"}
 
 __getattr__ = lazy_getattr("normlab.model", _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)
 
-__all__ = list(_LAZY)
+__all__ = ["Block", "ModelConfig", "TransformerLM"]
