@@ -3,6 +3,7 @@
 Pages: ``run_page`` (one training run), ``probe_page`` (one probe output or inspected
 checkpoint; ``kinds`` decides which, and every page's title and question), ``study_page``
 (one study store), ``stability_page`` (a stability-map study, ``kinds.STABILITY_STUDIES``),
+``demo_page`` (the study of ``normlab demo``, ``kinds.DEMO_STUDIES``),
 ``series_page`` (a checkpoint series, ``normlab inspect --series``) and ``compare_page``
 (several of one kind on shared axes). Each opens with its question and answer, then the
 figures, then tables and the exact configuration. What they share lives in leaves they
@@ -45,6 +46,12 @@ def stability_page(path: str | Path, progress: bool = False, out: Path | None = 
     return build(load_study(path), progress=progress, out=out)
 
 
+def demo_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
+    from normlab.report.demo_page import build
+
+    return build(load_study(path), progress=progress, out=out)
+
+
 def series_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
     from normlab.report.load import load_series
     from normlab.report.series_page import build
@@ -59,9 +66,9 @@ def build_report(path: str | Path, progress: bool = False, out: str | Path | Non
 
     # an inspected checkpoint is in the probe's format: the probe page words it by its kind
     page = {"run": run_page, "probe": probe_page, "inspect": probe_page, "study": study_page,
-            "stability": stability_page, "series": series_page}[page_kind(path)]
+            "stability": stability_page, "demo": demo_page, "series": series_page}[page_kind(path)]
     return page(path, progress=progress, out=Path(out) if out is not None else None)
 
 
-__all__ = ["build_report", "run_page", "probe_page", "study_page", "stability_page", "series_page", "run_label",
+__all__ = ["build_report", "run_page", "probe_page", "study_page", "stability_page", "demo_page", "series_page", "run_label",
            "esc", "curve_figures", "diag_matrices", "fates", "mean_std", "loss_series", "tokens_per_step", "CURVES"]
