@@ -91,7 +91,7 @@ PLACEMENT_WORLDS = {  # outcome -> (Post-LN, Pre-LN) best val losses with warm-u
     "tie": (_ends(2.48, 2.5, 2.52), TRAIN),
     "few": (TRAIN[:2], TRAIN),
 }
-PLACEMENT_WORDING = {"pre": "Pre-LN ends lower by +0.1", "post": "Post-LN ends lower by +0.1",
+PLACEMENT_WORDING = {"pre": "Pre-LN ends lower by 0.1 [", "post": "Post-LN ends lower by 0.1 [",
                      "tie": "the two end within seed noise of each other (Post-LN minus Pre-LN 0 [",
                      "few": "the placements are not weighed (fewer than 3 seeds a side)"}
 

@@ -166,7 +166,8 @@ def placement_verdict(post: list[float], pre: list[float], step: int | None = No
     if side in ("above", "below"):
         ahead, by = ("Pre-LN", e) if side == "above" else ("Post-LN", welch(pre, post))
         verb = f"is ahead{at}" if step is not None else "ends lower"
-        return ("pre" if side == "above" else "post"), f"{ahead} {verb} by {_iv(by)} {UNIT}"
+        gap = f"{num(by.estimate, 3)} [{num(by.lo, 3)}, {num(by.hi, 3)}]"  # positive: no sign to read
+        return ("pre" if side == "above" else "post"), f"{ahead} {verb} by {gap} {UNIT}"
     what = f"are within seed noise of each other{at}" if step is not None else "end within seed noise of each other"
     return "tie", f"the two {what} (Post-LN minus Pre-LN {_iv(e)})"
 
