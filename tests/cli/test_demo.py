@@ -2,35 +2,53 @@
 
 from __future__ import annotations
 
+import json
+import re
+
+import pytest
+
 from normlab.cli import main
 
 
-def test_demo_smoke_runs_study_report_and_headline(tmp_path, data_dir, capsys):
-    store = tmp_path / "pvp"
+def test_demo_smoke_runs_study_page_and_verdict(tmp_path, data_dir, capsys):
+    from normlab.study.demo_preset import demo_settings
+
+    store = tmp_path / "demo"
     assert main(["demo", "--scale", "smoke", "--store", str(store), "--workers", "1"]) == 0
     out = capsys.readouterr().out
-    assert (store / "report" / "index.html").stat().st_size > 1000
-    assert "Pre - Post" in out and "report: " in out
-    assert out.count("check of the implementation: transformers GPT-2") == 2 and "lab - baseline = " in out
-    # Every trial ran once and left its run directory; rerunning repeats nothing.
+    d = demo_settings("smoke")
     runs = sorted(p.name for p in (store / "runs").iterdir())
-    assert len(runs) == 12  # (post, pre, GPT-2 baseline) x 2 warm-ups x 2 seeds
+    assert len(runs) == 4 * len(d["seeds"])  # (post, pre) x 2 warm-ups x seeds
+    for r in runs:  # the training loss at every step, the validation loss at every eval_every
+        rows = [json.loads(line) for line in (store / "runs" / r / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in rows if "train/loss" in m] == list(range(1, d["steps"] + 1))
+        assert [m["step"] for m in rows if "val/loss" in m] == list(range(d["eval_every"], d["steps"] + 1, d["eval_every"]))
+    html = (store / "report" / "index.html").read_text()
+    assert 'id="fig-train_loss"' in html and 'id="fig-val_loss"' in html
+    svg = (store / "report" / "figures" / "train_loss.svg").read_text()
+    assert all(f'id="raw:{pl}:{wu}:0"' in svg for pl in ("post", "pre") for wu in (0, d["warmup"]))
+    # stdout's verdict is the page's answer, word for word
+    answer = re.search(r'<p class="answer"><b>Answer.</b> (.*?)</p>', html)[1]
+    import html as H
+
+    assert H.unescape(answer) in out and "Still on the unigram plateau at step" in out and "report: " in out
+    # Every trial ran once; rerunning repeats nothing.
     assert main(["demo", "--scale", "smoke", "--store", str(store), "--workers", "1"]) == 0
     assert sorted(p.name for p in (store / "runs").iterdir()) == runs
 
 
-def test_without_transformers_the_demo_leaves_out_its_baseline_arm_saying_so(monkeypatch, caplog):
-    """`pip install normlab` (no hf extra) runs the demo: the GPT-2 baseline arm is left out, in one line."""
-    import logging
-    import sys
+def test_demo_refuses_an_unknown_scale_before_writing(tmp_path, capsys):
+    store = tmp_path / "demo"
+    assert main(["demo", "--scale", "seed", "--store", str(store)]) == 2 and not store.exists()
+    assert "smoke, cpu, gpu" in capsys.readouterr().err
 
-    from normlab.cli.demo_cmd import demo_spec
 
-    full = demo_spec("smoke").trials()
-    monkeypatch.setitem(sys.modules, "transformers", None)  # find_spec: not installed
-    with caplog.at_level(logging.INFO, logger="normlab"):
-        lab = demo_spec("smoke").trials()
-    assert [t.id for t in lab] == [t.id for t in full if t.params["model.impl"] != "hf-gpt2"]
-    assert len(lab) == 8 and len(full) == 12
-    notes = [r.getMessage() for r in caplog.records if "transformers" in r.getMessage()]
-    assert len(notes) == 1 and "pip install 'normlab[hf]'" in notes[0]
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "gpu"])
+def test_the_demo_needs_no_optional_extra(scale):
+    """`pip install normlab` (no extras) runs the main job: every demo trial is the lab's own model."""
+    from normlab.run.config import RunConfig
+    from normlab.study.demo_preset import NAME
+    from normlab.study.presets import study_preset
+
+    trials = study_preset(NAME, scale).trials()
+    assert trials and all(RunConfig.from_json(t.config_json).model.impl == "normlab" for t in trials)

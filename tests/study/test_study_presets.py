@@ -7,8 +7,8 @@ import pytest
 from normlab.core.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
-NAMES = ["pre-vs-post", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth", "deep-stability", "collapse",
-         "stability-map", "recipe-variants"]
+NAMES = ["pre-vs-post", "pre-vs-post-demo", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth",
+         "deep-stability", "collapse", "stability-map", "recipe-variants"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:
@@ -38,6 +38,44 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
         study_preset("pre-vs-post", "huge")
     with pytest.raises(ConfigError, match="--scale"):
         study_preset("depth", "seed")
+
+
+def test_demo_is_the_stability_map_cell_with_a_per_step_log() -> None:
+    """The demo's arms differ in placement and warm-up only, and at cpu each is the stability
+    map's trial of the same cell and seed except for length and logging cadence (so the map's
+    published outcomes are those of this setting)."""
+    import json
+
+    demo = study_preset("pre-vs-post-demo")
+    trials = demo.trials()
+    assert len(trials) == 24 and demo.seeds == list(range(6))
+    cadence = ("steps", "eval_every", "eval_batches", "log_every", "checkpoint_every")
+    grid = {(t.params["model.placement"], t.params["optim.lr"], t.params["model.n_layer"],
+             t.params["optim.warmup_steps"], t.params["seed"]): json.loads(t.config_json)
+            for t in study_preset("stability-map").trials()}
+    shared, twins = [], 0
+    for t in trials:
+        cfg = json.loads(t.config_json)
+        assert (cfg["train"]["log_every"], cfg["train"]["eval_every"], cfg["train"]["steps"]) == (1, 25, 300)
+        # the map has seeds 0-4: the demo's sixth seed has no twin there
+        twin = grid.get((cfg["model"]["placement"], cfg["optim"]["lr"], cfg["model"]["n_layer"],
+                         cfg["optim"]["warmup_steps"], cfg["seed"]))
+        if twin is not None:
+            assert cfg["train"]["eval_batches"] == twin["train"]["eval_batches"]  # the map's validation windows
+            twins += 1
+        for c in (cfg, twin or {"train": {}}):
+            for k in cadence:
+                c["train"].pop(k, None)
+        assert twin is None or cfg == twin
+        for k in ("placement", "warmup_steps"):  # what the arms may differ in
+            cfg.get("model", {}).pop(k, None)
+            cfg.get("optim", {}).pop(k, None)
+        cfg.pop("seed")
+        shared.append(cfg)
+    assert twins == 20 and all(c == shared[0] for c in shared)  # identical hyper-parameters otherwise
+    assert shared[0]["optim"]["lr"] == 3e-3 and shared[0]["model"]["n_layer"] == 6
+    with pytest.raises(ConfigError, match="--scale.*smoke, cpu, gpu"):
+        study_preset("pre-vs-post-demo", "seed")
 
 
 def test_stability_map_grid_is_the_table_at_the_top() -> None:

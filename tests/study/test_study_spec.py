@@ -93,16 +93,3 @@ def test_cli_rejects_bad_spec_before_any_trial(tmp_path, capsys, axes: str, key:
     err = capsys.readouterr().err
     assert key in err and len(err.strip().splitlines()) == 1
     assert not store.exists()  # nothing created, nothing started
-
-
-def test_without_drops_the_points_of_one_axis_value_and_keeps_the_other_trials() -> None:
-    spec = StudySpec(name="w", axes={"model.placement": ["post", "pre"]}, seeds=[0, 1],
-                     zip=[{"optim.lr": [1e-3, 3e-4], "optim.warmup_steps": [0, 10]}])
-    ids = {t.id: t.params for t in spec.trials()}
-    for key, value in (("model.placement", "post"), ("optim.warmup_steps", 10)):
-        kept = spec.without(key, value).trials()
-        assert len(kept) == 4 and all(t.params[key] != value for t in kept)
-        assert all(ids[t.id] == t.params for t in kept)  # the same trials, under the same ids
-    assert spec.without("optim.lr", 0.5).trials() == spec.trials()  # nothing to drop
-    with pytest.raises(ConfigError, match="model.placement"):
-        spec.without("model.placement", "post").without("model.placement", "pre")

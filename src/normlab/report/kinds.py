@@ -7,6 +7,7 @@
 | inspect | ``normlab inspect``: one trained checkpoint under the lab's statistics | probe.csv + a summary.json naming the model's family |
 | study | a study store | study.sqlite |
 | stability | a stability map: a study of outcomes over lr x depth x warm-up | study.sqlite whose spec is named in ``STABILITY_STUDIES`` |
+| demo | ``normlab demo``: Pre-LN vs Post-LN with per-step curves and a seed-robust verdict | study.sqlite whose spec is named in ``DEMO_STUDIES`` |
 | compare | several of one kind on shared axes | (``normlab report A B ...``) |
 | series | ``normlab inspect --series``: one model's checkpoints over training | series.csv + series.json |
 
@@ -23,11 +24,13 @@ from typing import Any
 
 from normlab.report.load import detect
 
-KINDS = ("run", "probe", "inspect", "study", "stability", "compare", "series")
+KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "series")
 
 # Studies whose page is the stability map (``report.stability_page``): by the spec's name, as
 # the questions below are (a preset's spec carries its name; a TOML study may take it too).
 STABILITY_STUDIES = ("stability-map",)
+# Studies whose page is the demo's (``report.demo_page``): per-step curves, a verdict by rule.
+DEMO_STUDIES = ("pre-vs-post-demo",)
 
 # The question each preset study asks, answered first on its page (``study_answer``): the
 # axis whose values are contrasted, within each setting of the other scientific axes. A
@@ -44,6 +47,9 @@ STUDY_QUESTIONS: dict[str, tuple[str, str]] = {
     "deep-stability": ("Which placements train at depth 48 without warm-up where Post-LN fails "
                        "(DeepNet, Admin, sandwich)?", "model.placement"),
     "collapse": ("Do deep layers become similar, and which placements avoid it?", "model.placement"),
+    "pre-vs-post-demo": ("Does Pre-LN train faster and lower than Post-LN with identical hyper-parameters, and "
+                         "does Post-LN need learning-rate warm-up where Pre-LN does not (seed 002; Xiong et al. "
+                         "2020)?", "model.placement"),
     "stability-map": ("Where in learning rate x depth x warm-up does each placement train, stall at the "
                       "unigram loss, or diverge?", "model.placement"),
 }
@@ -72,13 +78,14 @@ def inspected(path: str | Path) -> bool:
 
 
 def page_kind(path: str | Path) -> str:
-    """'run', 'probe', 'inspect', 'study', 'stability' or 'series' for a directory the lab wrote
+    """'run', 'probe', 'inspect', 'study', 'stability', 'demo' or 'series' for a directory the lab wrote
     (a UserError otherwise)."""
 
     kind = detect(path)
     if kind == "study":
         spec = _json(Path(path) / "spec.json")
-        return "stability" if isinstance(spec, dict) and spec.get("name") in STABILITY_STUDIES else kind
+        name = spec.get("name") if isinstance(spec, dict) else None
+        return "stability" if name in STABILITY_STUDIES else "demo" if name in DEMO_STUDIES else kind
     return "inspect" if kind == "probe" and inspected(path) else kind
 
 
@@ -109,6 +116,8 @@ def heading(kind: str, **facts: Any) -> Heading:
         return Heading(f"Study {f['name']}", f["question"])
     if kind == "stability":
         return Heading(f"Stability map: study {f['name']}", f["question"])
+    if kind == "demo":
+        return Heading(f"Pre-LN vs Post-LN: study {f['name']}", f["question"])
     if kind == "compare":
         return Heading(f"Comparison of {f['what']}: {' vs '.join(f['names'])}", f["question"])
     if kind == "series":
@@ -118,4 +127,4 @@ def heading(kind: str, **facts: Any) -> Heading:
     raise ValueError(f"unknown page kind {kind!r}; one of {', '.join(KINDS)}")
 
 
-__all__ = ["KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected", "page_kind", "study_question"]
+__all__ = ["DEMO_STUDIES", "KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected", "page_kind", "study_question"]

@@ -6,12 +6,13 @@ The only module that fills ``presets.STUDY_PRESETS``, ``trials.TRIALS`` and
 
 from __future__ import annotations
 
-from normlab.study import executors, presets, trials
+from normlab.study import demo_preset, executors, presets, trials
 
 executors.EXECUTORS.add("local", executors.run_local)
 executors.EXECUTORS.add("ray", executors.run_ray)
 
 presets.STUDY_PRESETS.add("pre-vs-post", presets.pre_vs_post)
+presets.STUDY_PRESETS.add("pre-vs-post-demo", demo_preset.pre_vs_post_demo)
 presets.STUDY_PRESETS.add("xiong-warmup", presets.xiong_warmup)
 presets.STUDY_PRESETS.add("init-gradients", presets.init_gradients)
 presets.STUDY_PRESETS.add("lr-sensitivity", presets.lr_sensitivity)

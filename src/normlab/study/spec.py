@@ -13,7 +13,6 @@ build. Errors are :class:`~normlab.core.errors.ConfigError` naming the offending
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import itertools
 from dataclasses import dataclass, field
@@ -104,17 +103,6 @@ class StudySpec(Section):
             self.check(not loose, "scientific", f"axes {loose} have no role: list each as scientific or nuisance")
         else:
             self.scientific = [k for k in keys if k not in self.nuisance]
-
-    def without(self, key: str, value: Any) -> StudySpec:
-        """This study without the grid points where axis ``key`` (of ``axes`` or a zip group) is
-        ``value``: the demo leaves out the arm whose package is missing. The other trials keep
-        their configs, so their ids; an axis left empty is refused as in a spec file."""
-        axes = {k: [v for v in vals if not (k == key and v == value)] for k, vals in self.axes.items()}
-        groups = []
-        for g in self.zip:
-            keep = [i for i in range(len(next(iter(g.values())))) if key not in g or g[key][i] != value]
-            groups.append({k: [vals[i] for i in keep] for k, vals in g.items()})
-        return dataclasses.replace(self, axes=axes, zip=groups)
 
     def axis_keys(self) -> list[str]:
         return list(self.axes) + [k for g in self.zip for k in g]
