@@ -163,12 +163,17 @@ def test_only_the_model_runs_its_pieces_in_sequence() -> None:
 
 def _registrations(tree: ast.Module) -> tuple[list[int], list[tuple[str, int]]]:
     """(lines of decorators that register, [(registry name, line)] of module-level ``X.add(...)``
-    calls on an upper-case registry name, ``X`` or ``module.X``)."""
+    calls on an upper-case registry name, ``X`` or ``module.X``, also those in a module-level
+    ``for`` loop: all run on import)."""
     decorators = [d.lineno for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))
                   for d in node.decorator_list
                   if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr in ("register", "add")]
+
+    def at_import(body: list[ast.stmt]) -> list[ast.stmt]:
+        return [s for stmt in body for s in ([stmt] + (at_import(stmt.body) if isinstance(stmt, ast.For) else []))]
+
     adds = []
-    for stmt in tree.body:
+    for stmt in at_import(tree.body):
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add":
             owner = call.func.value
@@ -195,8 +200,9 @@ def _declared_registries() -> dict[str, str]:
 
 def test_registration_finder_sees_decorators_and_catalogue_lines() -> None:
     code = ("@NAMES.register('a')\ndef a(): ...\n@x.add('b')\nclass B: ...\n"
-            "NAMES.add('c', 1)\nmod.NAMES.add('d', 2)\nseen.add('e')\ndef f():\n    NAMES.add('g', 3)\n")
-    assert _registrations(ast.parse(code)) == ([1, 3], [("NAMES", 5), ("NAMES", 6)])
+            "NAMES.add('c', 1)\nmod.NAMES.add('d', 2)\nseen.add('e')\ndef f():\n    NAMES.add('g', 3)\n"
+            "for m in ms:\n    for c in m:\n        NAMES.add(c, c)\n")
+    assert _registrations(ast.parse(code)) == ([1, 3], [("NAMES", 5), ("NAMES", 6), ("NAMES", 12)])
 
 
 def test_nothing_registers_itself_on_import() -> None:
@@ -209,7 +215,7 @@ def test_nothing_registers_itself_on_import() -> None:
 def test_each_registry_is_filled_only_by_its_catalogue() -> None:
     declared = _declared_registries()
     assert {"PLACEMENTS", "SCHEDULES", "LOGGERS", "TOKENIZERS", "PRESETS", "STUDY_PRESETS", "EXECUTORS",
-            "TRIALS", "PEERS", "SIZES", "STATISTICS", "NORMS", "INITS"} <= set(declared)
+            "TRIALS", "PEERS", "SIZES", "CLAIMS", "STATISTICS", "NORMS", "INITS"} <= set(declared)
     fills: dict[str, set[str]] = {}
     for mod, path in _modules().items():
         for name, _ in _registrations(ast.parse(path.read_text(encoding="utf-8")))[1]:

@@ -7,13 +7,13 @@ import dataclasses
 import json
 from pathlib import Path
 
-from normlab.claims.catalogue import all_claims
+from normlab.claims.claim import CLAIMS
 from normlab.claims.output import update_history
 from normlab.claims.rules import Direction
 
 
 def test_every_claim_is_complete_and_self_explaining() -> None:
-    reg = all_claims()
+    reg = CLAIMS
     assert len(reg.names()) == len(set(reg.names())) >= 27
     for _, c in reg.items():
         assert c.statement and c.source and c.experiment and c.settings and c.parts, c.id
@@ -28,8 +28,8 @@ def test_every_claim_is_complete_and_self_explaining() -> None:
 
 
 def test_rule_hash_follows_the_rule_not_the_code_layout() -> None:
-    c = all_claims().get("warmup-post")
-    assert c.rule_hash() == all_claims().get("warmup-post").rule_hash()
+    c = CLAIMS.get("warmup-post")
+    assert c.rule_hash() == CLAIMS.get("warmup-post").rule_hash()
     moved = dataclasses.replace(c, parts=(dataclasses.replace(c.parts[0], rule=Direction(+1, 0.01)),) + c.parts[1:])
     assert moved.rule_hash() != c.rule_hash()
     assert dataclasses.replace(c, statement=c.statement + " ").rule_hash() != c.rule_hash()
@@ -57,7 +57,7 @@ def test_seed_scale_is_for_the_claims_that_state_it(tmp_path: Path) -> None:
     from normlab.claims import run_claims
     from normlab.core.errors import UserError
 
-    reg = all_claims()
+    reg = CLAIMS
     have = sorted(i for i, c in reg.items() if "seed" in c.experiments)
     assert have == ["seed001-early-gradients", "seed002-pet-project"]
     pet = reg.get("seed002-pet-project")
@@ -75,7 +75,7 @@ def test_seed_scale_is_for_the_claims_that_state_it(tmp_path: Path) -> None:
 def test_training_runs_group_overlapping_studies_and_split_sessions() -> None:
     """Studies trained together are one run; a study trained hours later is a run of its own,
     and the wall time is the sum of the runs, not the span between them."""
-    from normlab.claims import training_runs
+    from normlab.claims.publish import training_runs
 
     spans = {"a": (0.0, 100.0), "b": (50.0, 300.0), "c": (350.0, 400.0), "d": (10_000.0, 10_500.0)}
     runs = training_runs(spans)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.claims.catalogue import all_claims
+from normlab.claims.claim import CLAIMS
 
 
 @pytest.mark.slow
@@ -20,11 +20,11 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
     from normlab.core.progress import plain
     from normlab.study.presets import study_preset
 
-    ids = [c.id for _, c in all_claims().items() if not c.quick]
+    ids = [c.id for _, c in CLAIMS.items() if not c.quick]
     buf = io.StringIO()
     with plain("claims", buf) as display:  # one display over every study of the run
         recs = run_claims(quick=False, out=tmp_path, only=ids, scale="smoke", workers=2, progress=display)
-    studies = list(dict.fromkeys(n for i in ids for n in all_claims().get(i).studies))
+    studies = list(dict.fromkeys(n for i in ids for n in CLAIMS.get(i).studies))
     n = sum(len(study_preset(s, "smoke").trials()) for s in studies)
     lines = buf.getvalue().splitlines()
     assert lines[0] == f"claims: {len(studies)} studies at scale smoke: 0/{n} trials already in {tmp_path / 'stores'}, " \

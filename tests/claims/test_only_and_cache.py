@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.claims.catalogue import all_claims
+from normlab.claims.claim import CLAIMS
 
 SMALL = {"seeds": 3, "depths": [2, 4, 8], "d_model": 32}
 
@@ -45,7 +45,7 @@ def test_each_quick_claim_reads_only_what_it_declares(monkeypatch: pytest.Monkey
     monkeypatch.setattr(m, "REF_DEPTH", 4)  # so that 'ref' (4) and 'max' (8) are different depths
     full = m.measure(**SMALL)
     full.extra = measure_extras(full.seeds, full.depths, full.ref_depth())
-    quick = [c for _, c in all_claims().items() if c.quick]
+    quick = [c for _, c in CLAIMS.items() if c.quick]
     assert quick and all(c.needs is not None and set(c.needs.extra) <= set(EXTRAS) for c in quick)
     for c in quick:
         cells = set(c.needs.cells(full.depths, full.ref_depth()))

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gitrepo import commit, git, need_git, repo  # noqa: E402
 
 from normlab.claims import registered, registration  # noqa: E402
-from normlab.claims.catalogue import all_claims  # noqa: E402
+from normlab.claims.claim import CLAIMS  # noqa: E402
 from normlab.claims.rules import Within  # noqa: E402
 from normlab.core.errors import UserError  # noqa: E402
 from normlab.stats.effects import Effect  # noqa: E402
@@ -28,7 +28,7 @@ FIRST_TRIAL, RUN_START = 2_000_000_000, 2_000_100_000
 
 
 def _claims() -> dict[str, Any]:
-    reg = all_claims()
+    reg = CLAIMS
     return {i: reg.get(i, "--only") for i in (QUICK, TRAINING)}
 
 
@@ -161,7 +161,7 @@ def test_register_writes_once_and_refuses_a_different_file(tmp_path: Path, capsy
     doc = json.loads(f.read_text())
     assert sorted(doc["claims"]) == sorted([QUICK, TRAINING]) and list(doc["studies"]) == ["pre-vs-post"]
     assert doc["document_hash"] == registration.document_hash(doc)
-    assert doc["claims"][TRAINING]["rule_hash"] == all_claims().get(TRAINING, "--only").rule_hash("cpu")
+    assert doc["claims"][TRAINING]["rule_hash"] == CLAIMS.get(TRAINING, "--only").rule_hash("cpu")
     assert doc["studies"]["pre-vs-post"] == registration.study_ids("pre-vs-post", "cpu")
     assert "document hash" in capsys.readouterr().out
     assert main(["claims", "register", "--scale", "cpu", "--out", str(f), "--only", QUICK, "--only", TRAINING]) == 0

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gitrepo import commit, need_git, repo  # noqa: E402
 
 from normlab.claims import registered, registration  # noqa: E402
-from normlab.claims.catalogue import all_claims  # noqa: E402
+from normlab.claims.claim import CLAIMS  # noqa: E402
 from normlab.claims.rules import Within  # noqa: E402
 from normlab.core.errors import UserError  # noqa: E402
 
@@ -70,7 +70,7 @@ def test_a_run_with_a_changed_rule_stops_before_measuring(tmp_path: Path, monkey
         raise AssertionError("measured before the registration was checked")
 
     monkeypatch.setattr(probe, "probe_model", never)
-    c = all_claims().get(QUICK, "--only")
+    c = CLAIMS.get(QUICK, "--only")
     was = dataclasses.replace(c, parts=(dataclasses.replace(c.parts[0], rule=Within(0.0, 2.0)), *c.parts[1:]))
     root = repo(tmp_path / "lab")
     f = root / "registration.json"

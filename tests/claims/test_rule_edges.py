@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from normlab.claims.catalogue.training_statistics import _dist
 from normlab.claims.output import (
     adjust,
     holm_verdicts,
@@ -19,7 +20,6 @@ from normlab.claims.output import (
     write_page,
 )
 from normlab.claims.rules import CONTRADICTED, INCONCLUSIVE, PARTLY, SUPPORTED, Within, combine
-from normlab.claims.training_statistics import _dist
 from normlab.report.html import esc
 from normlab.stats.effects import Effect, holm
 

@@ -17,119 +17,27 @@ sys.path.insert(0, str(Path(__file__).parent))
 import synthetic as S  # noqa: E402
 import worlds as WD  # noqa: E402
 
-from normlab.claims import training_statistics  # noqa: E402
-from normlab.claims.catalogue import all_claims  # noqa: E402
+from normlab.claims.catalogue import training_statistics  # noqa: E402
+from normlab.claims.claim import CLAIMS  # noqa: E402
 from normlab.claims.regime import scoped  # noqa: E402
 
 P, W, LR, QK, L = WD.P, WD.W, WD.LR, WD.QK, WD.L
 WANT = {"S": "supported", "C": "contradicted", "I": "inconclusive"}
 
 
-def zloss_logz(o: str) -> list:
-    def run(head: float, tail: Any) -> Any:
-        return lambda s: {**S.gain_run(-1.5), "diag": [{"step": 0, "log_z": head}] * 4
-                          + [{"step": 40, "log_z": tail(s)}] * 4}
-
-    if o == "S":
-        return [("zloss", {"optim.z_loss": 0.0}, run(4.0, lambda s: 6.0)),
-                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 0.2 + S.jit(s, 0.01)))]
-    if o == "C":
-        return [("zloss", {"optim.z_loss": 0.0}, run(0.3, lambda s: 0.3 + S.jit(s, 0.01))),
-                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 3.0 + S.jit(s, 0.01)))]
-    return [("zloss", {"optim.z_loss": 0.0}, run(1.0, lambda s: 1.5 + S.jit(s, 0.5))),
-            ("zloss", {"optim.z_loss": 1e-4}, run(1.0, lambda s: 1.0 + S.jit(s, 0.5)))]
-
-
-def lr_sensitivity(o: str) -> list:
-    steep, flat = [2.0, 1.8, 2.5, 4.17, 4.17], [2.0, 1.8, 1.9, 2.0, 2.1]
-    lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
-    loss = {"S": (steep, flat), "C": (flat, steep), "I": (flat, flat)}[o]
-    logit = {"S": ((2.0, 20.0), (2.0, 2.1)), "C": ((20.0, 2.0), (2.0, 20.0)), "I": ((2.0, 2.0), (2.0, 2.0))}[o]
-    sig = 0.5 if o == "I" else 0.01
-    cells = []
-    for (qk, curve), (a, b) in zip(((None, loss[0]), ("layernorm", loss[1])), logit):
-        for lr, v in zip(lrs, curve):
-            def run(s: int, v: float = v, a: float = a, b: float = b, lr: float = lr) -> dict:
-                d = S.diag_lines({"attn_max_logit": [a, a]}, {"attn_max_logit": [b * (1 + S.jit(s, sig))] * 2})
-                return {"best": v, "final": v + (S.jit(s, sig) if o == "I" else 0.0), **({"diag": d} if lr == 1e-2 else {})}
-            cells.append(("lr-sensitivity", {P: "pre", QK: qk, LR: lr}, run))
-    return cells
-
-
-def pre_collapse(o: str) -> list:
-    sh, dp = {"S": (0.3, 0.05), "C": (0.05, 0.3), "I": (0.2, 0.2)}[o]
-    other = {"S": 0.3, "C": 0.02, "I": 0.2}[o]
-    dele = {"S": -0.5, "C": 0.5, "I": 0.0}[o]
-    lns_dele = {"S": 0.5, "C": -0.5, "I": 0.0}[o]  # the lns part compares deletions, lns minus pre
-    sig = 0.1 if o == "I" else 0.001
-
-    def run(angle: Any, aux: Any = None, dl: float | None = None) -> Any:
-        def f(s: int) -> dict:
-            last = {"angle": angle(s), **({"angle_aux": aux(s)} if aux else {})}
-            return {**S.gain_run(-1.5), "diag": S.diag_lines(last, last),
-                    **({"deletion": dl + S.jit(s, 4 * sig)} if dl is not None else {})}
-        return f
-
-    def profile(a: float, b: float) -> Any:
-        return lambda s: [a + S.jit(s, sig)] * 4 + [b + S.jit(s, sig)] * 4
-
-    flat = profile(other, other)
-    return [("collapse", {P: "pre"}, run(profile(sh, dp), dl=dele)),
-            ("collapse", {P: "resi_dual"}, run(flat, flat)), ("collapse", {P: "lns"}, run(flat, dl=lns_dele))]
-
-
-def sandwich_max_abs(o: str) -> list:
-    ends = {"S": ((5.0, 6.0), (5.0, 500.0)), "C": ((5.0, 500.0), (5.0, 6.0)), "I": ((5.0, 50.0), (5.0, 50.0))}[o]
-    sig = 0.8 if o == "I" else 0.001
-
-    def run(first: float, last: float) -> Any:
-        return lambda s: {**S.gain_run(-1.5), "diag": S.diag_lines({"max_abs": [first] * 3},
-                                                                      {"max_abs": [last * (1 + S.jit(s, sig))] * 3})}
-
-    return [("collapse", {P: "sandwich"}, run(*ends[0])), ("collapse", {P: "pre"}, run(*ends[1]))]
-
-
-def seed004_lr_sensitive(o: str) -> list:
-    """Per-seed sweeps of final losses; the jitter moves with the lr so the sensitivity varies by seed."""
-    steep, flat = [2.0, 1.8, 2.5, 4.17, 4.17], [2.0, 1.8, 1.9, 2.0, 2.1]
-    curves = {"S": (steep, flat), "C": (flat, steep), "I": (flat, flat)}[o]
-    sig = 0.5 if o == "I" else 0.01
-    out = []
-    for p, curve in zip(("post", "pre"), curves):
-        for i, (lr, v) in enumerate(zip([3e-4, 1e-3, 3e-3, 1e-2, 3e-2], curve)):
-            out.append(("lr-sensitivity", {P: p, QK: None, LR: lr},
-                        lambda s, v=v, i=i: {"best": v, "final": v + S.jit((s + i) % 5, sig)}))
-    return out
-
-
-WORLDS = {
-    "warmup-post": WD.warmup_post, "warmup-pre-not-universal": WD.warmup_pre_not_universal,
-    "seed002-post-shallow": WD.seed002_post_shallow, "seed002-shorter-warmup": WD.seed002_shorter_warmup,
-    "seed004-warmup-lr": WD.seed004_warmup_lr, "seed002-init-sensitive": WD.seed002_init_sensitive,
-    "liu-post-converged": WD.liu_post_converged, "seed004-depth": WD.seed004_depth,
-    "deepnorm-depth": lambda o: WD.depth_fix(o, "deepnorm", 5e-4),
-    "admin-depth": lambda o: WD.depth_fix(o, "admin", 1e-3),
-    "seed002-sandwich-deep": WD.seed002_sandwich_deep, "seed000-final-norm": WD.seed000_final_norm,
-    "seed002-pet-project": WD.seed002_pet_project, "seed002-clipping": WD.seed002_clipping,
-    "seed001-early-gradients": WD.seed001_early_gradients, "seed002-higher-lr": WD.seed002_higher_lr,
-    "zloss-logz": zloss_logz, "lr-sensitivity": lr_sensitivity, "seed004-lr-sensitive": seed004_lr_sensitive,
-    "pre-collapse": pre_collapse, "sandwich-max-abs": sandwich_max_abs,
-}
-
-
 def decide(cid: str, cells: list, root: Path, **kw: Any) -> dict[str, Any]:
-    return all_claims().get(cid).decide(S.FakeContext(root, cells, **kw))
+    return CLAIMS.get(cid).decide(S.FakeContext(root, cells, **kw))
 
 
 def test_every_training_claim_has_a_synthetic_world() -> None:
-    assert sorted(WORLDS) == sorted(c.id for _, c in all_claims().items() if not c.quick)
+    assert sorted(WD.WORLDS) == sorted(c.id for _, c in CLAIMS.items() if not c.quick)
 
 
 @pytest.mark.parametrize("outcome", ["S", "C", "I"])
-@pytest.mark.parametrize("cid", sorted(WORLDS))
+@pytest.mark.parametrize("cid", sorted(WD.WORLDS))
 def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
-    rec = decide(cid, WORLDS[cid](outcome), tmp_path)
+    rec = decide(cid, WD.WORLDS[cid](outcome), tmp_path)
     got = {p["id"]: p["rule_verdict"] for p in rec["parts"]}
     assert set(got.values()) == {WANT[outcome]}, {p["id"]: (p["rule_verdict"], p["effect_text"], p["note"])
                                                  for p in rec["parts"]}
@@ -202,7 +110,7 @@ def test_a_part_outside_the_regime_does_not_scope_the_claim(tmp_path: Path) -> N
 def test_resi_dual_parts_read_their_own_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """x stream moving, d stream collapsed: the two ResiDual parts must disagree."""
     monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
-    cells = [c for c in pre_collapse("S") if c[1][P] != "resi_dual"]
+    cells = [c for c in WD.pre_collapse("S") if c[1][P] != "resi_dual"]
 
     def resi(s: int) -> dict:
         last = {"angle": [0.3] * 8, "angle_aux": [0.01 + S.jit(s, 0.001)] * 8}

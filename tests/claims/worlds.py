@@ -1,6 +1,7 @@
 """Per training claim, a synthetic world for each outcome: ``WORLDS[claim id](o)`` gives the
 cells of a store where the claim's rule verdict must be supported (o = "S": every part),
-contradicted ("C") or inconclusive ("I", noise around the rule's reference). Map cells are
+contradicted ("C") or inconclusive ("I", noise around the rule's reference); a new training
+claim's test is its world here (test_training_rules.py decides every claim in every world). Map cells are
 best val losses: ``T`` trains (2.6), a cell 0.5 above it still trains (3.1 < 3.197, the
 unigram plateau minus the stall margin); ``WIDE`` noise straddles any reference."""
 
@@ -148,3 +149,96 @@ def seed002_higher_lr(o: str) -> list:
     sig = WIDE if o == "I" else TINY
     return [("lr-sensitivity", {P: p, QK: None, LR: 1e-2}, lambda s, v=v: {"best": v, "final": v + S.jit(s, sig)})
             for p, v in (("pre", a), ("post", b))]
+
+
+def zloss_logz(o: str) -> list:
+    def run(head: float, tail: Any) -> Any:
+        return lambda s: {**S.gain_run(-1.5), "diag": [{"step": 0, "log_z": head}] * 4
+                          + [{"step": 40, "log_z": tail(s)}] * 4}
+
+    if o == "S":
+        return [("zloss", {"optim.z_loss": 0.0}, run(4.0, lambda s: 6.0)),
+                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 0.2 + S.jit(s, 0.01)))]
+    if o == "C":
+        return [("zloss", {"optim.z_loss": 0.0}, run(0.3, lambda s: 0.3 + S.jit(s, 0.01))),
+                ("zloss", {"optim.z_loss": 1e-4}, run(4.0, lambda s: 3.0 + S.jit(s, 0.01)))]
+    return [("zloss", {"optim.z_loss": 0.0}, run(1.0, lambda s: 1.5 + S.jit(s, 0.5))),
+            ("zloss", {"optim.z_loss": 1e-4}, run(1.0, lambda s: 1.0 + S.jit(s, 0.5)))]
+
+
+def lr_sensitivity(o: str) -> list:
+    steep, flat = [2.0, 1.8, 2.5, 4.17, 4.17], [2.0, 1.8, 1.9, 2.0, 2.1]
+    lrs = [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+    loss = {"S": (steep, flat), "C": (flat, steep), "I": (flat, flat)}[o]
+    logit = {"S": ((2.0, 20.0), (2.0, 2.1)), "C": ((20.0, 2.0), (2.0, 20.0)), "I": ((2.0, 2.0), (2.0, 2.0))}[o]
+    sig = 0.5 if o == "I" else 0.01
+    cells = []
+    for (qk, curve), (a, b) in zip(((None, loss[0]), ("layernorm", loss[1])), logit):
+        for lr, v in zip(lrs, curve):
+            def run(s: int, v: float = v, a: float = a, b: float = b, lr: float = lr) -> dict:
+                d = S.diag_lines({"attn_max_logit": [a, a]}, {"attn_max_logit": [b * (1 + S.jit(s, sig))] * 2})
+                return {"best": v, "final": v + (S.jit(s, sig) if o == "I" else 0.0), **({"diag": d} if lr == 1e-2 else {})}
+            cells.append(("lr-sensitivity", {P: "pre", QK: qk, LR: lr}, run))
+    return cells
+
+
+def pre_collapse(o: str) -> list:
+    sh, dp = {"S": (0.3, 0.05), "C": (0.05, 0.3), "I": (0.2, 0.2)}[o]
+    other = {"S": 0.3, "C": 0.02, "I": 0.2}[o]
+    dele = {"S": -0.5, "C": 0.5, "I": 0.0}[o]
+    lns_dele = {"S": 0.5, "C": -0.5, "I": 0.0}[o]  # the lns part compares deletions, lns minus pre
+    sig = 0.1 if o == "I" else 0.001
+
+    def run(angle: Any, aux: Any = None, dl: float | None = None) -> Any:
+        def f(s: int) -> dict:
+            last = {"angle": angle(s), **({"angle_aux": aux(s)} if aux else {})}
+            return {**S.gain_run(-1.5), "diag": S.diag_lines(last, last),
+                    **({"deletion": dl + S.jit(s, 4 * sig)} if dl is not None else {})}
+        return f
+
+    def profile(a: float, b: float) -> Any:
+        return lambda s: [a + S.jit(s, sig)] * 4 + [b + S.jit(s, sig)] * 4
+
+    flat = profile(other, other)
+    return [("collapse", {P: "pre"}, run(profile(sh, dp), dl=dele)),
+            ("collapse", {P: "resi_dual"}, run(flat, flat)), ("collapse", {P: "lns"}, run(flat, dl=lns_dele))]
+
+
+def sandwich_max_abs(o: str) -> list:
+    ends = {"S": ((5.0, 6.0), (5.0, 500.0)), "C": ((5.0, 500.0), (5.0, 6.0)), "I": ((5.0, 50.0), (5.0, 50.0))}[o]
+    sig = 0.8 if o == "I" else 0.001
+
+    def run(first: float, last: float) -> Any:
+        return lambda s: {**S.gain_run(-1.5), "diag": S.diag_lines({"max_abs": [first] * 3},
+                                                                      {"max_abs": [last * (1 + S.jit(s, sig))] * 3})}
+
+    return [("collapse", {P: "sandwich"}, run(*ends[0])), ("collapse", {P: "pre"}, run(*ends[1]))]
+
+
+def seed004_lr_sensitive(o: str) -> list:
+    """Per-seed sweeps of final losses; the jitter moves with the lr so the sensitivity varies by seed."""
+    steep, flat = [2.0, 1.8, 2.5, 4.17, 4.17], [2.0, 1.8, 1.9, 2.0, 2.1]
+    curves = {"S": (steep, flat), "C": (flat, steep), "I": (flat, flat)}[o]
+    sig = 0.5 if o == "I" else 0.01
+    out = []
+    for p, curve in zip(("post", "pre"), curves):
+        for i, (lr, v) in enumerate(zip([3e-4, 1e-3, 3e-3, 1e-2, 3e-2], curve)):
+            out.append(("lr-sensitivity", {P: p, QK: None, LR: lr},
+                        lambda s, v=v, i=i: {"best": v, "final": v + S.jit((s + i) % 5, sig)}))
+    return out
+
+
+# claim id -> its world: every training claim has one (test_training_rules.py checks)
+WORLDS = {
+    "warmup-post": warmup_post, "warmup-pre-not-universal": warmup_pre_not_universal,
+    "seed002-post-shallow": seed002_post_shallow, "seed002-shorter-warmup": seed002_shorter_warmup,
+    "seed004-warmup-lr": seed004_warmup_lr, "seed002-init-sensitive": seed002_init_sensitive,
+    "liu-post-converged": liu_post_converged, "seed004-depth": seed004_depth,
+    "deepnorm-depth": lambda o: depth_fix(o, "deepnorm", 5e-4),
+    "admin-depth": lambda o: depth_fix(o, "admin", 1e-3),
+    "seed002-sandwich-deep": seed002_sandwich_deep, "seed000-final-norm": seed000_final_norm,
+    "seed002-pet-project": seed002_pet_project, "seed002-clipping": seed002_clipping,
+    "seed001-early-gradients": seed001_early_gradients, "seed002-higher-lr": seed002_higher_lr,
+    "zloss-logz": zloss_logz, "lr-sensitivity": lr_sensitivity, "seed004-lr-sensitive": seed004_lr_sensitive,
+    "pre-collapse": pre_collapse, "sandwich-max-abs": sandwich_max_abs,
+}

@@ -153,3 +153,21 @@ def test_probe_trials_reproduce_normlab_probe_for_the_same_seed(tmp_path, data_d
                     and r["layer"] == 4 and r["metric"] == "grad_norm")
         assert trials[(p, 4)].summary["w2_grad_last"] == pytest.approx(want, rel=1e-6)
         assert (trials[(p, 4)].run_dir / "probe.csv").is_file()
+
+
+def test_the_depth_study_names_its_placements() -> None:
+    """A placement registered later (a plugin's, a test's) does not join the depth study: its
+    axis is the named list, every name of it a built-in placement, so its trial ids hold."""
+    from normlab.model.catalogue import PLACEMENTS
+    from normlab.model.placements import Pre
+    from normlab.study.presets import DEPTH_PLACEMENTS
+
+    assert set(DEPTH_PLACEMENTS) <= set(PLACEMENTS.names()) and len(set(DEPTH_PLACEMENTS)) == len(DEPTH_PLACEMENTS)
+    before = [t.id for t in study_preset("depth", "smoke").trials()]
+    PLACEMENTS.add("later_pre", type("LaterPre", (Pre,), {}))
+    try:
+        spec = study_preset("depth", "smoke")
+        assert spec.axes["model.placement"] == DEPTH_PLACEMENTS
+        assert [t.id for t in spec.trials()] == before
+    finally:
+        PLACEMENTS.remove("later_pre")

@@ -1,5 +1,5 @@
-"""A claim: what is claimed, by whom, in which parts, measured how, decided how (the catalogue of
-every claim is ``claims/catalogue.py``).
+"""A claim: what is claimed, by whom, in which parts, measured how, decided how; and ``CLAIMS``,
+the registry of every claim (empty here: ``claims/catalogue/`` fills it at its first lookup).
 
 A :class:`Claim` quotes its statement as the source puts it (never corrected in place: the
 verdict is where the lab answers) and splits it into the :class:`Part` s it asserts. Each
@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from normlab.claims.regime import Regime, lab_settings, merge_settings, probe_settings, scoped
 from normlab.claims.rules import INCONCLUSIVE, Rule, combine
+from normlab.core.registry import Registry
 from normlab.stats.effects import Effect
 from normlab.study.presets import study_preset
 
@@ -131,10 +132,14 @@ def rule_spec_hash(statement: str, experiment: str, parts: list[dict[str, Any]])
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# Every claim by id, quick ones first; ``--only`` picks from it. Filled once, by the catalogue.
+CLAIMS: Registry[Claim] = Registry("claim", "--only", catalogue="normlab.claims.catalogue")
+
+
 def claim(**kw: Any) -> Callable[[Callable[[Any], dict[str, Measured]]], Claim]:
     """Turn the decorated ``measure(data) -> {part id: Measured}`` into a :class:`Claim`.
-    Nothing is registered here: each claims module lists its claims in ``CLAIMS`` and
-    :func:`all_claims` builds the registry from those lists."""
+    Nothing is registered here: ``claims/catalogue/`` adds every claim its modules define
+    to :data:`CLAIMS`."""
 
     def deco(fn: Callable[[Any], dict[str, Measured]]) -> Claim:
         ids = [p.id for p in kw["parts"]]

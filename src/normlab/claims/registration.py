@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.claims.catalogue import all_claims
-from normlab.claims.claim import rule_spec_hash
+from normlab.claims.claim import CLAIMS, rule_spec_hash
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
 from normlab.study.presets import SCALES, study_preset
@@ -70,12 +69,11 @@ def document_hash(doc: dict[str, Any]) -> str:
 def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> list[Any]:
     """The claims a registration (or a run) with these options covers; UserError as the run gives."""
 
-    reg = all_claims()
-    chosen = [reg.get(i, "--only") for i in only] if only else [c for _, c in reg.items()]
+    chosen = [CLAIMS.get(i, "--only") for i in only] if only else [c for _, c in CLAIMS.items()]
     chosen = [c for c in chosen if c.quick or not quick]
     if scale not in SCALES:
         lacking = [c.id for c in chosen if scale not in c.experiments]
-        have = sorted(i for i, c in reg.items() if scale in c.experiments)
+        have = sorted(i for i, c in CLAIMS.items() if scale in c.experiments)
         if lacking:
             raise UserError(f"--scale={scale}: only claims {', '.join(have) or '(none)'} have this scale; "
                             "name them with --only")

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _claims(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from normlab.claims import run_claims
+    from normlab.claims import ClaimsRun, run_claims
     from normlab.claims.output import print_table
     from normlab.core.fscheck import writable_dir
 
@@ -58,10 +58,10 @@ def _claims(args: argparse.Namespace) -> int:
         return _register(args)
     writable_dir(args.out, "--out")  # before any measurement
 
-    results = run_claims(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds, scale=args.scale,
-                         workers=args.workers, train=not args.no_train, progress=not args.quiet,
-                         cache=not args.no_cache, registration=args.registration,
-                         allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures)
+    results = run_claims(ClaimsRun(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds,
+                                   scale=args.scale, workers=args.workers, train=not args.no_train,
+                                   progress=not args.quiet, cache=not args.no_cache, registration=args.registration,
+                                   allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures))
     from normlab.core.fsutil import read_json
 
     print_table(results, meta=(read_json(Path(args.out) / "claims.json", {}) or {}).get("meta"))

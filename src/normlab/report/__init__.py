@@ -13,14 +13,14 @@ from typing import Sequence
 
 from normlab.report.compare import compare_page
 from normlab.report.pages import build_report as build
-from normlab.report.prepare import prepare
+from normlab.report.prepare import prepare as prepare_inputs  # (the name `prepare` is the submodule)
 
 
 def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
     """Write the report page for a run dir, probe output or study store; returns index.html.
     What the page reads and nobody computed yet (a run's layer analysis) is computed first."""
 
-    prepare(path, out)
+    prepare_inputs(path, out)
     return build(path, progress=progress, out=out)
 
 

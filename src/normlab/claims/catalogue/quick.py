@@ -189,5 +189,3 @@ def seed002_post_vanish(q: QuickData) -> dict[str, Measured]:
     L = max(q.depths)
     blk = q.values("post", L, "grad_norm", "block")
     return {"vanish": Measured(one_sample(per_seed(lambda r: math.log10(r[0] / r[-1]), blk)), q.cells("post", [L]))}
-
-CLAIMS = [xiong_thm1, forward_norms, xiong_direction, seed001_lower_layers, normformer, rank_collapse, seed001_pre_flat, seed002_post_vanish]

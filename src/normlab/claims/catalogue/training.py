@@ -162,6 +162,3 @@ LSET = "gpt2 init; gradient clipping at 1.0, as in Wortsman et al.'s setup"
 def seed002_higher_lr(ctx: StudyContext) -> dict[str, Measured]:
     return {"at-1e-2": _diff(ctx, "lr-sensitivity", {P: "pre", QK: None, LR: 1e-2}, {P: "post", QK: None, LR: 1e-2},
                              final_capped)}
-
-
-CLAIMS = [seed002_pet_project, seed002_clipping, seed001_early_gradients, seed002_higher_lr]

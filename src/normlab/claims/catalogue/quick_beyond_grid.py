@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from normlab.claims.catalogue.quick import INIT_REGIME, PROBE, SETTINGS
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.measure import Needs, QuickData
-from normlab.claims.quick import INIT_REGIME, PROBE, SETTINGS
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
 from normlab.stats.effects import Effect, one_sample, paired, slope_per_seed
@@ -156,7 +156,3 @@ def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
 def seed002_code(q: QuickData) -> dict[str, Measured]:
     r = q.extra["causal"]
     return {"causal": Measured(one_sample(r), [f"block/seed{i}" for i in range(len(r))])}
-
-
-CLAIMS = [jacobian_identity, seed004_decay, liu_amplification, deepnorm_bounded, seed001_rms, seed002_gpt2,
-          seed002_code]

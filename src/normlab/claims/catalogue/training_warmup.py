@@ -7,8 +7,8 @@ minus ln 65; a diverged run counts as no progress).
 
 from __future__ import annotations
 
+from normlab.claims.catalogue.map_cells import INIT, LR, MAP, L, P, W, diff, interaction, shallow, warm
 from normlab.claims.claim import Measured, Part, claim
-from normlab.claims.map_cells import INIT, LR, MAP, L, P, W, diff, interaction, shallow, warm
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Outside, Within
 from normlab.claims.studies import StudyContext
@@ -153,7 +153,3 @@ def seed002_init_sensitive(ctx: StudyContext) -> dict[str, Measured]:
     c = {L: shallow(ctx), LR: 1e-3, W: 0}
     return {p: diff(ctx, {P: p, **c}, {"study": "recipe-variants", P: p, INIT: "gpt2", W: 0})
             for p in ("post", "pre")}
-
-
-CLAIMS = [warmup_post, warmup_pre_not_universal, seed002_post_shallow, seed002_shorter_warmup, seed004_warmup_lr,
-          seed002_init_sensitive]

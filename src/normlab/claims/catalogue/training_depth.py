@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from normlab.claims.catalogue.map_cells import LR, MAP, L, P, W, below_plateau, deep, diff, interaction, shallow, warm
 from normlab.claims.claim import Measured, Part, claim
-from normlab.claims.map_cells import LR, MAP, L, P, W, below_plateau, deep, diff, interaction, shallow, warm
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext
@@ -141,6 +141,3 @@ def seed000_final_norm(ctx: StudyContext) -> dict[str, Measured]:
     c = {L: deep(ctx), LR: 1e-3, W: warm(ctx)}
     return {"needed": diff(ctx, {"study": "recipe-variants", P: "pre", "model.final_norm": False, W: c[W]},
                            {P: "pre", **c})}
-
-
-CLAIMS = [liu_post_converged, seed004_depth, deepnorm_depth, admin_depth, seed002_sandwich_deep, seed000_final_norm]

@@ -119,6 +119,21 @@ def lr_sensitivity(ctx: StudyContext) -> dict[str, Measured]:
 LRS_EXP = ("study 'lr-sensitivity': lr {3e-4 .. 3e-2} x (pre, pre + QK-norm, post), 6 blocks, 200 steps, 5 seeds")
 
 
+@claim(id="seed004-lr-sensitive", quick=False, studies=["lr-sensitivity"], experiment=LRS_EXP,
+       settings="gpt2 init; gradient clipping at 1.0", regime=WORTSMAN,
+       source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt), closing comparison",
+       statement="Post Norm trains unstably: its gradients explode easily, it is sensitive to the learning rate "
+                 "and to the weight initialisation, and it converges with difficulty.",
+       parts=[Part("post-more", "Post-LN's LR sensitivity is higher than Pre-LN's",
+                   "Wortsman et al.'s LR sensitivity of each seed's sweep (mean over lrs of min(final loss, loss at "
+                   "init) minus the sweep's best), post minus pre", Direction(+1),
+                   "more sensitive = a larger average loss excess over the lr grid")])
+def seed004_lr_sensitive(ctx: StudyContext) -> dict[str, Measured]:
+    a, b = _sensitivity(ctx, "post", None), _sensitivity(ctx, "pre", None)
+    return {"post-more": Measured(welch(list(a.values()), list(b.values())),
+                                  [t.id for t in where(ctx.trials("lr-sensitivity"), {QK: None})], {"post": a, "pre": b})}
+
+
 def _halves(vals: list[float | None]) -> float | None:
     """Mean angle of the deep half of blocks minus the shallow half (None entries dropped)."""
     h = len(vals) // 2
@@ -223,21 +238,3 @@ def sandwich_max_abs(ctx: StudyContext) -> dict[str, Measured]:
         p, ip = _per(ctx, "collapse", {P: "pre"}, lambda t, i=i: (_max_abs(t) or (None, None))[i])
         out[part] = Measured(welch(s, p), is_ + ip, {"sandwich": s, "pre": p})
     return out
-
-
-@claim(id="seed004-lr-sensitive", quick=False, studies=["lr-sensitivity"], experiment=LRS_EXP,
-       settings="gpt2 init; gradient clipping at 1.0", regime=WORTSMAN,
-       source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt), closing comparison",
-       statement="Post Norm trains unstably: its gradients explode easily, it is sensitive to the learning rate "
-                 "and to the weight initialisation, and it converges with difficulty.",
-       parts=[Part("post-more", "Post-LN's LR sensitivity is higher than Pre-LN's",
-                   "Wortsman et al.'s LR sensitivity of each seed's sweep (mean over lrs of min(final loss, loss at "
-                   "init) minus the sweep's best), post minus pre", Direction(+1),
-                   "more sensitive = a larger average loss excess over the lr grid")])
-def seed004_lr_sensitive(ctx: StudyContext) -> dict[str, Measured]:
-    a, b = _sensitivity(ctx, "post", None), _sensitivity(ctx, "pre", None)
-    return {"post-more": Measured(welch(list(a.values()), list(b.values())),
-                                  [t.id for t in where(ctx.trials("lr-sensitivity"), {QK: None})], {"post": a, "pre": b})}
-
-
-CLAIMS = [zloss_logz, lr_sensitivity, seed004_lr_sensitive, pre_collapse, sandwich_max_abs]

@@ -1,0 +1,43 @@
+"""Every claim, registered once: the claims each module of this package defines, in the order
+they are defined, quick ones first.
+
+The only module that fills :data:`normlab.claims.claim.CLAIMS` (the registry imports it at its
+first lookup). A claim is declared where it is defined, by ``@claim`` over its ``measure``
+(its id, parts, rules, the studies it reads, a quick claim's ``Needs``); nothing registers
+itself on import and no hand-kept list repeats the definitions, so adding a claim to one of
+these modules is its definition and its test. A new module of claims is one entry in
+``MODULES``.
+
+- ``quick.py``, ``quick_beyond_grid.py``: claims decided at initialisation (the probe grid, and
+  the extra measurements of ``claims/measure_beyond_grid.py``);
+- ``training_warmup.py``, ``training_depth.py``: cells of the stability map (``map_cells.py``);
+- ``training.py``, ``training_statistics.py``: the other training studies and the in-training
+  statistics.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from normlab.claims.catalogue import (
+    quick,
+    quick_beyond_grid,
+    training,
+    training_depth,
+    training_statistics,
+    training_warmup,
+)
+from normlab.claims.claim import CLAIMS, Claim
+
+# In this order on the page and in claims.json.
+MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training, training_statistics)
+
+
+def defined(module: ModuleType) -> list[Claim]:
+    """The claims ``module`` defines (not those it imports from another), in definition order."""
+    return [c for c in vars(module).values() if isinstance(c, Claim) and c.measure.__module__ == module.__name__]
+
+
+for _module in MODULES:
+    for _claim in defined(_module):
+        CLAIMS.add(_claim.id, _claim)
