@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 
 import pytest
 
@@ -102,9 +100,9 @@ def test_diagnostics_hook_follows_the_contract(tmp_path, tiny, monkeypatch):
         def close(self):
             calls.append(("close",))
 
-    mod = types.ModuleType("normlab.diagnostics.training")
-    mod.TrainingDiagnostics = Fake
-    monkeypatch.setitem(sys.modules, "normlab.diagnostics.training", mod)
+    import normlab.train.loop as loop  # where the Trainer looks TrainingDiagnostics up
+
+    monkeypatch.setattr(loop, "TrainingDiagnostics", Fake)
     run_training(tiny.cfg("train.steps=8", "train.diag_every=4"), tmp_path / "run", quiet=True)
     assert calls == [("init", 4, (4, 16), True),
                      ("before_forward", 4), ("after_backward", 4), ("after_step", 4, True),

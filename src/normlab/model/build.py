@@ -67,6 +67,13 @@ class Plan:
         """The residual stream the placements need (every sub-layer agrees, see ``resolve_model``)."""
         return self.layout[0][0].cls.make_stream(self.cfg, self.make_norm)
 
+    def for_config(self, cfg: ModelConfig) -> "Plan":
+        """This plan for ``cfg``, a config that differs from the one it was resolved from only in
+        its vocabulary (the corpus fixes it after the names are checked): no second resolution."""
+        if dataclasses.replace(cfg, vocab_size=self.cfg.vocab_size) != self.cfg:
+            raise ValueError("Plan.for_config: the config differs in more than model.vocab_size; resolve it")
+        return dataclasses.replace(self, cfg=cfg)
+
     @property
     def final_norm(self) -> bool:
         """``model.final_norm``, or the last sub-layer's default when it is none."""
@@ -88,13 +95,13 @@ def resolve_model(cfg: ModelConfig) -> Plan:
     return plan
 
 
-def build_model(cfg: ModelConfig) -> Any:
+def build_model(cfg: ModelConfig, plan: Plan | None = None) -> Any:
     """The model of ``cfg`` as ``model.impl`` computes it (the lab's ``TransformerLM`` by
     default), its weights drawn from the global RNG as seeded by the caller; what the training
-    loop, its replay and ``RunDir.load_model`` build. (Any: the implementations share the forward
-    contract of ``normlab.model.impls.Impl``, not a class.)"""
-    resolve_model(cfg)
-    return IMPLS.get(cfg.impl).build(cfg)
+    loop, its replay and ``RunDir.load_model`` build. ``plan``: ``cfg`` already resolved (a
+    training run resolves its model once, when it is checked). (Any: the implementations share
+    the forward contract of ``normlab.model.impls.Impl``, not a class.)"""
+    return IMPLS.get(cfg.impl).build(cfg, plan if plan is not None else resolve_model(cfg))
 
 
 def lab_internals(cfg: ModelConfig) -> bool:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Union
 from torch import nn
 
 from normlab.model.attention import CausalSelfAttention
+from normlab.model.build import Plan
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
 
@@ -41,9 +42,9 @@ if TYPE_CHECKING:
 Model = Union["TransformerLM", ModelConfig]
 
 
-def meta_model(what: Model) -> TransformerLM:
+def meta_model(what: Model, plan: Plan | None = None) -> TransformerLM:
     """``what`` itself if it is a model, else the TransformerLM of a config built on the meta
-    device (shapes only; build once to ask it several questions)."""
+    device (shapes only; build once to ask it several questions); ``plan``: the config resolved."""
 
     if isinstance(what, TransformerLM):
         return what
@@ -52,7 +53,7 @@ def meta_model(what: Model) -> TransformerLM:
     import torch
 
     with torch.device("meta"):
-        return TransformerLM(what)
+        return TransformerLM(what, plan)
 
 
 def parameters(what: Model) -> int:

@@ -49,7 +49,7 @@ class HFGPT2(nn.Module):
     """``logits, loss = model(idx, targets=None)`` computed by ``GPT2LMHeadModel`` (``self.hf``);
     ``loss`` is the lab's mean cross-entropy, so both arms report the same quantity."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, plan: Any = None) -> None:  # plan: of impl=hf-gpt2, not the lab arm's
         super().__init__()
         check(cfg)
         self.cfg = cfg

@@ -24,7 +24,7 @@ def _attr(path: str) -> Any:
 
 @dataclass(frozen=True)
 class Impl:
-    """One implementation. ``builder(cfg)`` -> a module with the lab's forward contract
+    """One implementation. ``builder(cfg, plan)`` -> a module with the lab's forward contract
     (``logits, loss = model(idx, targets=None)``, ``after_step()``, ``calibrate(idx)``, ``cfg``),
     drawing its initial weights from the global RNG as the caller seeded it; ``checker(cfg)``
     raises a ConfigError naming why it cannot compute ``cfg`` (none: every config the lab
@@ -37,8 +37,9 @@ class Impl:
     lab_internals: bool = True
     description: str = ""
 
-    def build(self, cfg: ModelConfig) -> Any:
-        return _attr(self.builder)(cfg)
+    def build(self, cfg: ModelConfig, plan: Any = None) -> Any:
+        """The module of ``cfg``; ``plan``: its resolution (``model.build.Plan``), passed on."""
+        return _attr(self.builder)(cfg, plan)
 
     def check(self, cfg: ModelConfig) -> None:
         if self.checker is not None:

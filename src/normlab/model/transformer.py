@@ -42,10 +42,10 @@ class TransformerLM(nn.Module):
     Building resolves and checks every name of ``cfg`` once (``model/build.py``).
     """
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, plan: Plan | None = None) -> None:
         super().__init__()
         self.cfg = cfg
-        plan = resolve_model(cfg)
+        plan = plan.for_config(cfg) if plan is not None else resolve_model(cfg)  # resolved once per run
         self.layout = plan.names()  # per block (attention, FFN) placement names
         d = cfg.d_model
         self.wte = nn.Embedding(cfg.vocab_size, d)

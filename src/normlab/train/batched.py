@@ -35,12 +35,11 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.core.schema import to_dict
-from normlab.data import load_corpus
-from normlab.data.batches import check_fits, train_batch, val_batches
-from normlab.model.build import lab_internals, resolve_model
+from normlab.data.batches import train_batch, val_batches
+from normlab.model.build import build_model, lab_internals, resolve_model
 from normlab.model.placement import Placement, Stream
-from normlab.model.transformer import TransformerLM
 from normlab.run.dir import RunDir
+from normlab.run.init_from import load_init
 from normlab.run.resolve import RunConfig
 from normlab.train.cadence import Cadence
 from normlab.train.env import Dist, environment, pick_device
@@ -56,7 +55,7 @@ from normlab.train.lifecycle import (
 )
 from normlab.train.loop import LoopState
 from normlab.train.plan import is_run_dir, prepare
-from normlab.train.run import make_summary
+from normlab.train.run import load_data, make_summary
 from normlab.train.stack import Stack
 from normlab.train.step import lr_now
 from normlab.train.window import Window
@@ -136,20 +135,22 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     for d in run_dirs:
         if d.exists() and is_run_dir(d):
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
-    for c, d in zip(cfgs, run_dirs):
-        prepare(c, d)  # the solo run's pre-flight: names, loggers, batch split, compiler, budget, path
-    c0 = cfgs[0]
-    corpus = load_corpus(c0.data)
-    check_fits(len(corpus.train), c0.model.context, "training")
-    check_fits(len(corpus.val), c0.model.context, "validation")
-    mcfg = dataclasses.replace(c0.model, vocab_size=corpus.vocab_size)
-    device = pick_device(c0.train.device)
-    if c0.train.threads > 0:
-        torch.set_num_threads(c0.train.threads)
+    # the solo run's pre-flight (names resolved once, loggers, batch split, compiler, budget,
+    # path), then its corpus and vocabulary (init_from's kept) and its build, per trial
+    plans = [prepare(c, d) for c, d in zip(cfgs, run_dirs)]
+    data = load_data(plans[0])  # the model, data and train sections are the same for every trial
+    device = pick_device(data.cfg.train.device)
+    if data.cfg.train.threads > 0:
+        torch.set_num_threads(data.cfg.train.threads)
     trials = []
-    for c, d in zip(cfgs, run_dirs):
-        torch.manual_seed(c.seed)  # the solo run's init, bit for bit
-        trials.append(_Trial(dataclasses.replace(c, model=mcfg), d, TransformerLM(mcfg).to(device), []))
+    for p in plans:
+        cfg = dataclasses.replace(p.cfg, model=data.cfg.model)
+        torch.manual_seed(cfg.seed)  # the solo run's init, bit for bit
+        model = build_model(cfg.model, p.model.for_config(cfg.model) if p.model is not None else None).to(device)
+        if cfg.train.init_from:
+            load_init(model, cfg)
+        trials.append(_Trial(cfg, p.run_dir, model, []))
+    corpus = data.corpus
     return corpus, trials, device
 
 

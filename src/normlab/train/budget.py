@@ -30,6 +30,7 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.model import cost
+from normlab.model.build import Plan as ModelPlan
 from normlab.run.resolve import RunConfig
 
 WARN_S = 30.0      # a step longer than this gets a warning with the numbers
@@ -47,12 +48,12 @@ class StepEstimate:
         return self.flops / rate
 
 
-def estimate(cfg: RunConfig, world: int = 1) -> StepEstimate:
+def estimate(cfg: RunConfig, world: int = 1, plan: ModelPlan | None = None) -> StepEstimate:
     """Memory (bytes) and FLOPs of one optimizer step of ``cfg`` on one of ``world`` processes."""
 
     m, t = cfg.model, cfg.train
     d, L, T, V, ff = m.d_model, m.n_layer, m.context, m.vocab_size, m.ff_width
-    model = cost.meta_model(m)                              # the resolved model, shapes only
+    model = cost.meta_model(m, plan)                        # the resolved model, shapes only
     params = cost.parameters(model)
     rows = t.batch_size // (t.grad_accum * world)          # sequences in one micro-batch
     acts = rows * T * (L * (16 * d + 2 * ff) + 2 * V)       # values kept for backward
@@ -100,9 +101,10 @@ def _human_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
-def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1) -> None:
-    """Refuse (UserError) a step that cannot fit in memory or time here; warn on a slow one."""
-    est = estimate(cfg, world)
+def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: ModelPlan | None = None) -> None:
+    """Refuse (UserError) a step that cannot fit in memory or time here; warn on a slow one.
+    ``plan``: ``cfg.model`` already resolved (``train.plan.check_config``)."""
+    est = estimate(cfg, world, plan)
     m, t = cfg.model, cfg.train
     fix = (f"lower model.context={m.context}, train.batch_size={t.batch_size} (or raise train.grad_accum) "
            f"or model.n_layer={m.n_layer}")

@@ -20,6 +20,7 @@ from typing import Any
 from normlab.core import fscheck
 from normlab.core.errors import ConfigError, UserError
 from normlab.data.tokenizers import make_tokenizer
+from normlab.model.build import Plan as ModelPlan
 from normlab.model.build import lab_internals, resolve_model
 from normlab.run import checkpoint
 from normlab.run.config import RunConfig
@@ -37,6 +38,7 @@ class Plan:
     run_dir: Path
     resume: bool
     done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
+    model: ModelPlan | None = None      # cfg.model resolved (names, options), once per run
 
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
@@ -81,18 +83,19 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
         raise UserError("run_training: a RunConfig is required unless resume=True")
     elif run_dir.exists() and is_run_dir(run_dir):
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
-    check_config(cfg)
+    model = check_config(cfg)
     if resume:
         fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         fscheck.writable_dir(run_dir, "--out")
-    return Plan(cfg, run_dir, resume)
+    return Plan(cfg, run_dir, resume, model=model)
 
 
-def check_config(cfg: RunConfig) -> None:
-    """The checks of a resolved config that need no corpus: names first, then the machine."""
+def check_config(cfg: RunConfig) -> ModelPlan:
+    """The checks of a resolved config that need no corpus: names first, then the machine.
+    Returns the model's resolution, which the run builds from (it is resolved once)."""
 
-    resolve_model(cfg.model)  # placement, norm, init, FFN and impl names and the placements' options
+    model = resolve_model(cfg.model)  # placement, norm, init, FFN and impl names and the placements' options
     if not lab_internals(cfg.model):  # these read TransformerLM's blocks and weight names
         impl = f"model.impl={cfg.model.impl!r} is not the lab's TransformerLM"
         if cfg.train.diag_every > 0:
@@ -112,7 +115,8 @@ def check_config(cfg: RunConfig) -> None:
         check_cpp_compiler()
     if world == 1:  # every rank would have to agree on a refusal; DDP users size their own runs
 
-        check_step_fits(_with_planned_vocab(cfg), device)
+        check_step_fits(_with_planned_vocab(cfg), device, plan=model)
+    return model
 
 
 def _with_planned_vocab(cfg: RunConfig) -> RunConfig:

@@ -130,7 +130,8 @@ def build(plan: Plan, data: Data) -> Job:
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model).to(device)  # model.impl picks the code (TransformerLM by default)
+    # model.impl picks the code (TransformerLM by default), from the resolution the checks made
+    model = build_model(cfg.model, plan.model.for_config(cfg.model) if plan.model is not None else None).to(device)
     if cfg.train.init_from:
 
         load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
