@@ -71,7 +71,7 @@ def _one(p: Path) -> Member:
 def members(sources: list[str]) -> list[Member]:
     """The checkpoints of the series SRCs (module docstring), in step order; a step given
     twice, or fewer than two steps, is an error."""
-    from normlab.rundir import RunDir
+    from normlab.rundir import RunDir, note_if_written
 
     out: list[Member] = []
     for src in sources:
@@ -81,6 +81,7 @@ def members(sources: list[str]) -> list[Member]:
                             "or one checkpoint)")
         run = RunDir(p)
         if run.is_run() and not _is_model_dir(p):  # a lab run (a Hugging Face dir has a config.json too)
+            note_if_written(p, "inspect --series")  # a reader: it never locks, and says so
             kept = run.step_checkpoints()
             if not kept:
                 raise UserError(f"--series {src}: the run kept no step checkpoints (checkpoints/step_NNNNNN); "
@@ -112,9 +113,10 @@ def step_dir(out: Path, step: int) -> Path:
 def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool) -> None:
     """Write (or check, on a rerun) OUT/series.json; ``force`` starts over."""
     from normlab.fsutil import atomic_write_text
+    from normlab.outdir import OutDir
 
     meta = out / SERIES
-    if out.exists() and any(out.iterdir()):
+    if OutDir(out, "series").contents():
         if force:
             shutil.rmtree(out / STEPS, ignore_errors=True)
         elif not meta.is_file():
@@ -148,9 +150,9 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     """Measure every checkpoint of the SRCs into OUT/steps/ (skipping finished steps), write
     OUT/series.csv and, with ``page``, OUT/report/index.html. Returns {"steps": every step,
     "measured": the steps measured by this call, "page": the page or None}."""
-    from normlab.inspect import inspect_subject, read_text
-    from normlab.inspect.subject import DTYPES, load_subject
-    from normlab.progress import Progress
+    from normlab.inspect import read_text
+    from normlab.inspect.subject import DTYPES
+    from normlab.outdir import OutDir
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
@@ -162,6 +164,19 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     settings = {"text": str(Path(text).resolve()) if text else None, "context": context, "max_tokens": max_tokens,
                 "dtype": dtype, "device": device, "seed": seed}
     name = Path(sources[0].rstrip("/")).resolve().name if len(sources) == 1 else chosen[0].path.name
+    with OutDir(out, "series").writing("--out"):  # one writer: a second `inspect --series` into OUT is refused
+        return _measure(out, name, settings, chosen, force, text, context, max_tokens, dtype, device, seed,
+                        data_dir, quiet, page)
+
+
+def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool, text: str | None,
+             context: int | None, max_tokens: int, dtype: str, device: str, seed: int, data_dir: str | None,
+             quiet: bool, page: bool) -> dict[str, Any]:
+    """``inspect_series``'s work, into the folder it holds."""
+    from normlab.inspect import inspect_subject
+    from normlab.inspect.subject import load_subject
+    from normlab.progress import Progress
+
     _plan(out, name, settings, chosen, force)
     todo = [m for m in chosen if not step_dir(out, m.step).is_dir()]
     measured: list[int] = []

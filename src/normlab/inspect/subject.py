@@ -65,8 +65,9 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
-    from normlab.rundir import RunDir
+    from normlab.rundir import RunDir, note_if_written
 
+    note_if_written(run, "inspect")  # a reader: it never locks, and says so
     for name in ("best", "latest"):
         found = RunDir(run).find_checkpoint(name)
         if found is not None:

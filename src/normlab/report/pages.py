@@ -56,7 +56,9 @@ def build_report(path: str | Path, progress: bool = False, out: str | Path | Non
     """Write PATH/report/index.html (or OUT/index.html) for a run dir, probe output or study
     store; return its path. ``progress`` prints each figure on stderr as it is drawn."""
     from normlab.report.kinds import page_kind
+    from normlab.rundir import note_if_written
 
+    note_if_written(path, "report")  # a reader: it never locks; the page says so too
     # an inspected checkpoint is in the probe's format: the probe page words it by its kind
     page = {"run": run_page, "probe": probe_page, "inspect": probe_page, "study": study_page,
             "stability": stability_page, "series": series_page}[page_kind(path)]

@@ -29,6 +29,7 @@ class Plan:
     run_dir: Path
     resume: bool
     done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
+    unique: bool = False  # run_dir is a proposed name: the run takes it or the next free one (-1, -2, ...)
 
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
@@ -54,17 +55,24 @@ def finished(run_dir: str | Path) -> dict | None:
 
 
 def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
-            steps: int | None = None) -> Plan:
+            steps: int | None = None, unique: bool = False) -> Plan:
     """Decide what the run is and check everything that can be checked before any I/O.
 
     Fresh (``resume=False``): ``cfg`` is required and RUN must not hold a run yet. Resume:
     RUN/config.json is the authority (``cfg`` is ignored); a finished run comes back with
-    ``done`` set, unless ``steps`` raises its train.steps, which extends it. Reads nothing
-    but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
+    ``done`` set, unless ``steps`` raises its train.steps, which extends it. ``unique``: RUN
+    is a default name, taken or suffixed when the run claims it (``normlab.train.run.claimed``).
+    Reads nothing but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
     """
     from normlab import fscheck
+    from normlab.rundir import writer
 
     run_dir = Path(run_dir)
+    holding = writer(run_dir)  # another process writes RUN: its files say nothing final yet
+    if holding is not None and (resume or is_run_dir(run_dir)):
+        from normlab.dirlock import refusal
+
+        raise refusal("--resume" if resume else "--out", run_dir, holding, None if resume else "choose another --out")
     if resume:
         fscheck.existing_dir(run_dir, "--resume", "a run directory (`normlab train --out RUN` makes one)")
         cfg = load_run_config(run_dir)
@@ -82,7 +90,7 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
         fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         fscheck.writable_dir(run_dir, "--out")
-    return Plan(cfg, run_dir, resume)
+    return Plan(cfg, run_dir, resume, unique=unique and not resume)
 
 
 def check_config(cfg: RunConfig) -> None:
