@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from normlab.errors import UserError
 
@@ -150,22 +150,41 @@ def refusal(flag: str, folder: Path, holding: Holder, other: str | None = None) 
                      f"(kill {holding.pid or 'PID'}){alt}")
 
 
-def create_unique(parent: Path, stem: str) -> Path:
-    """Create ``parent/stem``, else ``stem-1``, ``stem-2``, ... and return it. ``mkdir`` fails
-    on an existing name, so two processes asking at once get two folders."""
-    parent.mkdir(parents=True, exist_ok=True)
+def make_dirs(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing ancestors; the ones this call made, outermost first
+    (what a failed start removes again). An existing ``folder`` gives []."""
+    missing = []
+    p = Path(folder)
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made = []
+    for p in reversed(missing):
+        try:
+            p.mkdir()
+            made.append(p)
+        except FileExistsError:  # another process made it meanwhile: it is not ours to remove
+            pass
+    return made
+
+
+def create_unique(parent: Path, stem: str) -> tuple[Path, list[Path]]:
+    """Create ``parent/stem``, else ``stem-1``, ``stem-2``, ...: (the folder, every folder this
+    call made). ``mkdir`` fails on an existing name, so two processes asking at once get two
+    folders."""
+    made = make_dirs(parent)
     i = 0
     while True:
         path = parent / (stem if i == 0 else f"{stem}-{i}")
         try:
             path.mkdir()
-            return path
+            return path, [*made, path]
         except FileExistsError:
             i += 1
 
 
 @contextlib.contextmanager
-def held(folder: Path, lock_name: str, *, flag: str, kind: str, marker: str, created: bool = False,
+def held(folder: Path, lock_name: str, *, flag: str, kind: str, marker: str, created: Sequence[Path] = (),
          command: str | None = None, check: Callable[[], None] | None = None, other: str | None = None
          ) -> Iterator[None]:
     """``with held(folder, LOCK, flag="--out", kind="probe", marker=MARKER)``: ``folder`` (made
@@ -176,26 +195,20 @@ def held(folder: Path, lock_name: str, *, flag: str, kind: str, marker: str, cre
     written (a re-check of what the caller checked before, which another process may have
     changed since); then the marker ``{"kind": kind}`` is written if absent. When the block
     fails and nothing but the lock and the new marker is in the folder, the marker goes,
-    and the folder too when this claim (or the caller: ``created``) made it, so a failed
-    start leaves nothing behind.
+    and so do the folders this claim made (or the caller: ``created``, outermost first) while
+    they are empty, so a failed start leaves nothing behind.
     """
     from normlab.fsutil import atomic_write_json
 
     folder = Path(folder)
-    if not created:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            folder.mkdir()
-            created = True
-        except FileExistsError:
-            pass
+    created = list(created) or make_dirs(folder)
     lock = FolderLock(folder / lock_name)
     try:
         holding = lock.acquire(command or command_line())
         if holding is not None:
             raise refusal(flag, folder, holding, other)
     except BaseException:
-        _tidy(folder, created)
+        _tidy(created)
         raise
     wrote = False
     try:
@@ -212,7 +225,7 @@ def held(folder: Path, lock_name: str, *, flag: str, kind: str, marker: str, cre
         if wrote and {p.name for p in folder.iterdir()} <= {lock_name, marker}:
             (folder / marker).unlink()
         lock.release()
-        _tidy(folder, created)
+        _tidy(created)
         raise
     lock.release()
 
@@ -231,10 +244,12 @@ def marked_kind(folder: Path, marker: str) -> str | None:
     return rec.get("kind") if rec and isinstance(rec.get("kind"), str) else None
 
 
-def _tidy(folder: Path, created: bool) -> None:
-    if created:
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # only when empty: what another process wrote is kept
+def _tidy(created: list[Path]) -> None:
+    for p in reversed(created):
+        try:
+            p.rmdir()  # only when empty: what another process wrote is kept
+        except OSError:
+            return
 
 
-__all__ = ["FolderLock", "Holder", "command_line", "create_unique", "held", "holder", "marked_kind", "refusal", "same_kind"]
+__all__ = ["FolderLock", "Holder", "command_line", "create_unique", "make_dirs", "held", "holder", "marked_kind", "refusal", "same_kind"]

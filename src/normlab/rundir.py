@@ -28,7 +28,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from normlab.errors import UserError
 from normlab.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
@@ -99,7 +99,7 @@ class RunDir:
 
     # ------------------------------------------------------------------ holding it (writers)
     @contextlib.contextmanager
-    def writing(self, flag: str, *, fresh: bool = False, created: bool = False, command: str | None = None,
+    def writing(self, flag: str, *, fresh: bool = False, created: Sequence[Path] = (), command: str | None = None,
                 other: str | None = None) -> Iterator[RunDir]:
         """``with run.writing("--out", fresh=True):`` RUN is this process's alone for the block.
 

@@ -69,7 +69,7 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
 
     run_dir = Path(run_dir)
     holding = writer(run_dir)  # another process writes RUN: its files say nothing final yet
-    if holding is not None and (resume or is_run_dir(run_dir)):
+    if holding is not None and (resume or (not unique and is_run_dir(run_dir))):
         from normlab.dirlock import refusal
 
         raise refusal("--resume" if resume else "--out", run_dir, holding, None if resume else "choose another --out")
@@ -83,7 +83,7 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
             cfg = _extended(cfg, run_dir, steps, done)
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
-    elif run_dir.exists() and is_run_dir(run_dir):
+    elif not unique and run_dir.exists() and is_run_dir(run_dir):  # (a taken default name gets a suffix)
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
     check_config(cfg)
     if resume:

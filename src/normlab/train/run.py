@@ -115,9 +115,9 @@ def claimed(plan: Plan) -> Iterator[Plan]:
     if os.environ.get("RANK", "0") != "0":
         yield plan
         return
-    path, created = plan.run_dir, False
+    path, created = plan.run_dir, list[Path]()
     if plan.unique:
-        path, created = create_unique(path.parent, path.name), True
+        path, created = create_unique(path.parent, path.name)
     flag = "--resume" if plan.resume else "--out"
     with RunDir(path).writing(flag, fresh=not plan.resume, created=created):
         plan = dataclasses.replace(plan, run_dir=path, unique=False)
