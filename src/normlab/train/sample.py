@@ -14,11 +14,12 @@ def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float
                top_k: int | None = 200, seed: int = 0, which: str = "best", device: str = "cpu") -> str:
     """Text continuing ``prompt`` from checkpoint ``which`` (best, else latest) of ``run_dir``."""
     from normlab.data.tokenizers import tokenizer_from_state
-    from normlab.rundir import RunDir
+    from normlab.rundir import RunDir, note_if_written
     from normlab.train.env import pick_device
 
     run = RunDir(run_dir)
     run.config("sample")  # not a run: say so before anything else
+    note_if_written(run_dir, "sample")  # a reader: it never locks, and says so
     if tokens < 0:
         raise UserError(f"--tokens={tokens}: must be >= 0")
     dev = pick_device(device)
