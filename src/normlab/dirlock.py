@@ -85,11 +85,13 @@ def holder(lock: Path) -> Holder | None:
 
 
 def command_line() -> str:
-    """'normlab train' for the CLI, else the program's name: what a refusal calls the holder."""
-    argv = [os.path.basename(a) for a in sys.argv[:2] if a]
-    if argv and argv[0] in ("__main__.py", "normlab", "-m") and len(argv) > 1:
-        return f"normlab {argv[1]}"
-    return " ".join(argv[:1]) or "python"
+    """'normlab train' for the CLI (console script or ``python -m normlab``), else the program's
+    name ('pytest', 'ray'): what a refusal calls the holder."""
+    prog = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    name = prog.parent.name if prog.name == "__main__.py" else prog.stem
+    if name == "normlab" and len(sys.argv) > 1:
+        return f"normlab {sys.argv[1]}"
+    return name or "python"
 
 
 class FolderLock:
@@ -100,7 +102,7 @@ class FolderLock:
 
     def acquire(self, command: str) -> Holder | None:
         """Take the lock and record this process in it: None; or, when another process holds
-        it, that process (as far as its record says; read for up to a second, since the
+        it, that process (as far as its record says; read for up to 3 s, since the
         holder writes its record just after it locked)."""
         if fcntl is None:  # pragma: no cover - Windows
             return None
@@ -125,7 +127,7 @@ class FolderLock:
         return None
 
     def _who(self) -> Holder:
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + 3.0
         while True:
             rec = _record(self.path)
             if (rec and isinstance(rec.get("pid"), int)) or time.monotonic() > deadline:
