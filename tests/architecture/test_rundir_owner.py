@@ -1,5 +1,6 @@
 """The run directory has one owner: ``normlab.run.dir``. No other module builds a path to a run's
-config.json, env.json, metrics.jsonl or checkpoints, or probes a checkpoint's swap twin."""
+config.json, env.json, metrics.jsonl or checkpoints, or probes a checkpoint's swap twin, or
+names the lock file and the marker of the folders the lab writes (``normlab.run.outdir`` imports them)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ SRC = Path(normlab.__file__).parent
 OWNER = "run/dir.py"
 # the run's file names, as they appear in a path expression (a string literal of its own)
 NAMES = {"config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "diagnostics_ref.safetensors",
-         "checkpoints", ".old"}
+         "checkpoints", ".old", ".normlab.lock", "normlab.json"}  # the last two: every lab folder's lock and marker
 ALLOWED = {  # (module, name): why this is not a run directory's file
     ("run/checkpoint.py", ".old"): "the checkpoint folder's own swap twin, inside the folder format it owns",
     ("inspect/subject.py", "config.json"): "a Hugging Face model directory's config.json (same file name)",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 OUTPUTS = ("probe.csv", "summary.json", "probe_config.json")
 
@@ -46,25 +48,45 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    import json
-    import time
-
     from normlab.core.errors import UserError
     from normlab.core.fscheck import writable_dir
-    from normlab.core.fsutil import atomic_write_text
-    from normlab.core.schema import to_dict
-    from normlab.diagnostics.fits import format_summary, summarize
-    from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv
+    from normlab.diagnostics.fits import format_summary
+    from normlab.diagnostics.probe import ProbeConfig
 
     cfg = ProbeConfig(placements=args.placements, depths=args.depths, d_model=args.d_model, n_head=args.n_head,
                       d_ff=args.d_ff, init=args.init, norm=args.norm, seeds=args.seeds, batches=args.batches,
                       batch_size=args.batch_size, context=args.context, data=args.data, n_proj=args.n_proj)
     out = writable_dir(args.out, "--out")  # before the work: a probe is never computed only to be lost
-    existing = [n for n in OUTPUTS + ("report",) if (out / n).exists()]
-    if existing and not args.force:
-        raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "
-                        "or add --force to replace it")
+
+    from normlab.run.outdir import OutDir
+
+    def refuse_existing() -> None:
+        names = {p.name for p in OutDir(out, "probe").contents()}  # (a folder of another kind is refused)
+        existing = [n for n in OUTPUTS + ("report",) if n in names]
+        if existing and not args.force:
+            raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "
+                            "or add --force to replace it")
+
+    refuse_existing()
+    with OutDir(out, "probe").writing("--out", check=refuse_existing):  # one writer; checked again, held
+        summary, n_rows = _run(cfg, args, out)
+    if not args.quiet:
+        print(format_summary(summary))
+        print(f"wrote {out}/probe.csv ({n_rows} rows), summary.json, probe_config.json "
+              f"in {summary['wall_time_s']:.1f} s")
+    return 0
+
+
+def _run(cfg: Any, args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], int]:
+    """Probe into the held folder ``out``: (summary, number of rows)."""
+    import json
+    import time
+
+    from normlab.core.fsutil import atomic_write_text
     from normlab.core.progress import Progress
+    from normlab.core.schema import to_dict
+    from normlab.diagnostics.fits import summarize
+    from normlab.diagnostics.probe import run_probe, write_csv
 
     display = Progress("probe", enabled=not args.quiet)
     display.add("model", len(cfg.placements) * len(cfg.depths) * cfg.seeds)
@@ -87,8 +109,4 @@ def _probe(args: argparse.Namespace) -> int:
     write_csv(rows, out / "probe.csv")
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     atomic_write_text(out / "probe_config.json", json.dumps(to_dict(cfg), indent=2))
-    if not args.quiet:
-        print(format_summary(summary))
-        print(f"wrote {out}/probe.csv ({len(rows)} rows), summary.json, probe_config.json "
-              f"in {summary['wall_time_s']:.1f} s")
-    return 0
+    return summary, len(rows)

@@ -13,10 +13,12 @@ from normlab.cli.common import RUN_OPTIONS, add_config_args, add_run_options
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train one model into a run directory (resumable)",
-                       description="Train one model. Exit 0 for completed and diverged runs "
+                       description="Train one model; the run directory is printed on stdout, progress on "
+                                   "stderr. Exit 0 for completed and diverged runs "
                                    "(divergence is a result), 130 when interrupted, 2 on bad input.")
     add_config_args(p)
-    p.add_argument("--out", metavar="RUN", help="run directory (default: a new runs/<timestamp>)")
+    p.add_argument("--out", metavar="RUN", help="run directory (default: a new runs/<timestamp>, with -1, -2, "
+                   "... when two runs start in one second); printed on stdout")
     p.add_argument("--resume", metavar="RUN", help="continue RUN from its latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_run_options(p, {"--steps": "total optimizer steps (= train.steps); with --resume, extends a finished "
@@ -55,16 +57,25 @@ def _train(args: argparse.Namespace) -> int:
         cfg, run_dir = None, args.resume
     else:
         cfg, run_dir = config_from_args(args), args.out or default_run_dir()
-    plan = prepare(cfg, run_dir, resume=bool(args.resume), steps=args.steps if args.resume else None)
+    plan = prepare(cfg, run_dir, resume=bool(args.resume), steps=args.steps if args.resume else None,
+                   unique=not (args.out or args.resume))
     if plan.done is not None:
+        print(run_dir, flush=True)
         logging.getLogger(__name__).info(
             f"{run_dir}: already {plan.done['status']} at step {plan.done['steps']}; nothing to do (to train "
             f"further: normlab train --resume {run_dir} --steps N, N > {plan.cfg.train.steps})")
         return 0
+    held: list[Path] = []
+
+    def announce(path: Path) -> None:  # stdout is the run directory, one line, as soon as it is ours
+        held.append(path)
+        print(path, flush=True)
+
     try:
-        s = execute(plan, quiet=args.quiet)
+        s = execute(plan, quiet=args.quiet, on_run_dir=announce)
     except KeyboardInterrupt:  # before the loop took over Ctrl-C (loading data, building the model)
         s = {"status": "interrupted", "steps": None}
+    run_dir = held[0] if held else Path(run_dir)
     if s["status"] == "interrupted":
         from normlab.cli import interrupted
 

@@ -13,6 +13,7 @@ this module captures what they need and writes their rows with ``diagnostics/row
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
 from normlab.model.capture import main_stream
-from normlab.run.dir import RunDir
+from normlab.run.dir import RunDir, note_if_written
+from normlab.run.outdir import OutDir
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any]:
@@ -86,7 +88,22 @@ def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], 
 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
                 out: str | Path | None = None) -> dict[str, Any]:
-    """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json."""
+    """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json
+    into OUT (default RUN/analysis). Writing inside RUN holds RUN (``RunDir.writing``: refused
+    while a training writes it); OUT is held as an ``analysis`` folder (``normlab.run.outdir``)."""
+
+    flag = "--out" if out else "RUN"
+    out = Path(out) if out else RunDir(run_dir).analysis_dir
+    with contextlib.ExitStack() as held:
+        if out.resolve().is_relative_to(Path(run_dir).resolve()):
+            held.enter_context(RunDir(run_dir).writing("RUN", other="give --out DIR outside the run"))
+        else:
+            note_if_written(run_dir, "analyze")  # only read: it never locks, and says so
+        held.enter_context(OutDir(out, "analysis").writing(flag))
+        return _analyze_into(run_dir, checkpoint, n_batches, batch_size, out)
+
+
+def _analyze_into(run_dir: str | Path, checkpoint: str, n_batches: int, batch_size: int, out: Path) -> dict[str, Any]:
 
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_corpus(cfg.data)
@@ -94,7 +111,6 @@ def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 
     values = analyze_values(model, batches)
     res = results(values)
     rows, pairs = analysis_rows(values, cfg)
-    out = Path(out) if out else RunDir(run_dir).analysis_dir
     write_csv(rows, out / "analysis.csv")
     write_csv(pairs, out / "layer_pairs.csv", PAIR_COLUMNS)
     atomic_write_text(out / "analysis.json", json.dumps(res, indent=2))

@@ -31,6 +31,7 @@ from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import chosen
 from normlab.inspect.subject import DTYPES, load_subject
+from normlab.run.outdir import OutDir
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
@@ -77,8 +78,8 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
 def _check_out(out: str | Path, max_tokens: int, context: int | None, force: bool) -> None:
     if max_tokens < 2 or (context is not None and context < 2):
         raise UserError("--max-tokens and --context must be >= 2")
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
+
+    if OutDir(out, "inspect").contents() and not force:
         raise UserError(f"--out {out}: already exists and is not empty; choose another or pass --force")
 
 
@@ -88,9 +89,8 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     """``normlab inspect`` of a :class:`~normlab.inspect.subject.Subject` (any causal LM, from
     ``subject_from_module``): measure it on ``text`` (a file; default Tiny Shakespeare's
     validation tenth) and write OUT, which ``normlab report OUT`` and ``normlab report A B``
-    read. Returns the summary (summary.json) with the raw results under ``result``."""
-    import torch
-
+    read. Returns the summary (summary.json) with the raw results under ``result``. OUT is
+    held while it is written (``normlab.run.outdir.OutDir``): a second writer is refused."""
 
     t0 = time.perf_counter() if started is None else started
     _check_out(out, max_tokens, None, force)
@@ -109,6 +109,17 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     if vocab is not None and top >= vocab:
         raise UserError(f"{name}: the tokenizer gives token id {top} but the model has {vocab} embeddings; "
                         "the tokenizer does not belong to this model")
+    with OutDir(out, "inspect").writing("--out", check=lambda: _check_out(out, max_tokens, None, force)):
+        return _measure_into(subject, out, ids, source, text, max_tokens, seed, settings, t0, quiet)
+
+
+def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: str | None, max_tokens: int,
+                  seed: int, settings: dict[str, Any] | None, t0: float, quiet: bool) -> dict[str, Any]:
+    """``inspect_subject``'s work on the checked token ids ``ids``, into the folder it holds."""
+    import torch
+
+
+    name = subject.name
     fam = subject.family
     if not quiet:
         logging.getLogger(__name__).info(f"{name}: {fam.describe()}")

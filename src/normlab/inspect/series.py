@@ -33,7 +33,8 @@ from normlab.diagnostics.rows import COLUMNS, write_csv
 from normlab.inspect import inspect_subject, read_text
 from normlab.inspect.subject import DTYPES, is_hf_dir, load_subject
 from normlab.report.pages import series_page
-from normlab.run.dir import RunDir
+from normlab.run.dir import RunDir, note_if_written
+from normlab.run.outdir import OutDir
 
 SERIES, ROWS, STEPS = "series.json", "series.csv", "steps"
 _NUMBER = re.compile(r"\d+")
@@ -86,6 +87,7 @@ def members(sources: list[str]) -> list[Member]:
                             "or one checkpoint)")
         run = RunDir(p)
         if run.is_run() and not _is_model_dir(p):  # a lab run (a Hugging Face dir has a config.json too)
+            note_if_written(p, "inspect --series")  # a reader: it never locks, and says so
             kept = run.step_checkpoints()
             if not kept:
                 raise UserError(f"--series {src}: the run kept no step checkpoints (checkpoints/step_NNNNNN); "
@@ -124,7 +126,7 @@ def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], 
     """Write (or check, on a rerun) OUT/series.json; ``force`` starts over."""
 
     meta = out / SERIES
-    if out.exists() and any(out.iterdir()):
+    if OutDir(out, "series").contents():
         if force:
             shutil.rmtree(out / STEPS, ignore_errors=True)
         elif not meta.is_file():
@@ -169,6 +171,16 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     settings = {"text": str(Path(text).resolve()) if text else None, "context": context, "max_tokens": max_tokens,
                 "dtype": dtype, "device": device, "seed": seed}
     name = Path(sources[0].rstrip("/")).resolve().name if len(sources) == 1 else chosen[0].path.name
+    with OutDir(out, "series").writing("--out"):  # one writer: a second `inspect --series` into OUT is refused
+        return _measure(out, name, settings, chosen, force, text, context, max_tokens, dtype, device, seed,
+                        data_dir, quiet, page)
+
+
+def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool, text: str | None,
+             context: int | None, max_tokens: int, dtype: str, device: str, seed: int, data_dir: str | None,
+             quiet: bool, page: bool) -> dict[str, Any]:
+    """``inspect_series``'s work, into the folder it holds."""
+
     _plan(out, name, settings, chosen, force)
     todo = [m for m in chosen if not step_dir(out, m.step).is_dir()]
     measured: list[int] = []

@@ -24,7 +24,7 @@ from normlab.diagnostics.families import Family, family_of
 from normlab.diagnostics.subject import Subject, find_blocks, subject_from_module
 from normlab.inspect.hub import hub_source
 from normlab.model.transformer import TransformerLM
-from normlab.run.dir import RunDir
+from normlab.run.dir import RunDir, note_if_written
 
 # Files transformers reads a tokenizer from (fast, BPE, WordPiece, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model")
@@ -69,6 +69,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
+
+    note_if_written(run, "inspect")  # a reader: it never locks, and says so
     for name in ("best", "latest"):
         found = RunDir(run).find_checkpoint(name)
         if found is not None:

@@ -12,7 +12,9 @@
 | series | ``normlab inspect --series``: one model's checkpoints over training | series.csv + series.json |
 
 The readers (``load.detect``) know four file formats; an inspected checkpoint is written
-in the probe's format, so only its own files tell it apart from a probe at initialisation.
+in the probe's format. Each folder's marker (``normlab.json``, ``normlab.run.outdir``) names its
+kind; a folder written before markers is told apart from a probe at initialisation by its
+summary.json.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.report.load import detect
+from normlab.run.dir import folder_kind
 
 KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "series")
 
@@ -71,8 +74,13 @@ def _json(path: Path) -> Any:
 
 
 def inspected(path: str | Path) -> bool:
-    """True for the output of ``normlab inspect``: its summary.json names the model and its
-    family (a probe's summary holds depth fits instead)."""
+    """True for the output of ``normlab inspect``: its marker says so, or, in a folder written
+    before markers, its summary.json names the model and its family (a probe's summary holds
+    depth fits instead)."""
+
+    marked = folder_kind(path)
+    if marked in ("probe", "inspect"):
+        return marked == "inspect"
     s = _json(Path(path) / "summary.json")
     return isinstance(s, dict) and isinstance(s.get("model"), str) and "family" in s
 
@@ -87,6 +95,11 @@ def page_kind(path: str | Path) -> str:
         name = spec.get("name") if isinstance(spec, dict) else None
         return "stability" if name in STABILITY_STUDIES else "demo" if name in DEMO_STUDIES else kind
     return "inspect" if kind == "probe" and inspected(path) else kind
+
+
+def still_written(who: str) -> str:
+    """The note opening a page of a folder another process still writes (``who``: its holder)."""
+    return f"Still being written by {who}: this page shows it as it was when drawn; rerun normlab report later."
 
 
 def study_question(spec: dict[str, Any]) -> tuple[str, str | None]:
@@ -127,4 +140,5 @@ def heading(kind: str, **facts: Any) -> Heading:
     raise ValueError(f"unknown page kind {kind!r}; one of {', '.join(KINDS)}")
 
 
-__all__ = ["DEMO_STUDIES", "KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected", "page_kind", "study_question"]
+__all__ = ["DEMO_STUDIES", "KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected",
+           "page_kind", "still_written", "study_question"]

@@ -17,15 +17,39 @@ from typing import Any
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import read_json
-from normlab.run.dir import RunDir
+from normlab.run.dir import RunDir, folder_kind, writer
 from normlab.study.store import Store
+
+# the file format a folder's marker (``normlab.run.dir.MARKER``) implies
+_FORMAT = {"run": "run", "probe": "probe", "inspect": "probe", "series": "series"}
+
+
+def _written(p: Path, fmt: str) -> bool:
+    """Whether the file a reader of ``fmt`` needs first is there yet."""
+
+    if fmt == "run":
+        return RunDir(p).is_report_run()
+    return (p / ("series.csv" if fmt == "series" else "probe.csv")).is_file()
 
 
 def detect(path: str | Path) -> str:
-    """'run', 'probe', 'study' or 'series' for a directory the lab wrote; a UserError otherwise."""
+    """'run', 'probe', 'study' or 'series' for a directory the lab wrote; a UserError otherwise.
+
+    The folder's marker says its kind; a folder from before markers is known by its files."""
+
     p = Path(path)
     if not p.is_dir():
         raise UserError(f"{p}: no such directory (give a run dir, a probe output dir or a study store)")
+    kind = folder_kind(p)
+    if kind == "analysis":
+        raise UserError(f"{p}: an analysis folder (normlab analyze); report the run it belongs to")
+    if kind in _FORMAT:
+        if _written(p, _FORMAT[kind]):
+            return _FORMAT[kind]
+        h = writer(p)
+        if h is not None:
+            raise UserError(f"{p}: a {kind} still being written by {h.describe()}, with nothing to draw yet; "
+                            "rerun normlab report once it has written its first results")
     if (p / "study.sqlite").is_file():
         return "study"
     if (p / "probe.csv").is_file():
@@ -49,6 +73,7 @@ class RunData:
     summary: dict[str, Any] | None = None
     env: dict[str, Any] | None = None
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    writer: str | None = None  # who still writes the run ("pid 42 (normlab train, ...)"), None when nobody
 
     def series(self, key: str, x: str = "step") -> tuple[list[float], list[float]]:
         """(x, y) over metric lines that carry both keys and a finite numeric y."""
@@ -76,7 +101,9 @@ def run_label(config: dict[str, Any]) -> str:
 
 def load_run(path: str | Path) -> RunData:
     run = RunDir(path)
-    return RunData(run.path, run.config_dict(), run.metrics(), run.summary(), run.env(), run.diagnostics())
+    h = run.writer()  # asked first: a run that finishes while it is read is still drawn as it was read
+    return RunData(run.path, run.config_dict(), run.metrics(), run.summary(), run.env(), run.diagnostics(),
+                   h.describe() if h is not None else None)
 
 
 @dataclass
@@ -85,6 +112,7 @@ class ProbeData:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
     config: dict[str, Any]
+    writer: str | None = None  # who still writes the folder (a --force rerun), None when nobody
 
 
 _INT_COLS = ("n_layer", "d_model", "seed", "layer")
@@ -110,9 +138,12 @@ def _long_rows(csv_path: Path, ints: tuple[str, ...] = _INT_COLS) -> list[dict[s
 
 def load_probe(path: str | Path) -> ProbeData:
     """probe.csv in long format: placement, init, n_layer, d_model, seed, layer, sublayer, param, metric, value."""
+
     p = Path(path)
+    h = writer(p)
     rows = _long_rows(p / "probe.csv")
-    return ProbeData(p, rows, read_json(p / "summary.json", {}) or {}, read_json(p / "probe_config.json", {}) or {})
+    return ProbeData(p, rows, read_json(p / "summary.json", {}) or {}, read_json(p / "probe_config.json", {}) or {},
+                     h.describe() if h is not None else None)
 
 
 @dataclass

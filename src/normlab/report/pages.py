@@ -26,6 +26,7 @@ from normlab.report.diag import diag_matrices
 from normlab.report.html import esc
 from normlab.report.kinds import page_kind
 from normlab.report.load import load_probe, load_run, load_series, load_study, run_label
+from normlab.run.dir import note_if_written
 
 
 def run_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
@@ -57,6 +58,7 @@ def build_report(path: str | Path, progress: bool = False, out: str | Path | Non
     """Write PATH/report/index.html (or OUT/index.html) for a run dir, probe output or study
     store; return its path. ``progress`` prints each figure on stderr as it is drawn."""
 
+    note_if_written(path, "report")  # a reader: it never locks; the page says so too
     # an inspected checkpoint is in the probe's format: the probe page words it by its kind
     page = {"run": run_page, "probe": probe_page, "inspect": probe_page, "study": study_page,
             "stability": stability_page, "demo": demo_page, "series": series_page}[page_kind(path)]

@@ -23,7 +23,7 @@ from normlab.diagnostics.catalogue import STATISTICS
 from normlab.report import checkpoint
 from normlab.report import figures as F
 from normlab.report.html import Page
-from normlab.report.kinds import heading, inspected
+from normlab.report.kinds import heading, inspected, still_written
 from normlab.report.load import ProbeData
 from normlab.report.numbers import num, rounded, signed
 
@@ -187,6 +187,8 @@ def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> 
         head = heading("probe", name=probe.path.name, what=describe_probe(probe) if probe.rows else "no rows")
         ans, notes = answer(probe) if probe.rows else ("probe.csv has no rows: nothing was measured.", [])
     page = Page(head.title, out or probe.path / "report", progress=progress)
+    if probe.writer:
+        notes = [still_written(probe.writer), *notes]
     page.lead(head.question, ans, notes)
     if not probe.rows:
         page.versions()

@@ -14,7 +14,7 @@ from normlab.report import figures as F
 from normlab.report.curves import curve_figures, loss_series
 from normlab.report.diag import diag_figures
 from normlab.report.html import Page
-from normlab.report.kinds import heading
+from normlab.report.kinds import heading, still_written
 from normlab.report.load import RunData
 from normlab.report.numbers import duration, num
 from normlab.run.dir import RunDir
@@ -67,13 +67,17 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
     head = heading("run", name=run.path.name, label=run.label, what=describe(run.config),
                    corpus=run.config.get("data", {}).get("corpus"))
     page = Page(head.title, out or run.path / "report", progress=progress)
-    page.lead(head.question, answer(run))
+    page.lead(head.question, answer(run), [still_written(run.writer)] if run.writer else [])
     status = "diverged" if (run.summary or {}).get("status") in ("diverged", "failed") else "ok"
     page.heading("Training curves", "curves")
     curve_figures(page, {run.label: [run]}, {run.path: status}, single=True)
     n_layer = run.config.get("model", {}).get("n_layer")
     diag_figures(page, run.diagnostics, n_layer if isinstance(n_layer, int) else None)
-    layer_section(page, run.path)
+    if run.writer:  # the checkpoint still moves, and RUN/analysis is the writer's to write
+        page.text("Layer similarity and deletion skipped: the run is still being written; rerun normlab "
+                  "report when it has finished.", "muted")
+    else:
+        layer_section(page, run.path)
     page.heading("Numbers", "numbers")
     s = run.summary or {}
     rows = [("status", s.get("status")), ("steps", s.get("steps")), ("tokens", s.get("tokens")),

@@ -10,13 +10,17 @@ Every file of ``RUN/`` is named here and only here:
   checkpoints/       ``latest`` and ``best`` (``normlab.run.checkpoint``: hash-checked), and
                      with ``train.keep_checkpoints`` the weights of each checkpoint step,
                      ``step_NNNNNN`` (``step_checkpoints``)
+  normlab.json       the folder's kind (``{"kind": "run"}``), written when the folder is claimed
+  .normlab.lock      present while a process writes RUN: its flock and who it is (``writing``)
   diagnostics_ref.safetensors  W_0's logits for the in-training diagnostics
   analysis/          ``normlab analyze`` (and the run page's layer figures)
   tensorboard/, wandb/  the folders of those loggers (``logger_dir``)
   report/            ``normlab report RUN``'s default page
 
-``OWNED`` lists these entries and ``owns`` says whether a path under RUN/ is one of them: a
-test trains, analyses and reports a run and checks every file it finds against it.
+The lock and the marker name every folder the lab writes (``normlab.run.outdir.OutDir``: probe,
+inspect, series, analysis): one lock per folder, one marker saying its kind. ``OWNED`` lists
+every entry and ``owns`` says whether a path under RUN/ is one of them: a test trains,
+analyses and reports a run and checks every file it finds against it.
 
 Readers (sample, analyze, sensitivity, inspect, claims, report) and writers (the solo and the
 batched loop) go through it, so a new run file is one edit here. Checkpoints are always
@@ -25,11 +29,14 @@ loaded through ``normlab.run.checkpoint``, which checks every file against its m
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from normlab.core.dirlock import held, holder, marked_kind
 from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table
 from normlab.core.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
@@ -39,6 +46,7 @@ from normlab.run import checkpoint
 from normlab.run.config import RunConfig
 
 if TYPE_CHECKING:
+    from normlab.core.dirlock import Holder
     from normlab.run.config import RunConfig
 
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
@@ -47,9 +55,31 @@ CHECKPOINTS = "checkpoints"
 ANALYSIS, REPORT = "analysis", "report"
 LOGGER_DIRS = ("tensorboard", "wandb")
 # every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"
-OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, f"{CHECKPOINTS}/", f"{ANALYSIS}/",
-         f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
+LOCK = ".normlab.lock"  # in every folder the lab writes: flocked by its one writer (``normlab.core.dirlock``)
+MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so readers need not guess
+OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, LOCK, MARKER, f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
+
+
+def writer(folder: str | Path) -> Holder | None:
+    """Who writes ``folder`` (a run or any output folder) now, without locking: None when nobody."""
+
+    return holder(Path(folder) / LOCK)
+
+
+def folder_kind(folder: str | Path) -> str | None:
+    """The kind ``folder``'s marker names (run, probe, inspect, series, analysis), None without one."""
+
+    return marked_kind(Path(folder), MARKER)
+
+
+def note_if_written(folder: str | Path, reader: str) -> Holder | None:
+    """Log one line when ``folder`` is still being written (readers call it; they never lock)."""
+    h = writer(folder)
+    if h is not None:
+        logging.getLogger(__name__).warning(f"{folder} is still being written by {h.describe()}; "
+                                            f"{reader} reads it as it is now")
+    return h
 
 
 class RunDir:
@@ -94,6 +124,37 @@ class RunDir:
 
     def has_checkpoints(self) -> bool:
         return (self.path / CHECKPOINTS).is_dir()
+
+    def writer(self) -> Holder | None:
+        """The process writing RUN now (readers ask, never lock), else None."""
+        return writer(self.path)
+
+    # ------------------------------------------------------------------ holding it (writers)
+    @contextlib.contextmanager
+    def writing(self, flag: str, *, fresh: bool = False, created: Sequence[Path] = (), command: str | None = None,
+                other: str | None = None) -> Iterator[RunDir]:
+        """``with run.writing("--out", fresh=True):`` RUN is this process's alone for the block.
+
+        RUN is made if missing, and held by an OS lock that the kernel drops when the process
+        ends; another writer is refused in one line naming its pid (and ``other``, the way
+        around it). ``fresh``: a run found in
+        RUN once the lock is held (another process got there first) is refused too; else RUN
+        must hold a run (config.json), which the block continues or adds to. A failed
+        block leaves no empty folder it made (``normlab.core.dirlock.held``).
+        """
+
+        def check() -> None:
+            if fresh and self.holds_run():
+                raise UserError(f"{flag} {self.path}: already holds a run; use --resume {self.path} "
+                                f"or another {flag}")
+            if not fresh and not self.is_run():  # a run is what is continued or added to
+                raise UserError(f"{flag} {self.path}: no config.json there; is it a normlab run directory "
+                                "(`normlab train --out DIR` makes one)?")
+
+        other = other or (f"choose another {flag}" if fresh else None)
+        with held(self.path, LOCK, flag=flag, kind="run", marker=MARKER, created=created, command=command,
+                  check=check, other=other):
+            yield self
 
     # ------------------------------------------------------------------ reading
     def config(self, label: str = "RUN") -> RunConfig:

@@ -26,6 +26,7 @@ Limits (``incompatibility`` names the first one met, ``run_batched`` refuses wit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
@@ -208,10 +209,20 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
 
     Each run directory follows the solo contract (config.json, env.json, metrics.jsonl,
     summary.json, checkpoints/latest and best written by ``normlab.run.checkpoint``).
-    Raises ``UserError`` naming the reason when ``compatible(cfgs)`` is False.
+    Raises ``UserError`` naming the reason when ``compatible(cfgs)`` is False, or when a run
+    directory is being written by another process.
     """
 
     corpus, trials, device = _prepare(cfgs, [Path(d) for d in run_dirs])
+    with contextlib.ExitStack() as held:  # every trial's RUN is ours until its summary is written
+        for tr in trials:
+            held.enter_context(RunDir(tr.run_dir).writing("run_batched", fresh=True))
+        return _train(corpus, trials, device)
+
+
+def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict]:
+    """The batched loop over prepared trials whose run directories are held."""
+
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
     stack = Stack(trials, device)
     val = [(x.to(device), y.to(device)) for x, y in val_batches(corpus.val, ctx, t.batch_size, t.eval_batches)]

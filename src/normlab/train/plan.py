@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core import fscheck
+from normlab.core.dirlock import refusal
 from normlab.core.errors import ConfigError, UserError
 from normlab.data.tokenizers import make_tokenizer
 from normlab.model.build import Plan as ModelPlan
 from normlab.model.build import lab_internals, resolve_model
 from normlab.run import checkpoint
 from normlab.run.config import RunConfig
-from normlab.run.dir import RunDir
+from normlab.run.dir import RunDir, writer
 from normlab.train.budget import check_step_fits
 from normlab.train.env import check_cpp_compiler, pick_device, world_size
 from normlab.train.loggers import require_loggers
@@ -38,6 +39,7 @@ class Plan:
     run_dir: Path
     resume: bool
     done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
+    unique: bool = False  # run_dir is a proposed name: the run takes it or the next free one (-1, -2, ...)
     model: ModelPlan | None = None      # cfg.model resolved (names, options), once per run
 
 
@@ -61,16 +63,21 @@ def finished(run_dir: str | Path) -> dict | None:
 
 
 def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
-            steps: int | None = None) -> Plan:
+            steps: int | None = None, unique: bool = False) -> Plan:
     """Decide what the run is and check everything that can be checked before any I/O.
 
     Fresh (``resume=False``): ``cfg`` is required and RUN must not hold a run yet. Resume:
     RUN/config.json is the authority (``cfg`` is ignored); a finished run comes back with
-    ``done`` set, unless ``steps`` raises its train.steps, which extends it. Reads nothing
-    but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
+    ``done`` set, unless ``steps`` raises its train.steps, which extends it. ``unique``: RUN
+    is a default name, taken or suffixed when the run claims it (``normlab.train.run.claimed``).
+    Reads nothing but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
     """
 
     run_dir = Path(run_dir)
+    holding = writer(run_dir)  # another process writes RUN: its files say nothing final yet
+    if holding is not None and (resume or (not unique and is_run_dir(run_dir))):
+
+        raise refusal("--resume" if resume else "--out", run_dir, holding, None if resume else "choose another --out")
     if resume:
         fscheck.existing_dir(run_dir, "--resume", "a run directory (`normlab train --out RUN` makes one)")
         cfg = load_run_config(run_dir)
@@ -81,14 +88,14 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
             cfg = _extended(cfg, run_dir, steps, done)
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
-    elif run_dir.exists() and is_run_dir(run_dir):
+    elif not unique and run_dir.exists() and is_run_dir(run_dir):  # (a taken default name gets a suffix)
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
     model = check_config(cfg)
     if resume:
         fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         fscheck.writable_dir(run_dir, "--out")
-    return Plan(cfg, run_dir, resume, model=model)
+    return Plan(cfg, run_dir, resume, unique=unique and not resume, model=model)
 
 
 def check_config(cfg: RunConfig) -> ModelPlan:

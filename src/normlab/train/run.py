@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
+from normlab.core.dirlock import create_unique
 from normlab.core.errors import UserError
 from normlab.data import load_corpus
 from normlab.data.batches import check_fits, val_batches
@@ -39,18 +41,14 @@ if TYPE_CHECKING:
     from normlab.train.env import Dist
 
 STATUSES = ("completed", "diverged", "failed", "interrupted")
-__all__ = ["STATUSES", "default_run_dir", "execute", "finished", "is_run_dir", "load_run_config",
+__all__ = ["STATUSES", "claimed", "default_run_dir", "execute", "finished", "is_run_dir", "load_run_config",
            "make_summary", "prepare", "run_training"]
 
 
 def default_run_dir(root: str | Path = "runs") -> Path:
-    """A fresh timestamped directory name under ``root`` (created later, by the run)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = Path(root) / stamp
-    i = 1
-    while path.exists():
-        path, i = Path(root) / f"{stamp}-{i}", i + 1
-    return path
+    """The proposed name of a new run, ``root/<YYYYmmdd-HHMMSS>``; ``prepare(..., unique=True)``
+    makes the run take it or, when it exists by then, the next free ``-1``, ``-2``, ..."""
+    return Path(root) / time.strftime("%Y%m%d-%H%M%S")
 
 
 @dataclass(frozen=True)
@@ -97,12 +95,45 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     return execute(plan, quiet=quiet)
 
 
-def execute(plan: Plan, *, quiet: bool = False) -> dict:
-    """Run a prepared plan (``prepare``): the steps that read the corpus, join DDP and write RUN."""
-    data = load_data(plan)
-    job = build(plan, data)
-    loggers, start = open_run(job)
-    return train(job, loggers, start, quiet)
+def execute(plan: Plan, *, quiet: bool = False, on_run_dir: Callable[[Path], None] | None = None) -> dict:
+    """Run a prepared plan (``prepare``): claim RUN (``claimed``), then the steps that read the
+    corpus, join DDP and write it. ``on_run_dir`` hears the directory once it is RUN's (the
+    CLI prints it: a default name may have taken a suffix)."""
+    with claimed(plan) as plan:
+        if on_run_dir is not None:
+            on_run_dir(plan.run_dir)
+        if plan.done is not None:
+            return plan.done  # finished by another process before we held it
+        data = load_data(plan)
+        job = build(plan, data)
+        loggers, start = open_run(job)
+        return train(job, loggers, start, quiet)
+
+
+@contextlib.contextmanager
+def claimed(plan: Plan) -> Iterator[Plan]:
+    """``with claimed(plan) as plan:`` RUN is this process's for the block (``RunDir.writing``).
+
+    A default name (``plan.unique``) is created atomically, with a suffix when it exists
+    already. What ``prepare`` decided from RUN's files is decided again under the lock,
+    since another process may have written RUN in between: a fresh run finds RUN empty of
+    runs, and a resume that has become finished has nothing left to do. Under DDP only rank
+    0 writes files, so only rank 0 holds RUN.
+    """
+
+    if os.environ.get("RANK", "0") != "0":
+        yield plan
+        return
+    path, created = plan.run_dir, list[Path]()
+    if plan.unique:
+        path, created = create_unique(path.parent, path.name)
+    flag = "--resume" if plan.resume else "--out"
+    with RunDir(path).writing(flag, fresh=not plan.resume, created=created):
+        plan = dataclasses.replace(plan, run_dir=path, unique=False)
+        done = finished(path) if plan.resume else None
+        if done and plan.cfg.train.steps <= load_run_config(path).train.steps:
+            plan = dataclasses.replace(plan, done=done)
+        yield plan
 
 
 def load_data(plan: Plan) -> Data:

@@ -9,7 +9,7 @@ import torch
 from normlab.core.errors import UserError
 from normlab.data.tokenizers import tokenizer_from_state
 from normlab.model.sampling import generate
-from normlab.run.dir import RunDir
+from normlab.run.dir import RunDir, note_if_written
 from normlab.train.env import pick_device
 
 
@@ -19,6 +19,7 @@ def sample_run(run_dir: str | Path, prompt: str, tokens: int, temperature: float
 
     run = RunDir(run_dir)
     run.config("sample")  # not a run: say so before anything else
+    note_if_written(run_dir, "sample")  # a reader: it never locks, and says so
     if tokens < 0:
         raise UserError(f"--tokens={tokens}: must be >= 0")
     dev = pick_device(device)

@@ -1,0 +1,58 @@
+"""``OutDir``: the owner of an output folder that is not a run (``normlab.run.dir.RunDir`` owns those).
+
+| kind | written by | files (each command's own) |
+|---|---|---|
+| probe | ``normlab probe`` | probe.csv, summary.json, probe_config.json |
+| inspect | ``normlab inspect MODEL`` (``inspect_subject``), and each step of a series | probe.csv, summary.json, probe_config.json, analysis/ |
+| series | ``normlab inspect --series`` | series.json, series.csv, steps/, report/ |
+| analysis | ``normlab analyze`` (RUN/analysis, or ``--out``) | analysis.csv, layer_pairs.csv, analysis.json |
+
+Each is written as a run is (``RunDir.writing``): created atomically, held by an OS lock
+while one process writes it (a second writer is refused in one line naming its pid), and
+marked with its kind (``rundir.MARKER``), which ``normlab report`` reads instead of guessing
+from the files; folders written before the marker existed are still recognised by their files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+from normlab.core.dirlock import held, same_kind
+from normlab.run.dir import LOCK, MARKER, folder_kind, writer
+
+KINDS = ("probe", "inspect", "series", "analysis")
+
+__all__ = ["KINDS", "OutDir", "folder_kind", "writer"]
+
+
+class OutDir:
+    """One output folder of ``kind`` (``KINDS``)."""
+
+    def __init__(self, path: str | Path, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"OutDir kind {kind!r}: one of {', '.join(KINDS)}")
+        self.path, self.kind = Path(path), kind
+
+    def __repr__(self) -> str:
+        return f"OutDir({str(self.path)!r}, {self.kind!r})"
+
+    def contents(self, flag: str = "--out") -> list[Path]:
+        """What the folder holds besides its lock and marker (what "already holds output" means);
+        a folder marked as another kind (a run, a probe) is refused first."""
+
+        if not self.path.is_dir():
+            return []
+        same_kind(self.path, MARKER, self.kind, flag)
+        return sorted(p for p in self.path.iterdir() if p.name not in (LOCK, MARKER))
+
+    @contextlib.contextmanager
+    def writing(self, flag: str = "--out", check: Callable[[], None] | None = None) -> Iterator[OutDir]:
+        """``with OutDir(out, "probe").writing("--out", check):`` the folder is this process's for
+        the block; ``check`` re-checks under the lock what the command checked before (e.g.
+        "already holds a probe"), since another process may have written it in between."""
+
+        with held(self.path, LOCK, flag=flag, kind=self.kind, marker=MARKER, check=check,
+                  other=f"choose another {flag}" if flag.startswith("--") else None):
+            yield self
