@@ -1,5 +1,7 @@
-"""Every file a run's tools write under RUN/ is one ``RunDir`` names (``RunDir.OWNED``): found
-by training, analysing and reporting a run, not from a hand-kept list of file names."""
+"""Every file the lab's tools write is one its folder's owner names: under RUN/ ``RunDir``
+(``RunDir.OWNED``), in a probe, inspect or analysis folder ``OutDir`` (``outdir.ENTRIES``).
+Found by running each tool (train, analyze, report, probe, inspect), not from a hand-kept list
+of file names."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from normlab.cli import main
 from normlab.run.dir import OWNED, RunDir
+from normlab.run.outdir import KINDS, OutDir
 from normlab.run.resolve import resolve
 
 
@@ -43,3 +47,26 @@ def test_a_stray_file_is_not_owned(trained: Path) -> None:
     assert not RunDir.owns("metrics.jsonl/extra")  # a file entry owns nothing below it
     assert RunDir.owns("checkpoints/best/model.safetensors")
     assert all(RunDir.owns(e.rstrip("/") + ("/x" if e.endswith("/") else "")) for e in OWNED)
+
+
+@pytest.mark.parametrize("kind", ["probe", "inspect", "analysis"])
+def test_every_file_of_a_probe_inspect_and_analysis_folder_is_owned(trained: Path, tmp_path: Path, kind: str) -> None:
+    out = tmp_path / kind
+    argv = {"probe": ["probe", "--placements", "pre", "--depths", "2", "--d-model", "16", "--n-head", "2",
+                      "--seeds", "1", "--context", "16", "--batch-size", "2", "--out", str(out), "--quiet"],
+            "inspect": ["inspect", str(trained), "--out", str(out), "--max-tokens", "64", "--context", "16",
+                        "--quiet"],
+            "analysis": ["analyze", str(trained), "--out", str(out), "--batches", "1", "--batch-size", "2"]}[kind]
+    assert main(argv) == 0
+    files = _written(out)
+    assert files  # the tool wrote something, so the check below is not vacuous
+    folder = OutDir(out, kind)
+    assert [f for f in files if not folder.owns(f)] == []
+
+
+def test_an_output_folder_refuses_a_name_it_does_not_own(tmp_path: Path) -> None:
+    for kind in KINDS:
+        with pytest.raises(ValueError, match="owns no 'notes.txt'"):
+            OutDir(tmp_path, kind).file("notes.txt")
+    assert OutDir(tmp_path, "inspect").file("analysis", "analysis.json") == tmp_path / "analysis" / "analysis.json"
+    assert not OutDir(tmp_path, "probe").owns("analysis/analysis.json")  # a probe has no analysis

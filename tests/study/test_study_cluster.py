@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from normlab.core.fsutil import read_jsonl
-from normlab.study.ray_tasks import NODES_LOG
+from normlab.run.dir import RAY_NODES as NODES_LOG
 from normlab.study.store import Store
 
 from .conftest import cli, tiny_spec

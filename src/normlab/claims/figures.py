@@ -29,7 +29,6 @@ def effect_fig(record: dict[str, Any]) -> Any:
     never over an interval."""
     import textwrap
 
-
     parts = record["parts"]
     titles = [textwrap.wrap(f"{p['id']}: {p['verdict']} ({p['quantity']})", TITLE_CHARS) for p in parts]
     heights = [1.25 + 0.22 * len(t) for t in titles]

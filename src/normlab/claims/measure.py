@@ -85,7 +85,6 @@ def empty(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -
     depths = depths or DEPTHS
     data = "tinyshakespeare"
     try:
-
         load_tokens(data)
     except Exception:  # no corpus here: the statistics at init hardly depend on the text
         data = "random"
@@ -98,7 +97,6 @@ def probe_cell(q: QuickData, placement: str, L: int, progress: Any = None) -> li
     """The probe rows of one cell (placement, depth L) over q's seeds (xavier, Xiong's
     setting; d_ff = d as the reference measurement); ``progress()`` after each model."""
     import torch
-
 
     p = q.probe
     cfg = ProbeConfig(placements=[placement], depths=[L], d_model=p["d_model"], n_head=p["n_head"], d_ff=p["d_ff"],

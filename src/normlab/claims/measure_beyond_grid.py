@@ -28,7 +28,6 @@ def _setup(placement: str, L: int, seed: int, init: str = "xavier") -> tuple[Any
     """A probe-sized model (d = d_ff = 128, 4 heads) and a batch of the probe's data."""
     import torch
 
-
     data = "tinyshakespeare"
     try:
         tokens, vocab = load_tokens(data)
@@ -150,7 +149,6 @@ def rms_formula(seed: int, d: int = 128) -> dict[str, float]:
     unit RMS: log10 of output RMS at s = 10 over s = 0.1 (0 for a normaliser)."""
     import torch
 
-
     norm = RMSNorm(d, eps=1e-5)
     z = torch.randn(64, d, generator=torch.Generator().manual_seed(seed))
     z = z / z.pow(2).mean(-1, keepdim=True).sqrt()
@@ -177,7 +175,6 @@ def gpt2_parity(seed: int) -> dict[str, float] | None:
 
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
-
 
     torch.manual_seed(seed)
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=65, n_positions=32, n_embd=64, n_layer=3, n_head=4, bos_token_id=0,

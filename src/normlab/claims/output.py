@@ -71,7 +71,6 @@ def provenance() -> dict[str, Any]:
     """normlab version, git revision of the source tree (when it is a checkout), versions."""
     import torch
 
-
     rev = None
     try:
         src = Path(normlab.__file__).resolve().parent

@@ -140,7 +140,6 @@ def verify(out: str | Path, repo: str | Path | None = None) -> list[str]:
     import json
     import subprocess
 
-
     data = json.loads((Path(out) / "claims.json").read_text(encoding="utf-8"))
     meta, records = data["meta"], data["claims"]
     parts = [(r, p) for r in records for p in r["parts"]]

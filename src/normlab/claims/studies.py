@@ -73,9 +73,7 @@ class StudyContext:
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
         if name not in self._done:
-
             if self.train:
-
                 store = run_study(study_preset(name, self.scale), self.store_dir(name),
                                   workers=self.workers or default_workers(1), progress=self.display is not None,
                                   display=self.display)
@@ -96,7 +94,6 @@ class StudyContext:
         on (same ids, statuses and summaries), else decided now and cached."""
         import hashlib
         import json
-
 
         stores = {n: hashlib.sha256(json.dumps([(t.id, t.status, t.summary) for t in self.trials(n)],
                                                sort_keys=True, default=str).encode()).hexdigest()

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-OUTPUTS = ("probe.csv", "summary.json", "probe_config.json")
+OUTPUTS = ("probe.csv", "summary.json", "probe_config.json")  # normlab.run.outdir.ENTRIES["probe"]
 
 
 def _ints(text: str) -> list[int]:
@@ -87,6 +87,7 @@ def _run(cfg: Any, args: argparse.Namespace, out: Path) -> tuple[dict[str, Any],
     from normlab.core.schema import to_dict
     from normlab.diagnostics.fits import summarize
     from normlab.diagnostics.probe import run_probe, write_csv
+    from normlab.run.outdir import PROBE_CONFIG, PROBE_CSV, SUMMARY, OutDir
 
     display = Progress("probe", enabled=not args.quiet)
     display.add("model", len(cfg.placements) * len(cfg.depths) * cfg.seeds)
@@ -106,7 +107,8 @@ def _run(cfg: Any, args: argparse.Namespace, out: Path) -> tuple[dict[str, Any],
         import shutil
 
         shutil.rmtree(out / "report")  # built from the probe being replaced: stale now
-    write_csv(rows, out / "probe.csv")
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
-    atomic_write_text(out / "probe_config.json", json.dumps(to_dict(cfg), indent=2))
+    folder = OutDir(out, "probe")
+    write_csv(rows, folder.file(PROBE_CSV))
+    atomic_write_text(folder.file(SUMMARY), json.dumps(summary, indent=2))
+    atomic_write_text(folder.file(PROBE_CONFIG), json.dumps(to_dict(cfg), indent=2))
     return summary, len(rows)

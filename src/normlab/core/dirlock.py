@@ -219,7 +219,6 @@ def held(folder: Path, lock_name: str, *, flag: str, kind: str, marker: str, cre
         if check is not None:
             check()
         if found is None:
-
             atomic_write_json(folder / marker, {"kind": kind, "normlab": __version__})
             wrote = True
         yield

@@ -106,7 +106,6 @@ def read_json_table(path: str | Path, fix: str) -> dict[str, Any]:
     """A JSON object file normlab wrote (spec.json, summary.json); damage is one line with ``fix``."""
     import json
 
-
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -126,7 +125,6 @@ def sqlite_errors(path: str | Path, fix: str) -> Iterator[None]:
     writable directory) is a permissions problem with its own fix.
     """
     import sqlite3
-
 
     try:
         yield

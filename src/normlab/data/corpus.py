@@ -64,7 +64,6 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     (``normlab.data.shards``); the split is the same rule either way."""
 
     if cfg.corpus not in KNOWN and Path(cfg.corpus).expanduser().is_dir():
-
         tokens, tokenizer, digest, source = open_prepared(cfg)
     else:
         tokens, tokenizer, digest, source = _tokenised_text(cfg)

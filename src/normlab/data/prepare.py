@@ -84,7 +84,6 @@ def open_source(src: str, *, glob: str = "**/*.txt", hf_config: str | None = Non
                 column: str = "text") -> Source:
     """The Source SRC names: ``hf:NAME_OR_PATH``, a folder, a text file or a known corpus."""
     if src.startswith(HF_PREFIX):
-
         return dataset_source(src[len(HF_PREFIX):], hf_config, split, column)
     p = Path(src).expanduser()
     if p.is_dir():

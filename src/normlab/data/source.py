@@ -54,7 +54,6 @@ def download(url: str, dest: Path, timeout: float = 30.0) -> None:
     """Fetch ``url`` into ``dest`` atomically (tests replace this function; never the network)."""
     import urllib.request
 
-
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (fixed https URL)
         atomic_write_bytes(dest, resp.read())
 

@@ -28,7 +28,7 @@ from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_row
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
 from normlab.model.capture import main_stream
 from normlab.run.dir import RunDir, note_if_written
-from normlab.run.outdir import OutDir
+from normlab.run.outdir import ANALYSIS_CSV, ANALYSIS_JSON, PAIRS_CSV, OutDir
 
 
 def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, Any]:
@@ -104,14 +104,14 @@ def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 
 
 
 def _analyze_into(run_dir: str | Path, checkpoint: str, n_batches: int, batch_size: int, out: Path) -> dict[str, Any]:
-
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_corpus(cfg.data)
     batches = val_batches(corpus.val, model.cfg.context, batch_size, n_batches)
     values = analyze_values(model, batches)
     res = results(values)
     rows, pairs = analysis_rows(values, cfg)
-    write_csv(rows, out / "analysis.csv")
-    write_csv(pairs, out / "layer_pairs.csv", PAIR_COLUMNS)
-    atomic_write_text(out / "analysis.json", json.dumps(res, indent=2))
+    folder = OutDir(out, "analysis")
+    write_csv(rows, folder.file(ANALYSIS_CSV))
+    write_csv(pairs, folder.file(PAIRS_CSV), PAIR_COLUMNS)
+    atomic_write_text(folder.file(ANALYSIS_JSON), json.dumps(res, indent=2))
     return res

@@ -111,7 +111,6 @@ def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: in
     if hasattr(model, "run") and hasattr(model, "blocks"):  # a lab TransformerLM: its own one forward
         c = _capture(model, idx, targets, n_proj, gen, needs)
     else:
-
         c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
     # the statistics of the backward pass one after another, then the others position by
     # position: the order probe.csv has always had
@@ -123,7 +122,6 @@ def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, 
     """One forward (norm-input hooks when a statistic needs them) and one backward for every
     gradient (weights and residual stream together); what came out, as a ``Captured``."""
     import torch.nn.functional as F
-
 
     states: list[Any] = []
     with capture(model, blocks=False, branches=False, norms="norm_inputs" in needs) as cap:

@@ -111,7 +111,6 @@ def write_csv(rows: Iterable[dict[str, Any]], path: str | Path, columns: Sequenc
     import csv
     import io
 
-
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
     w.writeheader()

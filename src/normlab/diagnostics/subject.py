@@ -122,7 +122,6 @@ def subject_from_module(model: nn.Module, *, blocks: str | Sequence[nn.Module] |
         raise UserError(f"{type(model).__name__}: a masked LM needs a tokenizer with a mask token")
     run = forward or _default_forward(model, hf)
     if attention is None:
-
         attention = (lambda: hf_attention(model, layers)) if hf else no_attention
     info = {"source": f"python: {type(model).__module__}.{type(model).__name__}", "vocab_size": vocab}
     if hf:

@@ -175,7 +175,6 @@ class TrainingDiagnostics:
         from safetensors import SafetensorError
         from safetensors.torch import load_file, save
 
-
         path = self.run.diagnostics_ref
         if path.exists():
             try:

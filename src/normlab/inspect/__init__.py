@@ -31,7 +31,16 @@ from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import chosen
 from normlab.inspect.subject import DTYPES, load_subject
-from normlab.run.outdir import OutDir
+from normlab.run.outdir import (
+    ANALYSIS,
+    ANALYSIS_CSV,
+    ANALYSIS_JSON,
+    PAIRS_CSV,
+    PROBE_CONFIG,
+    PROBE_CSV,
+    SUMMARY,
+    OutDir,
+)
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
@@ -118,7 +127,6 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
     """``inspect_subject``'s work on the checked token ids ``ids``, into the folder it holds."""
     import torch
 
-
     name = subject.name
     fam = subject.family
     if not quiet:
@@ -159,12 +167,13 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
     arows = [r for r in rows if r["metric"] in per_block and r["sublayer"] == "block"]
     analysis = {"val_loss": res["loss"], "deletion_loss": res["deletion_loss"],
                 "block_influence": res["block_influence"], "angular_distance": res["angular_distance"]}
-    write_csv([r for r in rows if r["sublayer"] != "pair"], out / "probe.csv")
-    atomic_write_text(out / "summary.json", json.dumps(_finite(summary), indent=2))
-    atomic_write_text(out / "probe_config.json", json.dumps(settings, indent=2))
-    write_csv(arows, out / "analysis" / "analysis.csv")
-    write_csv(pair_rows(rows), out / "analysis" / "layer_pairs.csv", PAIR_COLUMNS)
-    atomic_write_text(out / "analysis" / "analysis.json", json.dumps(_finite({**analysis, **res}), indent=2))
+    folder = OutDir(out, "inspect")
+    write_csv([r for r in rows if r["sublayer"] != "pair"], folder.file(PROBE_CSV))
+    atomic_write_text(folder.file(SUMMARY), json.dumps(_finite(summary), indent=2))
+    atomic_write_text(folder.file(PROBE_CONFIG), json.dumps(settings, indent=2))
+    write_csv(arows, folder.file(ANALYSIS, ANALYSIS_CSV))
+    write_csv(pair_rows(rows), folder.file(ANALYSIS, PAIRS_CSV), PAIR_COLUMNS)
+    atomic_write_text(folder.file(ANALYSIS, ANALYSIS_JSON), json.dumps(_finite({**analysis, **res}), indent=2))
     return {**summary, "result": res}
 
 

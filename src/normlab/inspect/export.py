@@ -163,7 +163,6 @@ def _set_max_length(path: Path, context: int) -> None:
     """An imported tokenizer_config.json with ``model_max_length`` set to this model's context."""
     import json
 
-
     if path.is_file():  # without one, transformers reads tokenizer.json alone: nothing to state it in
         atomic_write_json(path, {**json.loads(path.read_text(encoding="utf-8")), "model_max_length": context})
 

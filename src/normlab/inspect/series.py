@@ -34,9 +34,9 @@ from normlab.inspect import inspect_subject, read_text
 from normlab.inspect.subject import DTYPES, is_hf_dir, load_subject
 from normlab.report.pages import series_page
 from normlab.run.dir import RunDir, note_if_written
-from normlab.run.outdir import OutDir
+from normlab.run.outdir import SERIES_CSV, SERIES_JSON, STEPS, OutDir
 
-SERIES, ROWS, STEPS = "series.json", "series.csv", "steps"
+SERIES, ROWS = SERIES_JSON, SERIES_CSV  # the series folder's entries (normlab.run.outdir.ENTRIES)
 _NUMBER = re.compile(r"\d+")
 
 
@@ -203,7 +203,6 @@ def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member
     steps = write_rows(out)
     path = None
     if page:
-
         path = series_page(out, progress=not quiet)
     return {"steps": steps, "measured": measured, "page": path}
 
@@ -212,7 +211,6 @@ def write_rows(out: Path) -> list[int]:
     """OUT/series.csv from every finished step's probe.csv (``step`` first); returns the steps.
     Every step must be the same model: one number of layers."""
     import csv
-
 
     meta = json.loads((out / SERIES).read_text(encoding="utf-8"))
     steps = sorted(int(s) for s in meta["sources"] if step_dir(out, int(s)).is_dir())

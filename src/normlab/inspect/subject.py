@@ -69,7 +69,6 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
-
     note_if_written(run, "inspect")  # a reader: it never locks, and says so
     for name in ("best", "latest"):
         found = RunDir(run).find_checkpoint(name)
@@ -133,7 +132,6 @@ def _hf(model: str, dtype: str, device: str, context: int | None) -> Subject:
     except ImportError:
         raise UserError("inspecting a Hugging Face model needs transformers: pip install 'normlab[hf]'") from None
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
-
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # ours is over the layers

@@ -31,7 +31,6 @@ def check(cfg: ModelConfig) -> None:
     without transformers."""
     import importlib.util
 
-
     lab = dataclasses.replace(cfg, impl="normlab")
     try:
         family = family_for(lab)

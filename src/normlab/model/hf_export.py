@@ -50,7 +50,6 @@ def _placement(cfg: ModelConfig) -> str:
     """The one placement name of every sub-layer, or a refusal."""
     import dataclasses
 
-
     plan = resolve_model(cfg)
     names = sorted({n for pair in plan.names() for n in pair})
     if len(names) > 1:

@@ -54,7 +54,6 @@ def save_model(model: Any, dir: str | Path) -> Path:
     """
     from safetensors.torch import save_model as st_save
 
-
     out = Path(dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (WEIGHTS + ".tmp")

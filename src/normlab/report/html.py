@@ -170,7 +170,6 @@ class Page:
         """
         from importlib.metadata import PackageNotFoundError, version
 
-
         rows = [("normlab", __version__), ("python", platform.python_version())]
         for pkg in ("numpy", "matplotlib", "torch"):
             try:

@@ -46,7 +46,6 @@ def stability_page(path: str | Path, progress: bool = False, out: Path | None = 
 
 
 def demo_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
-
     return build(load_study(path), progress=progress, out=out)
 
 

@@ -16,6 +16,8 @@ Every file of ``RUN/`` is named here and only here:
   analysis/          ``normlab analyze`` (and the run page's layer figures)
   tensorboard/, wandb/  the folders of those loggers (``logger_dir``)
   report/            ``normlab report RUN``'s default page
+  probe.csv          a study's probe trial: the model at initialisation (``probe_csv``)
+  ray_nodes.jsonl, .trial.lock  a Ray trial: where each attempt ran, and the attempt that holds RUN
 
 The lock and the marker name every folder the lab writes (``normlab.run.outdir.OutDir``: probe,
 inspect, series, analysis): one lock per folder, one marker saying its kind. ``OWNED`` lists
@@ -53,11 +55,13 @@ CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
 ANALYSIS, REPORT = "analysis", "report"
+PROBE_CSV, RAY_NODES, TRIAL_LOCK = "probe.csv", "ray_nodes.jsonl", ".trial.lock"  # study trials' own files
 LOGGER_DIRS = ("tensorboard", "wandb")
 # every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"
 LOCK = ".normlab.lock"  # in every folder the lab writes: flocked by its one writer (``normlab.core.dirlock``)
 MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so readers need not guess
-OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, LOCK, MARKER, f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
+OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, LOCK, MARKER, PROBE_CSV, RAY_NODES, TRIAL_LOCK,
+         f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 
 
@@ -115,6 +119,21 @@ class RunDir:
     def analysis_dir(self) -> Path:
         """RUN/analysis/: ``normlab analyze``'s tables and analysis.json."""
         return self.path / ANALYSIS
+
+    @property
+    def probe_csv(self) -> Path:
+        """A study probe trial's rows (``study/trials.py``)."""
+        return self.path / PROBE_CSV
+
+    @property
+    def ray_nodes(self) -> Path:
+        """A Ray trial's log of where each attempt ran (``study/ray_tasks.py``)."""
+        return self.path / RAY_NODES
+
+    @property
+    def trial_lock(self) -> Path:
+        """The lock a Ray attempt holds while it trains in RUN (``study/ray_tasks.py``)."""
+        return self.path / TRIAL_LOCK
 
     def logger_dir(self, name: str) -> Path:
         """The folder a logger writes inside RUN/ (``tensorboard``, ``wandb``)."""
@@ -179,7 +198,6 @@ class RunDir:
         if not p.is_file():
             return None
         if checked:
-
             return read_json_table(p, "rerun or --resume the run to rewrite it")
         return read_json(p)
 

@@ -48,7 +48,6 @@ def load_init(model: Any, cfg: Any) -> None:
     from safetensors import SafetensorError
     from safetensors.torch import load_model as st_load
 
-
     path = Path(cfg.train.init_from) / WEIGHTS
     try:
         st_load(model, str(path), strict=True, device=str(next(model.parameters()).device))

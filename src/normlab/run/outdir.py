@@ -23,8 +23,21 @@ from normlab.core.dirlock import held, same_kind
 from normlab.run.dir import LOCK, MARKER, folder_kind, writer
 
 KINDS = ("probe", "inspect", "series", "analysis")
+# Every entry of each kind of folder (a file by its name, a folder and all below it by its name
+# and "/"): the writers ask ``OutDir.file`` for these paths, and a test runs each command and
+# checks every file it wrote against ``owns``.
+PROBE_CSV, SUMMARY, PROBE_CONFIG = "probe.csv", "summary.json", "probe_config.json"
+SERIES_JSON, SERIES_CSV, STEPS = "series.json", "series.csv", "steps"
+ANALYSIS_CSV, PAIRS_CSV, ANALYSIS_JSON, ANALYSIS = "analysis.csv", "layer_pairs.csv", "analysis.json", "analysis"
+PAGE = "report"  # ``normlab report``'s default page beside what it reads
+ENTRIES = {
+    "probe": (PROBE_CSV, SUMMARY, PROBE_CONFIG, f"{PAGE}/"),
+    "inspect": (PROBE_CSV, SUMMARY, PROBE_CONFIG, f"{ANALYSIS}/", f"{PAGE}/"),
+    "series": (SERIES_JSON, SERIES_CSV, f"{STEPS}/", f"{PAGE}/"),
+    "analysis": (ANALYSIS_CSV, PAIRS_CSV, ANALYSIS_JSON),
+}
 
-__all__ = ["KINDS", "OutDir", "folder_kind", "writer"]
+__all__ = ["KINDS", "ENTRIES", "OutDir", "folder_kind", "writer"]
 
 
 class OutDir:
@@ -37,6 +50,20 @@ class OutDir:
 
     def __repr__(self) -> str:
         return f"OutDir({str(self.path)!r}, {self.kind!r})"
+
+    def owns(self, rel: str | Path) -> bool:
+        """Whether ``rel`` (a path inside the folder) is an entry of this kind, its lock or marker."""
+        parts = Path(rel).parts
+        entries = (*ENTRIES[self.kind], LOCK, MARKER)
+        return bool(parts) and (parts[0] in entries if len(parts) == 1 and parts[0] + "/" not in entries
+                                else parts[0] + "/" in entries)
+
+    def file(self, *names: str) -> Path:
+        """The path of an entry of this kind (``file("analysis", "analysis.json")`` inside one of
+        its folders); a name the kind does not own is a bug, refused here."""
+        if not self.owns(Path(*names)):
+            raise ValueError(f"{self!r} owns no {'/'.join(names)!r}; its entries: {', '.join(ENTRIES[self.kind])}")
+        return self.path.joinpath(*names)
 
     def contents(self, flag: str = "--out") -> list[Path]:
         """What the folder holds besides its lock and marker (what "already holds output" means);

@@ -83,7 +83,6 @@ class StudyTables:
             return None
         data = run.config().data
         if repr(data) not in self._ce:
-
             self._ce[repr(data)] = data_ce(data)
         return classify(t, self._ce[repr(data)])
 

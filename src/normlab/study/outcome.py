@@ -177,7 +177,6 @@ def cell_key(trial: TrialRecord) -> CellKey:
     """The trial's (placement, lr, depth, warm-up): its axis values, else its own RunConfig's."""
     vals = {name: trial.params.get(key) for name, key in AXES.items()}
     if any(v is None for v in vals.values()):
-
         run = RunDir(trial.run_dir)
         if run.is_run():
             cfg = run.config()

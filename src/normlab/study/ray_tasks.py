@@ -35,12 +35,11 @@ from typing import Any
 from normlab.core.errors import UserError
 from normlab.core.fsutil import append_jsonl
 from normlab.run import checkpoint
-from normlab.run.dir import RunDir
+from normlab.run.dir import TRIAL_LOCK, RunDir
 from normlab.study.store import Lease, Store, worker_id
 from normlab.study.worker import Heartbeat, WorkerOptions, run_claimed, study_env
 
-NODES_LOG = "ray_nodes.jsonl"  # RUN/ray_nodes.jsonl: one line per attempt, where it ran
-LOCK = ".trial.lock"           # RUN/.trial.lock: held by the attempt that trains in RUN
+LOCK = TRIAL_LOCK  # RUN/.trial.lock: held by the attempt that trains in RUN (named by RunDir)
 
 # Ray errors that mean the task's process or node died, not that the trial failed.
 _LOST = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError", "OutOfMemoryError")
@@ -82,7 +81,7 @@ class _exclusive:
     ``busy`` (an error text) when an earlier attempt still holds it after ``wait_s``."""
 
     def __init__(self, run_dir: Path, wait_s: float) -> None:
-        self.path, self.wait_s, self.fd = run_dir / LOCK, wait_s, -1
+        self.path, self.wait_s, self.fd = RunDir(run_dir).trial_lock, wait_s, -1
 
     def __enter__(self) -> str | None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,12 +105,11 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
     RUN/ray_nodes.jsonl, and return it for the store's event."""
     import ray
 
-
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     where = {"node_id": node, "node_ip": ray.util.get_node_ip_address() if node else None,
              "host": socket.gethostname(), "pid": os.getpid(), "shared_fs": shared,
              "checkpoint_step": _checkpoint_step(run_dir), "at": time.time()}
-    append_jsonl(run_dir / NODES_LOG, where)
+    append_jsonl(RunDir(run_dir).ray_nodes, where)  # one line per attempt, where it ran
     return where
 
 

@@ -149,7 +149,6 @@ class Store:
         if spec_path.exists():
             held = _read_spec(spec_path)
             if held != json.loads(text):
-
                 why = growth_refusal(held, json.loads(text))
                 if why:
                     raise UserError(f"{root}: this store holds a different study: {why}; a study grows only by "

@@ -50,7 +50,6 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
     so study trials and probe runs are paired. Writes RUN/probe.csv, config.json, summary.json."""
     import torch
 
-
     if not lab_internals(cfg.model):
         raise ConfigError("model.impl", cfg.model.impl, "a probe trial reads the lab model's blocks; "
                           "probe model.impl='normlab'")
@@ -68,7 +67,7 @@ def probe(cfg: RunConfig, run_dir: Path, *, resume: bool = False) -> dict[str, A
             for layer, sub, param, metric, value in probe_model(model, idx, tgt, 2, torch.Generator().manual_seed(seed))]
     run = RunDir(run_dir)
     run.write_config(cfg)  # a probe trial is a run directory too (config.json, summary.json)
-    write_csv(rows, run_dir / "probe.csv")
+    write_csv(rows, run.probe_csv)
     pick = {(r["layer"], r["param"], r["metric"]): r["value"] for r in rows}
     summary = {"status": "completed", "steps": 0, "seed": seed, "placement": m.placement,
                "w2_grad_last": pick.get((m.n_layer, "W_2", "grad_norm")),

@@ -92,7 +92,6 @@ def run_claimed(claim: Lease, opts: WorkerOptions) -> tuple[dict[str, Any] | Non
     """Run one claimed trial in this process: (summary, None) or (None, error text)."""
     import torch
 
-
     try:
         torch.set_num_threads(max(1, opts.threads))
         cfg = RunConfig.from_json(claim.config_json)
@@ -126,7 +125,6 @@ def run_claimed_batch(claims: list[Lease], opts: WorkerOptions) -> list[tuple[di
     (retried trials never join a batch), so one bad trial cannot keep failing the others.
     """
     import torch
-
 
     try:
         torch.set_num_threads(max(1, opts.threads))

@@ -100,7 +100,6 @@ def environment(device: torch.device, seed: int, dist: Dist) -> dict[str, Any]:
     """What env.json records: enough to rerun or explain a result later."""
     import numpy
 
-
     return {
         "normlab": __version__,
         "python": sys.version.split()[0],
@@ -128,6 +127,5 @@ def check_cpp_compiler() -> None:
     try:
         get_cpp_compiler()
     except Exception as e:
-
         raise ConfigError("train.compile", True, f"torch.compile on CPU needs a C++ compiler ({type(e).__name__}); "
                           "install g++ (or set $CXX) or set train.compile=false") from None

@@ -88,7 +88,6 @@ class Trainer:
         self.clip = clip_limit(cfg.optim)
         self.diag = None
         if cfg.train.diag_every > 0 and dist.main:
-
             self.diag = TrainingDiagnostics(model, run_dir, (val[0][0].to(device), val[0][1].to(device)),
                                             every=cfg.train.diag_every)
 
@@ -265,7 +264,6 @@ class Trainer:
         """The last metrics line (``diverged``), and with diagnostics on, where it began."""
         self._log(st.step, diverged_row(float(w.loss), st.loss_n, out.lr, float(out.grad_norm)))
         if self.diag is not None and not self.dist.enabled:
-
             self.first_nonfinite = localise(self, at)
 
     def _log_window(self, st: LoopState, w: Window, out: _Step, is_eval: bool, bar: Any) -> None:

@@ -76,7 +76,6 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
     run_dir = Path(run_dir)
     holding = writer(run_dir)  # another process writes RUN: its files say nothing final yet
     if holding is not None and (resume or (not unique and is_run_dir(run_dir))):
-
         raise refusal("--resume" if resume else "--out", run_dir, holding, None if resume else "choose another --out")
     if resume:
         fscheck.existing_dir(run_dir, "--resume", "a run directory (`normlab train --out RUN` makes one)")
@@ -118,7 +117,6 @@ def check_config(cfg: RunConfig) -> ModelPlan:
                         f"processes = {cfg.train.grad_accum * world}")
     device = pick_device(cfg.train.device)  # under DDP the rank's own CUDA device comes later
     if cfg.train.compile and device.type == "cpu":
-
         check_cpp_compiler()
     if world == 1:  # every rank would have to agree on a refusal; DDP users size their own runs
 
@@ -140,7 +138,6 @@ def _with_planned_vocab(cfg: RunConfig) -> RunConfig:
         elif data.tokenizer == "bpe":
             vocab = data.bpe_vocab
         elif data.tokenizer.endswith(".json"):
-
             vocab = make_tokenizer(data.tokenizer).vocab_size  # a bad path fails here, before the corpus
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=vocab))
 

@@ -164,7 +164,6 @@ def build(plan: Plan, data: Data) -> Job:
     # model.impl picks the code (TransformerLM by default), from the resolution the checks made
     model = build_model(cfg.model, plan.model.for_config(cfg.model) if plan.model is not None else None).to(device)
     if cfg.train.init_from:
-
         load_init(model, cfg)  # a resumed run then loads its own checkpoint over it
     if dist.rank:
         torch.manual_seed(cfg.seed + 7919 * dist.rank)  # own dropout masks per rank

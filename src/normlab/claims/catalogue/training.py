@@ -114,7 +114,6 @@ def _grad_ratio(t: Any, step: int) -> float | None:
     """log10(first block's / last block's pre-clip gradient norm) at the diagnostic step nearest ``step``."""
     import math
 
-
     if t.status != "completed":
         return None
     recs = [r for r in RunDir(t.run_dir).diagnostics() if r.get("grad_norm")]
