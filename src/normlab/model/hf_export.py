@@ -63,7 +63,7 @@ def _placement(cfg: ModelConfig) -> str:
         raise UserError(f"model.placement mixes {', '.join(names)}: a transformers model repeats one block; "
                         "export needs one placement for every sub-layer")
     opts = plan.layout[0][0].options
-    if dataclasses.fields(opts):
+    if dataclasses.fields(opts) and opts != type(opts)():  # an option set away from its default
         raise UserError(f"placement {names[0]} (with options): not exported; {_NOT_EXPRESSED.get(names[0], '')}")
     return names[0]
 

@@ -42,17 +42,17 @@ class HybridNorm(Placement):
         if site.kind == "attn":
             q, k, v = (site.make_norm(cfg.head_dim, cfg.norm_eps, cfg.bias) for _ in range(3))
             branch.set_qk(q, k, 1.0 / math.sqrt(cfg.head_dim), v_norm=v)
-        self.norm = site.norm() if (site.kind == "ffn" or self.pre) else None
+        self.norm: nn.Module | None = site.norm() if (site.kind == "ffn" or self.pre) else None
 
     def _pre_ln(self) -> bool:
         """Whether this sub-layer is Pre-LN instead (HybridNorm*'s first block)."""
         return False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.pre:
-            return x + self.branch(self.norm(x))
         if self.norm is None:      # attention: no input norm, q/k/v normed inside
             return x + self.branch(x)
+        if self.pre:
+            return x + self.branch(self.norm(x))
         h = self.norm(x)           # FFN: the residual continues from the normalised stream
         return h + self.branch(h)
 
@@ -130,7 +130,7 @@ def _scale_residual_branch(placement: Placement, gain: float) -> None:
     with torch.no_grad():
         for name, m in placement.branch.named_modules():
             if name == "qkv":
-                q, kv, _ = placement.branch.split
+                q, kv, _ = placement.branch.split  # type: ignore[misc]  # (W_Q, W_K, W_V) row counts
                 m.weight[q + kv:].mul_(gain)  # W_V rows only (after W_Q's and W_K's)
             elif name in ("proj", "fc"):
                 plain = nn.Linear(m.in_features, m.out_features, bias=False, device="meta")
