@@ -132,6 +132,16 @@ REFUSED = [  # lab config -> the reason's start
     (dict(placement="post_branch", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False, qk_norm="rmsnorm"),
      "model.qk_norm_span='head': OLMo-2"),
     (dict(placement="pre", norm="rmsnorm", pos="learned", ffn="swiglu", bias=False), "model.pos='learned': Llama"),
+    # the placements of issue 34: no transformers family computes them
+    (dict(placement="hybridnorm", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False),
+     "placement hybridnorm: none of GPT-2, Llama and OLMo-2 (the classes export writes) normalises v"),
+    (dict(placement="hybridnorm_star", norm="rmsnorm"), "placement hybridnorm_star: none of"),
+    (dict(placement="normformer"), "placement normformer: none of"),
+    (dict(placement="subln", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False),
+     "placement subln: none of GPT-2, Llama and OLMo-2 (the classes export writes) normalises the input of W_O"),
+    (dict(placement={"name": "sandwich", "embed_norm": True}), "placement sandwich (with options): not exported"),
+    (dict(placement="pre", norm="derf"), "model.norm='derf': GPT-2 uses layernorm"),
+    (dict(placement="pre", norm="seednorm"), "model.norm='seednorm': GPT-2 uses layernorm"),
 ]
 
 

@@ -43,9 +43,12 @@ def test_causal(placement: str) -> None:
 def grid() -> list[tuple[str, str, int, str, str | None]]:
     """A covering sample: every placement sees every norm, qk_norm and init, at depths 1, 12 and 48."""
     norms, qks = NORMS.names(), [None, *QK_NORMS.names()]
+    shapes = list(itertools.product(("gpt2", "xavier"), (1, 12, 48)))
     cases = []
     for p, placement in enumerate(ALL):
-        for j, (init, depth) in enumerate(itertools.product(("gpt2", "xavier"), (1, 12, 48))):
+        # as many cases as it takes for every shape, norm and qk-norm to appear once per placement
+        for j in range(max(len(shapes), len(norms), len(qks))):
+            init, depth = shapes[j % len(shapes)]
             cases.append((placement, init, depth, norms[(j + p) % len(norms)], qks[(j + 2 * p) % len(qks)]))
     return cases
 
@@ -80,6 +83,10 @@ def test_finite_forward_backward(placement: str, init: str, depth: int, norm: st
     if norm == "none" and placement == "admin":  # refused with a reason: omega needs the norm
         with pytest.raises(ConfigError, match=r"model\.norm='none': placement admin rescales the shortcut"):
             resolve_model(ModelConfig(n_layer=depth, placement=placement, norm=norm, **SMALL))
+        return
+    if qk_norm is not None and placement in PLACEMENTS and PLACEMENTS.get(placement).sets_qk_norm:
+        with pytest.raises(ConfigError, match=rf"^model\.qk_norm={qk_norm!r}: placement {placement} normalises q, k"):
+            resolve_model(ModelConfig(n_layer=depth, placement=placement, qk_norm=qk_norm, **SMALL))
         return
     cfg = ModelConfig(n_layer=depth, placement={"name": "none", "rezero": True} if rezero else placement,
                       init=init, norm=norm, qk_norm=qk_norm, **SMALL)

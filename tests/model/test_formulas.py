@@ -13,8 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from normlab import ModelConfig, TransformerLM
+from normlab.core.errors import ConfigError
 from normlab.model import norms
-from normlab.model.catalogue import PLACEMENTS
+from normlab.model.build import resolve_model
+from normlab.model.catalogue import NORMS, PLACEMENTS
+from normlab.model.placements_inner import HeadScale
 
 TOL = 1e-6
 
@@ -32,10 +35,24 @@ def ln(x: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
         return m.weight * x / torch.sqrt((x * x).sum(-1, keepdim=True))
     if isinstance(m, norms.DyT):
         return m.weight * torch.tanh(m.alpha * x) + m.bias
+    if isinstance(m, norms.Derf):
+        return m.weight * torch.erf(m.alpha * x + m.shift) + m.bias
+    if isinstance(m, norms.SeeDNorm):
+        gate = torch.tanh((x * m.beta).sum(-1, keepdim=True))  # x . beta, one scalar per token
+        return (m.alpha * gate + m.weight) * x / torch.sqrt((x * x).mean(-1, keepdim=True) + m.eps)
     if isinstance(m, norms.L2Norm):
         return x / torch.sqrt((x * x).sum(-1, keepdim=True))
     assert isinstance(m, torch.nn.Identity), type(m)
     return x
+
+
+def pre_proj(m: torch.nn.Module, y: torch.Tensor) -> torch.Tensor:
+    """A branch's pre_proj hook by hand: identity, a norm, or NormFormer's per-head scales."""
+    if isinstance(m, HeadScale):
+        B, T, d = y.shape
+        H = m.weight.numel()
+        return torch.cat([y[..., h * (d // H):(h + 1) * (d // H)] * m.weight[h] for h in range(H)], -1)
+    return ln(y, m)
 
 
 def unit(x: torch.Tensor) -> torch.Tensor:
@@ -60,7 +77,7 @@ def attn(a, x: torch.Tensor) -> torch.Tensor:
     for t in range(T):  # row by row: position t sees 0..t only
         s_t = (q[:, :, t:t + 1] @ k[:, :, :t + 1].transpose(-1, -2)) * scale  # (B, H, 1, t+1)
         out[:, :, t:t + 1] = s_t.softmax(-1) @ v[:, :, :t + 1]
-    y = out.transpose(1, 2).reshape(B, T, d)
+    y = pre_proj(a.pre_proj, out.transpose(1, 2).reshape(B, T, d))
     return y @ a.proj.weight.T + a.proj.bias
 
 
@@ -70,7 +87,7 @@ def ffn(m, x: torch.Tensor, gain: torch.Tensor | None = None) -> torch.Tensor:
         h = h * gain
     c = math.sqrt(2 / math.pi)
     h = 0.5 * h * (1 + torch.tanh(c * (h + 0.044715 * h ** 3)))  # GELU, tanh form (GPT-2)
-    return h @ m.proj.weight.T + m.proj.bias
+    return pre_proj(m.pre_proj, h) @ m.proj.weight.T + m.proj.bias
 
 
 def F_(sub, x: torch.Tensor) -> torch.Tensor:
@@ -116,6 +133,13 @@ SINGLE = {
     "none": lambda s, x: x + F_(s, x),
     "admin": lambda s, x: ln(s.omega * x + F_(s, x), s.norm),
     "layerscale": lambda s, x: x + s.scale * F_(s, ln(x, s.norm)),
+    # HybridNorm: q, k, v normed inside F_ (read from the module); the FFN adds to the normed stream
+    "hybridnorm": lambda s, x: x + F_(s, x) if s.site.kind == "attn" else ln(x, s.norm) + F_(s, ln(x, s.norm)),
+    "hybridnorm_star": lambda s, x: (x + F_(s, ln(x, s.norm)) if s.site.layer == 1 else SINGLE["hybridnorm"](s, x)),
+    # NormFormer: head scales and the mid-FFN norm are the branches' pre_proj, read inside F_
+    "normformer": lambda s, x: (x + ln(F_(s, ln(x, s.norm)), s.norm_out) if s.site.kind == "attn"
+                                else x + F_(s, ln(x, s.norm))),
+    "subln": lambda s, x: x + F_(s, ln(x, s.norm)),  # the inner norms are the branches' pre_proj
 }
 
 
@@ -182,7 +206,7 @@ def test_ngpt_formula() -> None:
     assert float(a.scale) == pytest.approx(math.sqrt(4))  # softmax scale sqrt(d_head), d_head = 4
 
 
-@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "scalenorm", "dyt", "none"])
+@pytest.mark.parametrize("norm", NORMS.names())
 @pytest.mark.parametrize("qk_norm", [None, "layernorm", "rmsnorm", "l2"])
 def test_norms_and_qk_norms_by_hand(norm: str, qk_norm: str | None) -> None:
     model = build("pre", norm=norm, qk_norm=qk_norm, qkv_norm=qk_norm is not None, bias=True)
@@ -237,3 +261,78 @@ def test_every_registered_placement_has_a_formula_test() -> None:
 
     two_stream_or_sphere = {"resi_dual", "ngpt"}  # their own tests above
     assert set(PLACEMENTS.names()) == set(SINGLE) | two_stream_or_sphere
+
+
+@pytest.mark.parametrize("name", ["hybridnorm", "hybridnorm_star"])
+def test_hybridnorm_normalises_q_k_v_with_the_block_norm(name: str) -> None:
+    """The q/k/v norms are model.norm over the head dimension (as the official code builds them),
+    not identities; HybridNorm's attention has no input norm, HybridNorm*'s block 1 has one."""
+    model = build(name, norm="rmsnorm")
+    for block in model.blocks:
+        a = block.attn.branch
+        assert all(isinstance(m, norms.RMSNorm) and m.weight.shape == (4,) for m in (a.q_norm, a.k_norm, a.v_norm))
+        first = block.attn.site.layer == 1 and name == "hybridnorm_star"
+        assert (block.attn.norm is None) == (not first)
+    with pytest.raises(ConfigError, match=r"^model\.qk_norm='rmsnorm': placement hybridnorm normalises q, k and v"):
+        resolve_model(ModelConfig(n_layer=2, d_model=8, n_head=2, placement=["pre", "hybridnorm"], qk_norm="rmsnorm"))
+
+
+def test_normformer_and_subln_hooks_are_the_papers() -> None:
+    nf = build("normformer")
+    a, f = nf.blocks[0].attn.branch, nf.blocks[0].ffn.branch
+    assert isinstance(a.pre_proj, HeadScale) and a.pre_proj.weight.shape == (2,)   # one gamma per head
+    assert isinstance(f.pre_proj, norms.LayerNorm) and f.pre_proj.weight.shape == (32,)  # over d_ff
+    fresh = TransformerLM(ModelConfig(n_layer=2, d_model=8, n_head=2, placement="normformer"))
+    assert bool((fresh.blocks[0].attn.branch.pre_proj.weight == 1).all())  # gamma_i = 1 at init
+    sl = build("subln")
+    assert sl.blocks[0].attn.branch.pre_proj.weight.shape == (8,)   # over the concatenated heads
+    assert sl.blocks[0].ffn.branch.pre_proj.weight.shape == (32,)
+
+
+@pytest.mark.parametrize("init", ["gpt2", "xavier"])
+def test_subln_init_scales_w_v_w_o_w_1_w_2_by_gamma(init: str) -> None:
+    """Same seed, same draws: Sub-LN's W_V, W_1 are Pre-LN's times gamma = sqrt(log 2L), W_O and
+    W_2 gamma times the scheme's non-residual std; W_Q, W_K untouched."""
+    L, d = 3, 8
+    cfg = dict(vocab_size=11, context=6, n_layer=L, d_model=d, n_head=2, init=init, n_kv_head=1)
+    torch.manual_seed(0)
+    pre = TransformerLM(ModelConfig(placement="pre", **cfg))
+    torch.manual_seed(0)
+    sub = TransformerLM(ModelConfig(placement="subln", **cfg))
+    g = math.sqrt(math.log(2 * L))
+    undo = math.sqrt(2 * L) if init == "gpt2" else 1.0   # GPT-2's 1/sqrt(2L) on W_O, W_2 replaced by gamma
+    for bp, bs in zip(pre.blocks, sub.blocks):
+        wp, ws = bp.attn.branch.qkv.weight, bs.attn.branch.qkv.weight
+        v = d + d // 2                                     # rows: W_Q 0:d, W_K d:d+4 (one kv head), W_V after
+        assert ws.shape[0] == v + d // 2
+        assert torch.equal(ws[:v], wp[:v])
+        assert torch.allclose(ws[v:], g * wp[v:])
+        assert torch.allclose(bs.attn.branch.proj.weight, g * undo * bp.attn.branch.proj.weight)
+        assert torch.allclose(bs.ffn.branch.fc.weight, g * bp.ffn.branch.fc.weight)
+        assert torch.allclose(bs.ffn.branch.proj.weight, g * undo * bp.ffn.branch.proj.weight)
+
+
+def test_sandwich_embed_norm_peri_ln() -> None:
+    model = build({"name": "sandwich", "embed_norm": True})
+    subs = list(sublayers(model))
+    assert subs[0].embed_norm is not None and all(s.embed_norm is None for s in subs[1:])
+    idx = torch.randint(0, 11, (2, 6))
+    x = ln(model.embed(idx), subs[0].embed_norm)      # x_0 <- LN_emb(x_0)
+    for sub in subs:
+        x = SINGLE["sandwich"](sub, x)
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+    plain = build("sandwich")
+    assert all(s.embed_norm is None for s in sublayers(plain))
+
+
+def test_new_placements_compose_per_layer_with_pre_and_post() -> None:
+    layout = [{"attn": "hybridnorm", "ffn": "pre"}, {"attn": "post", "ffn": "normformer"},
+              "subln", {"attn": "normformer", "ffn": "hybridnorm"}]
+    model = build(layout, L=4)
+    assert model.layout == [("hybridnorm", "pre"), ("post", "normformer"), ("subln", "subln"),
+                            ("normformer", "hybridnorm")]
+    idx = torch.randint(0, 11, (2, 6))
+    x = model.embed(idx)
+    for (a, f), block in zip(model.layout, model.blocks):
+        x = SINGLE[f](block.ffn, SINGLE[a](block.attn, x))
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)

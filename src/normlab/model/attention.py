@@ -73,6 +73,9 @@ class CausalSelfAttention(nn.Module):
             T = max(cfg.context, 2)
             self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
         self.rotary = Rotary(self.head_dim, cfg.context, cfg.rope_base) if cfg.pos == "rope" else None
+        # Applied to the concatenated heads (B, T, d) before W_O: a placement's hook (Sub-LN's
+        # inner norm, NormFormer's head scales); the identity, and not called, by default.
+        self.pre_proj: nn.Module = nn.Identity()
         self.record = False
         self.stats: dict[str, torch.Tensor] = {}
 
@@ -102,7 +105,10 @@ class CausalSelfAttention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
                                                dropout_p=self.dropout if self.training else 0.0)
-        y = self.proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, d)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, d), heads concatenated
+        if type(self.pre_proj) is not nn.Identity:
+            y = self.pre_proj(y)
+        y = self.proj(y)
         return self.drop(y) if self.drop.p else y  # dropout at p=0 is the identity: skip the call
 
     def _norm_qkv(self, q: torch.Tensor, k: torch.Tensor,
@@ -118,11 +124,14 @@ class CausalSelfAttention(nn.Module):
             v = vn(v)
         return q, k, v
 
-    def set_qk(self, q_norm: nn.Module, k_norm: nn.Module, scale: float) -> None:
-        """Replace the q/k normalisation and the softmax scale (used by placements such as nGPT)."""
+    def set_qk(self, q_norm: nn.Module, k_norm: nn.Module, scale: float, v_norm: nn.Module | None = None) -> None:
+        """Replace the q/k (and, given ``v_norm``, v) normalisation and the softmax scale (used by
+        placements such as nGPT and HybridNorm)."""
         if isinstance(self.scale, nn.Parameter):
             del self.scale  # drop the learned l2 scale: the new q/k norms own the scaling
         self.q_norm, self.k_norm, self.scale = q_norm, k_norm, scale
+        if v_norm is not None:
+            self.v_norm = v_norm
         self.full_span = False  # the replacements work per head
 
     def _future_mask(self, T: int, device: torch.device) -> torch.Tensor:
@@ -157,13 +166,19 @@ class MLP(nn.Module):
         self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)  # W_2
         self.proj.residual = True  # type: ignore[assignment]  # (torch types attributes as tensors or modules)
         self.drop = nn.Dropout(cfg.dropout)
+        # Applied to the activation (B, T, d_ff) before W_2: a placement's hook (Sub-LN's and
+        # NormFormer's mid-FFN norm); the identity, and not called, by default.
+        self.pre_proj: nn.Module = nn.Identity()
 
     def act_rows(self) -> slice:
         """Rows of ``fc``'s output that feed the nonlinearity (nGPT scales them by sqrt(d))."""
         return slice(0, self.fc.out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        h = F.gelu(self.fc(x), approximate="tanh")
+        if type(self.pre_proj) is not nn.Identity:
+            h = self.pre_proj(h)
+        y = self.proj(h)
         return self.drop(y) if self.drop.p else y
 
 
@@ -176,6 +191,9 @@ class SwiGLU(nn.Module):
         self.proj = nn.Linear(cfg.ff_width, cfg.d_model, bias=cfg.bias)
         self.proj.residual = True  # type: ignore[assignment]  # (torch types attributes as tensors or modules)
         self.drop = nn.Dropout(cfg.dropout)
+        # Applied to the activation (B, T, d_ff) before W_2: a placement's hook (Sub-LN's and
+        # NormFormer's mid-FFN norm); the identity, and not called, by default.
+        self.pre_proj: nn.Module = nn.Identity()
 
     def act_rows(self) -> slice:
         """Rows of ``fc``'s output that feed the nonlinearity: the gate half."""
@@ -183,6 +201,9 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.fc(x).chunk(2, dim=-1)
-        y = self.proj(F.silu(gate) * up)
+        h = F.silu(gate) * up
+        if type(self.pre_proj) is not nn.Identity:
+            h = self.pre_proj(h)
+        y = self.proj(h)
         return self.drop(y) if self.drop.p else y
 

@@ -188,6 +188,12 @@ def _check_combination(cfg: ModelConfig, layout: list[tuple[SubLayer, SubLayer]]
                               f"placement {', '.join(strict)} rescales the shortcut and needs a norm after each "
                               "sub-layer to undo it (without one the stream grows as prod(omega)); choose "
                               f"one of {', '.join(n for n in NORMS.names() if n != 'none')}")
+    if cfg.qk_norm is not None:
+        own = [n for n in names if classes[n].sets_qk_norm]
+        if own:
+            raise ConfigError("model.qk_norm", cfg.qk_norm,
+                              f"placement {', '.join(own)} normalises q, k and v itself (with model.norm); "
+                              "set model.qk_norm=none and model.qkv_norm=false")
     if cfg.kv_heads != cfg.n_head:
         grouped = [n for n in names if classes[n].needs_full_kv]
         if grouped:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from normlab.core import plugins
-from normlab.model import attention, impls, init, layout, norms, placements, streams
+from normlab.model import attention, impls, init, layout, norms, placements, placements_inner, streams
 from normlab.model.placement import Placement
 from normlab.model.registries import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
@@ -29,6 +29,10 @@ PLACEMENTS.add("layerscale", placements.LayerScale)
 PLACEMENTS.add("admin", placements.Admin)
 PLACEMENTS.add("resi_dual", streams.ResiDual)
 PLACEMENTS.add("ngpt", streams.NGPT)
+PLACEMENTS.add("hybridnorm", placements_inner.HybridNorm)
+PLACEMENTS.add("hybridnorm_star", placements_inner.HybridNormStar)
+PLACEMENTS.add("normformer", placements_inner.NormFormer)
+PLACEMENTS.add("subln", placements_inner.SubLN)
 
 LAYOUTS.add("mix", layout.Mix)
 
@@ -36,6 +40,8 @@ NORMS.add("layernorm", norms.LayerNorm)
 NORMS.add("rmsnorm", norms.RMSNorm)
 NORMS.add("scalenorm", norms.ScaleNorm)
 NORMS.add("dyt", norms.DyT)
+NORMS.add("derf", norms.Derf)
+NORMS.add("seednorm", norms.SeeDNorm)
 NORMS.add("none", norms.identity)
 
 QK_NORMS.add("layernorm", norms.LayerNorm)

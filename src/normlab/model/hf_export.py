@@ -42,6 +42,12 @@ _NOT_EXPRESSED = {
     "admin": f"none of {_WRITTEN} weights the shortcut (Admin's omega)",
     "resi_dual": f"{_WRITTEN} keep one residual stream; ResiDual keeps two",
     "ngpt": f"none of {_WRITTEN} keeps the hidden states on the unit sphere (nGPT)",
+    "hybridnorm": f"none of {_WRITTEN} normalises v, or drops the attention's input norm (HybridNorm)",
+    "hybridnorm_star": f"none of {_WRITTEN} normalises v, or drops the attention's input norm (HybridNorm*)",
+    "normformer": f"none of {_WRITTEN} scales heads or normalises the attention output and FFN activation "
+                  "(NormFormer)",
+    "subln": f"none of {_WRITTEN} normalises the input of W_O and W_2 (Sub-LN; transformers' BitNet does, "
+             "with ternary BitLinear weights the lab model lacks)",
 }
 _EXEMPT = ("init", "dropout", "impl")
 
@@ -56,7 +62,7 @@ def _placement(cfg: ModelConfig) -> str:
         raise UserError(f"model.placement mixes {', '.join(names)}: a transformers model repeats one block; "
                         "export needs one placement for every sub-layer")
     opts = plan.layout[0][0].options
-    if dataclasses.fields(opts):
+    if dataclasses.fields(opts) and opts != type(opts)():  # an option set away from its default
         raise UserError(f"placement {names[0]} (with options): not exported; {_NOT_EXPRESSED.get(names[0], '')}")
     return names[0]
 

@@ -6,6 +6,8 @@
 | rmsnorm   | g * x / sqrt(mean(x^2) + eps)  (no re-centring)      | g=1                       | Zhang & Sennrich 2019; T5, LLaMA |
 | scalenorm | g * x / max(||x||, eps)                              | scalar g=sqrt(d)          | Nguyen & Salazar 2019 |
 | dyt       | gamma * tanh(alpha * x) + beta                       | scalar alpha=0.5, gamma=1, beta=0 | Zhu et al. 2025 |
+| derf      | gamma * erf(alpha * x + s) + beta                    | scalars alpha=0.5, s=0; gamma=1, beta=0 | Chen et al. 2025 |
+| seednorm  | (alpha * tanh(x . beta) + gamma) * x / RMS(x)        | gamma=1, alpha=1, beta=0 (vectors) | Cai et al. 2025 |
 | none      | x                                                    | -                         | - |
 
 QK-norms (applied per head to q and k, over the head dimension): layernorm, rmsnorm,
@@ -86,6 +88,55 @@ class DyT(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.weight * torch.tanh(self.alpha * x)
         return y + self.bias if self.bias is not None else y
+
+
+class Derf(nn.Module):
+    """Dynamic erf: gamma * erf(alpha * x + s) + beta, learnable scalars alpha (init 0.5) and s
+    (init 0), DyT's per-channel affine gamma, beta.
+
+    "Stronger Normalization-Free Transformers" (Chen et al. 2025, arXiv 2512.10938); checked
+    against the authors' ``Dynamic_erf`` (zlab-princeton/Derf, ``language model/model_derf.patch``
+    and ``ViT/dynamic_erf.py``: alpha_init_value=0.5, shift_init_value=0.0, both shape (1,)).
+    """
+
+    formula = "gamma * erf(alpha * x + s) + beta, scalars alpha = 0.5, s = 0 at init"
+    source = "Derf, Chen et al. 2025 (arXiv 2512.10938; zlab-princeton/Derf)"
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, alpha0: float = 0.5) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(alpha0))
+        self.shift = nn.Parameter(torch.tensor(0.0))
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.weight * torch.erf(self.alpha * x + self.shift)
+        return y + self.bias if self.bias is not None else y
+
+
+class SeeDNorm(nn.Module):
+    """Self-rescaled dynamic normalization: RMSNorm whose per-channel gain gamma is modulated by
+    the input itself, (alpha * tanh(x . beta) + gamma) * x / sqrt(mean(x^2) + eps); x . beta is
+    one scalar per token, alpha, beta, gamma are vectors over d.
+
+    Cai et al. 2025 (arXiv 2510.22777, Eq. 1, sigma = tanh); no official code was found. The
+    init (gamma = 1, alpha = 1, beta = 0: RMSNorm at init, with gradient reaching beta) is
+    normlab's choice, not confirmed against the paper (docs/placements.md, "What was checked").
+    """
+
+    formula = "(alpha * tanh(x . beta) + gamma) * x / RMS(x); gamma = alpha = 1, beta = 0 at init"
+    source = "SeeDNorm, Cai et al. 2025 (arXiv 2510.22777)"
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))        # gamma
+        self.alpha = nn.Parameter(torch.ones(d))
+        self.beta = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.tanh(x @ self.beta).unsqueeze(-1)   # (..., 1): one scalar per token
+        return (self.alpha * gate + self.weight) * F.rms_norm(x, self.weight.shape, None, self.eps)
 
 
 class L2Norm(nn.Module):

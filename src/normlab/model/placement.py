@@ -93,6 +93,8 @@ class Placement(nn.Module):
       needs_norm     True if the placement cannot work with ``model.norm="none"`` (refused)
       needs_full_kv  True if it rewrites W_Q/W_K/W_V per query head, so it cannot take
                      grouped-query attention (``model.n_kv_head`` < ``n_head``; refused)
+      sets_qk_norm   True if it installs its own q/k(/v) norms, so ``model.qk_norm`` would be
+                     silently replaced (refused)
 
     Placements that override ``make_stream`` own the residual stream and cannot be mixed
     with placements that do not (``build.resolve_model`` refuses it). Placements whose
@@ -105,6 +107,7 @@ class Placement(nn.Module):
     final_norm: ClassVar[bool] = True
     needs_norm: ClassVar[bool] = False
     needs_full_kv: ClassVar[bool] = False
+    sets_qk_norm: ClassVar[bool] = False
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__()

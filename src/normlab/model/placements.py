@@ -49,16 +49,25 @@ class Pre(Placement):
 
 class Sandwich(Placement):
     """Sandwich-LN / Peri-LN: Pre-LN plus a norm on the branch output; final norm as Pre-LN.
-    Peri-LN (Kim et al. 2025) is the same block."""
+    Peri-LN (Kim et al. 2025) is the same block; its option ``embed_norm`` also normalises the
+    embedding before block 1 (held by the first sub-layer, the one that receives it)."""
 
-    formula = "x <- x + LN_out(F(LN_in(x)))"
+    @dataclass
+    class Options(PlacementOptions):
+        embed_norm: bool = doc("also normalise the embedding before block 1 (Peri-LN, Kim et al. 2025); "
+                               "acts on the sub-layer that receives the embedding (block 1's attention)", False)
+
+    formula = "x <- x + LN_out(F(LN_in(x)))  (embed_norm: x_0 <- LN_emb(x_0))"
     source = "CogView (Ding et al. 2021); Gemma 2; Peri-LN (Kim et al. 2025)"
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
         self.norm_in, self.norm_out = site.norm(), site.norm()
+        self.embed_norm = site.norm() if self.options.embed_norm and site.index == 1 else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
         return x + self.norm_out(self.branch(self.norm_in(x)))
 
 

@@ -70,10 +70,12 @@ def registered_colours() -> dict[str, str]:
     layouts from the end of the registered slots backwards, so registering one more of
     either never moves the other's colours; past the slots, generated colours."""
     placements, layouts = _registered()
-    if len(placements) + len(layouts) > N_REGISTERED:
-        return {n: PALETTE[i] if i < N_REGISTERED else _generated(i) for i, n in enumerate([*placements, *layouts])}
-    out = {n: PALETTE[i] for i, n in enumerate(placements)}
-    out.update({n: PALETTE[N_REGISTERED - 1 - j] for j, n in enumerate(layouts)})
+    # Layouts keep their slots at the end; placements past the free slots take generated
+    # colours by their own index, so neither kind moves when the other grows.
+    free = N_REGISTERED - len(layouts)
+    out = {n: PALETTE[i] if i < free else _generated(i) for i, n in enumerate(placements)}
+    out.update({n: PALETTE[N_REGISTERED - 1 - j] if j < N_REGISTERED else _generated(N_REGISTERED + 1000 + j)
+                for j, n in enumerate(layouts)})
     return out
 
 
