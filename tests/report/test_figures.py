@@ -76,7 +76,10 @@ def test_stability_map_from_store(tmp_path: Path) -> None:
 
 def test_lr_sensitivity_number() -> None:
     # Wortsman: mean(min(loss, init)) - best; diverged (nan) counts as the init loss
-    assert F.lr_sensitivity([2.0, 1.5, np.nan], 4.0) == pytest.approx((2.0 + 1.5 + 4.0) / 3 - 1.5)
+    from normlab.diagnostics.sensitivity import sensitivity
+
+    assert sensitivity([2.0, 1.5, np.nan], 4.0) == pytest.approx((2.0 + 1.5 + 4.0) / 3 - 1.5)
+    assert sensitivity([2.0, 1.5, 9.0], 4.0) == pytest.approx((2.0 + 1.5 + 4.0) / 3 - 1.5)  # capped at init
     fig, sens = F.lr_curves({"pre": (np.array([1e-3, 1e-2]), np.array([[1.0, 3.0]]))}, 4.0)
     assert sens["pre"] == pytest.approx(1.0)
     np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), [1.0, 3.0])

@@ -15,10 +15,23 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from normlab.core.errors import UserError
 from normlab.run.dir import RunDir
+
+
+def sensitivity(losses: Sequence[float], init_loss: float | None = None) -> float:
+    """The formula on one sweep's losses, one per lr: mean over the sweep of min(loss,
+    loss_at_init) minus its best. A non-finite loss (a diverged run) counts as ``init_loss``
+    (without it the losses must already be capped). 0: every lr reaches the best loss. The one
+    place the formula is written: ``normlab lr-sensitivity``, the study page and the claims use it."""
+    v = np.asarray(losses, dtype=float)
+    if init_loss is not None:
+        v = np.where(np.isfinite(v), np.minimum(v, init_loss), init_loss)
+    return float(np.mean(v) - np.min(v))
 
 
 def per_lr_losses(points: Iterable[tuple[float, float | None, float]]) -> dict[float, float]:
@@ -38,8 +51,7 @@ def lr_sensitivity(points: Iterable[tuple[float, float | None, float]]) -> float
         lr = next(iter(losses))
         raise UserError(f"lr sensitivity needs runs at >= 2 learning rates, got only lr={lr:g}; train the "
                         "same config at several, e.g. --set optim.lr=1e-3 and --set optim.lr=3e-3")
-    vals = list(losses.values())
-    return sum(vals) / len(vals) - min(vals)
+    return sensitivity(list(losses.values()))
 
 
 def run_point(run_dir: str | Path) -> dict[str, Any]:

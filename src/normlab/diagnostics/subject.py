@@ -25,6 +25,7 @@ from torch import nn
 from normlab.core.errors import UserError
 from normlab.diagnostics.families import FAMILIES, Family
 from normlab.diagnostics.hf_attention import hf_attention
+from normlab.model import cost
 
 DEFAULT_CONTEXT = 512  # tokens per window when neither the caller nor the model says
 
@@ -181,10 +182,8 @@ def find_blocks(model: nn.Module) -> list[nn.Module]:
     if not lists:
         raise UserError(f"cannot find the blocks of {type(model).__name__}; pass blocks= (their list, or a "
                         "dotted name such as 'transformer.h')")
-    def size(m: Any) -> int:
-        return sum(p.numel() for p in m.parameters())
-
-    return list(max(lists, key=size))
+    sizes = [cost.count(m) for m in lists]
+    return list(lists[sizes.index(max(sizes))])  # the first of the largest, as max() picks
 
 
 def _find_embedding(model: nn.Module) -> nn.Module | None:

@@ -31,6 +31,7 @@ from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import chosen
 from normlab.inspect.subject import DTYPES, load_subject
+from normlab.model import cost
 from normlab.run.outdir import (
     ANALYSIS,
     ANALYSIS_CSV,
@@ -151,7 +152,7 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
     given = settings or {}  # inspect_model's own words for them
     dtype = given.get("dtype", str(first.dtype).removeprefix("torch."))
     device = given.get("device", first.device.type)
-    params = sum(p.numel() for p in subject.model.parameters())
+    params = cost.count(subject.model)
     rows = rows_of(captured, fam.placement, name, d)
     res = {**raw, **results([(r["layer"], r["sublayer"], r["param"], r["metric"], r["value"]) for r in rows])}
     summary = {"model": name, "source": subject.info.get("source"), "family": fam.name,

@@ -56,9 +56,15 @@ def meta_model(what: Model, plan: Plan | None = None) -> TransformerLM:
         return TransformerLM(what, plan)
 
 
+def count(module: nn.Module) -> int:
+    """Trainable and frozen parameters of any module (a lab model, a Hugging Face one, a list of
+    blocks), a tied tensor counted once: the one parameter count of the lab."""
+    return sum(p.numel() for p in module.parameters())
+
+
 def parameters(what: Model) -> int:
-    """Trainable and frozen parameters of a model or config, a tied tensor counted once."""
-    return sum(p.numel() for p in meta_model(what).parameters())
+    """Parameters of a model or config (a config is built on the meta device), as ``count``."""
+    return count(meta_model(what))
 
 
 def forward_flops(what: Model, context: int | None = None) -> dict[str, float]:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from normlab.diagnostics.sensitivity import sensitivity
 from normlab.report.numbers import num, signed
 from normlab.report.seeds import FATE_KEY, Trace, seed_curves, seed_dots, stack_seeds
 from normlab.report.style import (
@@ -204,16 +205,6 @@ def stability_map(cells: Mapping[str, Mapping[tuple[float, float], tuple[float, 
     return fig
 
 
-def lr_sensitivity(loss: np.ndarray | Sequence[float], init_loss: float) -> float:
-    """Wortsman et al. 2023: mean over the lr grid of min(loss(lr), loss_at_init) - best loss.
-
-    Diverged points (NaN/inf) count as ``init_loss``; 0 means every lr reaches the best loss.
-    """
-    v = np.asarray(loss, dtype=float)
-    v = np.where(np.isfinite(v), np.minimum(v, init_loss), init_loss)
-    return float(np.mean(v) - np.min(v))
-
-
 def lr_curves(groups: Mapping[str, Series], init_loss: float,
               title: str = "LR sensitivity: final loss against learning rate") -> tuple[Any, dict[str, float]]:
     """Final loss against lr (log x), one line per placement/qk_norm; sensitivity in the legend."""
@@ -221,7 +212,7 @@ def lr_curves(groups: Mapping[str, Series], init_loss: float,
     sens: dict[str, float] = {}
     for label, (x, ys) in groups.items():
         mean = np.nanmean(np.atleast_2d(ys), axis=0)
-        sens[label] = lr_sensitivity(mean, init_loss)
+        sens[label] = sensitivity(mean, init_loss)  # Wortsman et al. 2023 (diagnostics/sensitivity.py)
         head, rest = split_label(label)  # "pre+qk_layernorm": Pre-LN's colour, its own line style
         band(ax, np.asarray(x, float), ys, f"{label}: sensitivity {num(sens[label], 3)}", c=color(head), marker="o",
              linestyle=linestyle(rest))
@@ -269,5 +260,5 @@ def bars(labels: Sequence[str], values: Sequence[float], errors: Sequence[float]
 
 
 __all__ = ["FATE_KEY", "Trace", "seed_curves", "seed_dots", "stack_seeds", "curves", "layer_profile", "loglog_slope",
-           "depth_scaling", "depth_axis", "heatmap", "stability_map", "lr_sensitivity", "lr_curves",
+           "depth_scaling", "depth_axis", "heatmap", "stability_map", "lr_curves",
            "similarity_matrix", "deletion_bars", "bars"]

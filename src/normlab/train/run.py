@@ -24,6 +24,7 @@ from normlab.core.dirlock import create_unique
 from normlab.core.errors import UserError
 from normlab.data import load_corpus
 from normlab.data.batches import check_fits, val_batches
+from normlab.model import cost
 from normlab.model.build import build_model
 from normlab.run import checkpoint
 from normlab.run.dir import RunDir
@@ -239,7 +240,7 @@ def make_summary(status: str, st: Any, diverged_at: int | None, cfg: RunConfig, 
         "wall_time_s": round(st.wall_time, 3),
         "tokens": tokens,
         "tokens_per_s": tokens / st.train_time if st.train_time > 0 else None,
-        "params": sum(p.numel() for p in model.parameters()),
+        "params": cost.count(model),
         "placement": cfg.model.placement,
         "seed": cfg.seed,
         "error": error,

@@ -14,6 +14,7 @@ from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, final_capped, last_diag, series_mean, values, where
+from normlab.diagnostics.sensitivity import sensitivity
 from normlab.stats.effects import one_sample, paired, welch
 
 P, QK, LR = "model.placement", "model.qk_norm", "optim.lr"
@@ -78,7 +79,7 @@ def _sensitivity(ctx: StudyContext, placement: str, qk: str | None) -> dict[int,
         if v is not None:
             by_seed.setdefault(t.params["seed"], []).append(v)
     lrs = len({t.params[LR] for t in ctx.trials("lr-sensitivity")})
-    return {s: float(np.mean(v) - np.min(v)) for s, v in sorted(by_seed.items()) if len(v) == lrs}
+    return {s: sensitivity(v) for s, v in sorted(by_seed.items()) if len(v) == lrs}  # v capped already
 
 
 def _logit_growth(t: Any) -> float | None:
