@@ -12,7 +12,6 @@ import contextlib
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,9 +20,8 @@ from normlab.data.batches import train_batch
 from normlab.diagnostics.training import TrainingDiagnostics
 from normlab.run import checkpoint
 from normlab.run.dir import RunDir
-from normlab.run.resolve import RunConfig
 from normlab.train.cadence import Cadence
-from normlab.train.env import Dist
+from normlab.train.job import Job
 from normlab.train.lifecycle import diverged_row, metrics_line, save, validated, window_row
 from normlab.train.progress import Progress
 from normlab.train.replay import localise
@@ -31,7 +29,7 @@ from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
 
 if TYPE_CHECKING:
-    from normlab.model.transformer import TransformerLM
+    pass
 
 
 @dataclass
@@ -65,10 +63,11 @@ class _AbandonStep(BaseException):
 
 
 class Trainer:
-    def __init__(self, cfg: RunConfig, model: TransformerLM, optimizer: torch.optim.Optimizer,
-                 corpus: Any, val: list[tuple[torch.Tensor, torch.Tensor]], run_dir: Path,
-                 device: torch.device, dist: Dist, loggers: list[Any], quiet: bool) -> None:
-        self.cfg, self.model, self.opt, self.corpus = cfg, model, optimizer, corpus
+    def __init__(self, job: Job, loggers: list[Any], quiet: bool) -> None:
+        """The loop of ``job`` (``train/job.py``): its config, model, optimizer, corpus, fixed
+        validation batches, run directory, device and DDP place; ``loggers`` started on RUN."""
+        cfg, model, device, dist, val, run_dir = job.cfg, job.model, job.device, job.dist, job.data.val, job.plan.run_dir
+        self.cfg, self.model, self.opt, self.corpus = cfg, model, job.optimizer, job.data.corpus
         self.val, self.run_dir, self.device, self.dist = val, run_dir, device, dist
         self.loggers, self.quiet = loggers, quiet
         self.fwd: Any = model  # or its DDP / torch.compile wrapper

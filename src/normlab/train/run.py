@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -31,15 +30,14 @@ from normlab.run.dir import RunDir
 from normlab.run.init_from import fit_vocab, load_init
 from normlab.run.resolve import RunConfig
 from normlab.train.env import close_dist, environment, init_dist
+from normlab.train.job import Data, Job
 from normlab.train.lifecycle import open_files, start_loggers
 from normlab.train.loop import LoopState, Trainer
 from normlab.train.optim import make_optimizer
 from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
 
 if TYPE_CHECKING:
-    from normlab.data.corpus import Corpus
-    from normlab.model.transformer import TransformerLM
-    from normlab.train.env import Dist
+    pass
 
 STATUSES = ("completed", "diverged", "failed", "interrupted")
 __all__ = ["STATUSES", "claimed", "default_run_dir", "execute", "finished", "is_run_dir", "load_run_config",
@@ -50,32 +48,6 @@ def default_run_dir(root: str | Path = "runs") -> Path:
     """The proposed name of a new run, ``root/<YYYYmmdd-HHMMSS>``; ``prepare(..., unique=True)``
     makes the run take it or, when it exists by then, the next free ``-1``, ``-2``, ..."""
     return Path(root) / time.strftime("%Y%m%d-%H%M%S")
-
-
-@dataclass(frozen=True)
-class Data:
-    """The corpus of a plan, its fixed validation batches, and the config with the tokenizer's
-    vocabulary (the config RUN/config.json records)."""
-
-    cfg: RunConfig
-    corpus: Corpus
-    val: list[tuple[torch.Tensor, torch.Tensor]]
-
-
-@dataclass(frozen=True)
-class Job:
-    """What this process trains: the plan, its data, the model and optimizer, and its place in DDP."""
-
-    plan: Plan
-    data: Data
-    model: TransformerLM  # or another model.impl with its forward contract (normlab.model.impls)
-    optimizer: torch.optim.Optimizer
-    dist: Dist
-    device: torch.device
-
-    @property
-    def cfg(self) -> RunConfig:
-        return self.data.cfg
 
 
 def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False,
@@ -199,8 +171,7 @@ def train(job: Job, loggers: list[Any], st: Any, quiet: bool) -> dict:
     (status failed), and the process group is left in every case."""
 
     cfg, run_dir, dist, model = job.cfg, job.plan.run_dir, job.dist, job.model
-    trainer = Trainer(cfg, model, job.optimizer, job.data.corpus, job.data.val, run_dir, job.device, dist, loggers,
-                      quiet)
+    trainer = Trainer(job, loggers, quiet)
     summary: dict[str, Any] = {}
     try:
         status, st, diverged_at = trainer.run(st)
