@@ -288,3 +288,20 @@ def test_help_lists_the_names_its_registry_holds():
         NORMS.remove("test_norm")
     assert "test_norm" in helps["model.norm"] and "{names}" not in helps["model.norm"]
     assert "tensorboard" in helps["train.loggers"] and "jsonl" not in helps["train.loggers"].split(": ")[-1]
+
+
+def test_family_options_leave_old_configs_unchanged() -> None:
+    """The options Gemma, Qwen3 and OLMo-3 brought are left out of a config's JSON while unset
+    (so stored configs and study trial ids stay as they were) and written once set."""
+    new = ("d_head", "attn_scale", "attn_softcap", "logit_softcap", "embed_scale", "sliding_window",
+           "window_layers", "rope_local_base")
+    assert not set(new) & set(ModelConfig().to_dict())
+    from normlab.core.schema import parse_text
+
+    window = parse_text("[1, 3]", list[int] | None, "model.window_layers")
+    cfg = ModelConfig(n_layer=4, sliding_window=8, window_layers=window, d_head=16)
+    assert cfg.to_dict()["window_layers"] == [1, 3] and cfg.to_dict()["d_head"] == 16
+    assert [cfg.windowed(i) for i in (1, 2, 3, 4)] == [True, False, True, False]
+    from normlab.core.schema import from_dict
+
+    assert cfg.q_width == 4 * 16 and from_dict(ModelConfig, cfg.to_dict()) == cfg
