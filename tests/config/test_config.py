@@ -175,6 +175,19 @@ INVALID = [
     (ModelConfig, {"qk_norm_span": "all"}, "model.qk_norm_span", "use head or full"),
     (ModelConfig, {"qk_norm_span": "full"}, "model.qk_norm_span", "set model.qk_norm too"),
     (ModelConfig, {"rope_base": 0.0}, "model.rope_base", "> 0"),
+    (ModelConfig, {"d_head": 0}, "model.d_head", ">= 1 or none"),
+    (ModelConfig, {"attn_scale": -0.1}, "model.attn_scale", "> 0 or none"),
+    (Built, {"attn_scale": 0.1, "qk_norm": "l2"}, "model.attn_scale", "learns its own softmax scale"),
+    (ModelConfig, {"attn_softcap": 0.0}, "model.attn_softcap", "> 0 or none"),
+    (ModelConfig, {"logit_softcap": float("inf")}, "model.logit_softcap", "> 0 or none"),
+    (ModelConfig, {"embed_scale": 0.0}, "model.embed_scale", "> 0 or none"),
+    (ModelConfig, {"sliding_window": 0}, "model.sliding_window", ">= 1 tokens"),
+    (ModelConfig, {"window_layers": [1]}, "model.window_layers", "set model.sliding_window"),
+    (ModelConfig, {"sliding_window": 4, "window_layers": [0, 7], "n_layer": 6}, "model.window_layers",
+     "blocks are 1..model.n_layer=6, got [0, 7]"),
+    (ModelConfig, {"sliding_window": 4, "window_layers": [1, 1]}, "model.window_layers", "each block once"),
+    (ModelConfig, {"rope_local_base": 10.0, "pos": "rope"}, "model.rope_local_base", "set model.sliding_window"),
+    (ModelConfig, {"rope_local_base": 10.0, "sliding_window": 4}, "model.rope_local_base", "model.pos=rope"),
     (OptimConfig, {"lr": 0.0}, "optim.lr", "> 0"),
     (OptimConfig, {"lr": 1e-3, "min_lr": 1e-2}, "optim.min_lr", "[0, optim.lr"),
     (OptimConfig, {"warmup_steps": -1}, "optim.warmup_steps", ">= 0"),
@@ -275,3 +288,20 @@ def test_help_lists_the_names_its_registry_holds():
         NORMS.remove("test_norm")
     assert "test_norm" in helps["model.norm"] and "{names}" not in helps["model.norm"]
     assert "tensorboard" in helps["train.loggers"] and "jsonl" not in helps["train.loggers"].split(": ")[-1]
+
+
+def test_family_options_leave_old_configs_unchanged() -> None:
+    """The options Gemma, Qwen3 and OLMo-3 brought are left out of a config's JSON while unset
+    (so stored configs and study trial ids stay as they were) and written once set."""
+    new = ("d_head", "attn_scale", "attn_softcap", "logit_softcap", "embed_scale", "sliding_window",
+           "window_layers", "rope_local_base")
+    assert not set(new) & set(ModelConfig().to_dict())
+    from normlab.core.schema import parse_text
+
+    window = parse_text("[1, 3]", list[int] | None, "model.window_layers")
+    cfg = ModelConfig(n_layer=4, sliding_window=8, window_layers=window, d_head=16)
+    assert cfg.to_dict()["window_layers"] == [1, 3] and cfg.to_dict()["d_head"] == 16
+    assert [cfg.windowed(i) for i in (1, 2, 3, 4)] == [True, False, True, False]
+    from normlab.core.schema import from_dict
+
+    assert cfg.q_width == 4 * 16 and from_dict(ModelConfig, cfg.to_dict()) == cfg

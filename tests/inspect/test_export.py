@@ -117,28 +117,28 @@ def test_planted_differences_break_parity(tmp_path: Path) -> None:
 
 
 REFUSED = [  # lab config -> the reason's start
-    (dict(placement="post"), "placement post: none of GPT-2, Llama and OLMo-2 (the classes export writes) "
-                             "applies the norm after the residual add"),
-    (dict(placement="sandwich"), "placement sandwich: none of"),
+    (dict(placement="post"), "placement post: none of GPT-2, Llama, Qwen3, OLMo-2/3 and Gemma 2/3 (the classes "
+                             "export writes) applies the norm after the residual add"),
+    (dict(placement="sandwich"), "model.norm='layernorm': Gemma 2 (placement sandwich"),
     (dict(placement="deepnorm"), "placement deepnorm: none of"),
     (dict(placement=["pre", "post"]), "model.placement mixes post, pre"),
     (dict(placement="pre", norm="layernorm", pos="rope"), "model.pos='rope': GPT-2"),
     (dict(placement="pre", norm="layernorm", bias=False), "model.bias=False: GPT-2"),
     (dict(placement="pre", norm="layernorm", n_kv_head=2), "model.n_kv_head=2: GPT-2"),
     (dict(placement="pre", norm="rmsnorm", pos="rope", ffn="gelu", bias=False), "model.ffn='gelu': Llama"),
-    (dict(placement="pre", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False, qk_norm="rmsnorm"),
-     "model.qk_norm='rmsnorm': Llama"),
+    (dict(placement="pre", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False, qk_norm="rmsnorm",
+          qk_norm_span="full"), "model.qk_norm_span='full': Qwen3"),
     (dict(placement="post_branch", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False), "model.qk_norm=None: OLMo-2"),
     (dict(placement="post_branch", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False, qk_norm="rmsnorm"),
      "model.qk_norm_span='head': OLMo-2"),
     (dict(placement="pre", norm="rmsnorm", pos="learned", ffn="swiglu", bias=False), "model.pos='learned': Llama"),
     # the placements of issue 34: no transformers family computes them
     (dict(placement="hybridnorm", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False),
-     "placement hybridnorm: none of GPT-2, Llama and OLMo-2 (the classes export writes) normalises v"),
+     "placement hybridnorm: none of GPT-2, Llama, Qwen3, OLMo-2/3 and Gemma 2/3 (the classes export writes) normalises v"),
     (dict(placement="hybridnorm_star", norm="rmsnorm"), "placement hybridnorm_star: none of"),
     (dict(placement="normformer"), "placement normformer: none of"),
     (dict(placement="subln", norm="rmsnorm", pos="rope", ffn="swiglu", bias=False),
-     "placement subln: none of GPT-2, Llama and OLMo-2 (the classes export writes) normalises the input of W_O"),
+     "placement subln: none of GPT-2, Llama, Qwen3, OLMo-2/3 and Gemma 2/3 (the classes export writes) normalises the input of W_O"),
     (dict(placement={"name": "sandwich", "embed_norm": True}), "placement sandwich (with options): not exported"),
     (dict(placement="pre", norm="derf"), "model.norm='derf': GPT-2 uses layernorm"),
     (dict(placement="pre", norm="seednorm"), "model.norm='seednorm': GPT-2 uses layernorm"),

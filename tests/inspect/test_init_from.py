@@ -1,5 +1,6 @@
-"""`normlab train --init-from DIR` continues an imported tiny Llama: the loss of step 0 equals
-transformers' loss on the same batch, and training goes on from there."""
+"""`normlab train --init-from DIR` continues an imported tiny Llama and Qwen3 (QK-norm per head,
+a head width apart from d/H, a sliding-window layer): the loss of step 0 equals transformers'
+loss on the same batch, and training goes on from there."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from normlab.cli import main  # noqa: E402
 pytest.importorskip("transformers")
 
 
-def test_train_init_from_imported_llama(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_train_init_from_imported_model(family: str, data_dir: Path, tmp_path: Path) -> None:
     corpus = (data_dir / "tinyshakespeare.txt").read_text(encoding="utf-8")
-    hf_dir = tiny.save("llama", corpus, tmp_path / "hf")
+    hf_dir = tiny.save(family, corpus, tmp_path / "hf")
     lab = tmp_path / "lab"
     assert main(["import", str(hf_dir), str(lab)]) == 0
     run = tmp_path / "run"
@@ -32,6 +34,8 @@ def test_train_init_from_imported_llama(data_dir: Path, tmp_path: Path, capsys: 
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["train"]["init_from"] == str(lab) and cfg["data"]["tokenizer"] == str(lab / "tokenizer.json")
     assert cfg["model"]["n_kv_head"] == 2 and cfg["model"]["norm"] == "rmsnorm" and cfg["model"]["context"] == 32
+    if family == "qwen3":  # the options it needs travel into the run's config
+        assert (cfg["model"]["qk_norm"], cfg["model"]["d_head"], cfg["model"]["window_layers"]) == ("rmsnorm", 16, [2])
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3]
 
@@ -44,11 +48,16 @@ def test_train_init_from_imported_llama(data_dir: Path, tmp_path: Path, capsys: 
 
     tokens = load_corpus(DataConfig(tokenizer=str(lab / "tokenizer.json"))).train
     x, y = train_batch(tokens, 32, 2, cfg["seed"], 0, 0)
-    hf = transformers.LlamaForCausalLM.from_pretrained(hf_dir).eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir).eval()
     with torch.no_grad():
         ref = F.cross_entropy(hf(x).logits.flatten(0, 1), y.flatten()).item()
     assert metrics[0]["train/loss"] == pytest.approx(ref, rel=1e-5)
-    assert metrics[-1]["train/loss"] < metrics[0]["train/loss"]  # it trains on from the checkpoint
+    # it trains on from the checkpoint: the trained model scores the step-0 batch better than transformers did
+    from normlab.run.dir import RunDir
+
+    trained, _, _ = RunDir(run).load_model("latest")
+    with torch.no_grad():
+        assert F.cross_entropy(trained(x)[0].flatten(0, 1), y.flatten()).item() < ref
 
 
 def test_init_from_refuses_what_does_not_fit(data_dir: Path, tmp_path: Path,

@@ -25,7 +25,7 @@ FAMILIES = {  # family -> what the first printed line must say
     "gpt2": "family GPT-2; placement pre; norm layernorm",
     "llama": "family Llama; placement pre; norm rmsnorm",
     "olmo2": "family OLMo-2; placement post_branch; norm rmsnorm; QK-norm",
-    "gemma2": "family Gemma 2; placement sandwich; norm rmsnorm",
+    "gemma2": "family Gemma 2; placement sandwich; norm rmsnorm_1p",
     "bert": "family BERT; placement post; norm layernorm; bidirectional",
 }
 PER_STREAM = ("rms", "mean_sq", "max_abs", "token_cos", "grad_norm", "angular_distance_to_last")
@@ -55,7 +55,7 @@ def test_inspect_each_family(family: str, corpus: str, tmp_path: Path, capsys: p
     assert main(["inspect", str(model), "--out", str(out), *ARGS]) == 0
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].startswith(FAMILIES[family])
-    assert ("inspect-only" in printed.splitlines()[0]) == (family in ("gemma2", "bert"))
+    assert ("inspect-only" in printed.splitlines()[0]) == (family == "bert")
     for name in ("probe.csv", "summary.json", "probe_config.json", "analysis/analysis.csv",
                  "analysis/layer_pairs.csv", "analysis/analysis.json"):
         assert (out / name).is_file(), name
@@ -147,7 +147,7 @@ def test_bad_input_is_one_line_and_writes_nothing(corpus: str, tmp_path: Path,
     short.write_text("To be, or not", encoding="utf-8")
     _fails(["inspect", str(model), "--text", str(short)], tmp_path / "o3", capsys, "shorter than one context")
     _fails(["inspect", str(tmp_path / "nowhere")], tmp_path / "o4", capsys, "neither a run directory")
-    _fails(["import", str(tiny.save("gemma2", corpus, tmp_path / "g"))], tmp_path / "o5", capsys, "inspect-only")
+    _fails(["import", str(tiny.save("bert", corpus, tmp_path / "b"))], tmp_path / "o5", capsys, "inspect-only")
 
 
 def test_inspect_a_lab_run(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,9 +26,24 @@ def hf_config(family: str):
                              rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     if family == "olmo2":
         return t.Olmo2Config(**common, num_key_value_heads=2, rms_norm_eps=1e-6)
+    # The families below carry every option import maps: a head width apart from d/H (16, not 8),
+    # sliding windows on some layers (8 tokens, shorter than the tests' 24), two RoPE bases, and
+    # for Gemma weights large enough (initializer_range) that the soft-caps bend the logits.
+    local_global = {"full_attention": {"rope_type": "default", "rope_theta": 1000.0},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}}
+    if family == "qwen3":  # the second layer windowed (layers from max_window_layers on)
+        return t.Qwen3Config(**common, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+                             use_sliding_window=True, sliding_window=8, max_window_layers=1)
+    if family == "olmo3":
+        return t.Olmo3Config(**common, num_key_value_heads=2, rms_norm_eps=1e-6, sliding_window=8,
+                             layer_types=["sliding_attention", "full_attention"], rope_parameters=local_global)
     if family == "gemma2":
-        return t.Gemma2Config(**common, num_key_value_heads=2, head_dim=8, sliding_window=16,
-                              query_pre_attn_scalar=8)
+        return t.Gemma2Config(**common, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                              query_pre_attn_scalar=12, initializer_range=0.3, final_logit_softcapping=5.0)
+    if family == "gemma3":
+        return t.Gemma3TextConfig(**common, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                                  query_pre_attn_scalar=12, initializer_range=0.3,
+                                  layer_types=["sliding_attention", "full_attention"], rope_parameters=local_global)
     if family == "bert":
         return t.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                             intermediate_size=48, max_position_embeddings=64, pad_token_id=0)
@@ -42,7 +57,8 @@ def hf_model(family: str, seed: int = 0):
     torch.manual_seed(seed)
     cfg = hf_config(family)
     cls = {"gpt2": t.GPT2LMHeadModel, "llama": t.LlamaForCausalLM, "olmo2": t.Olmo2ForCausalLM,
-           "gemma2": t.Gemma2ForCausalLM, "bert": t.BertForMaskedLM}[family]
+           "qwen3": t.Qwen3ForCausalLM, "olmo3": t.Olmo3ForCausalLM, "gemma2": t.Gemma2ForCausalLM,
+           "gemma3": t.Gemma3ForCausalLM, "bert": t.BertForMaskedLM}[family]
     model = cls(cfg).eval()
     with torch.no_grad():  # norm gains start at 1 (or 0 for Gemma): move them so the mapping matters
         for name, p in model.named_parameters():

@@ -31,6 +31,8 @@ def ln(x: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
         return y + m.bias if m.bias is not None else y
     if isinstance(m, norms.RMSNorm):
         return m.weight * x / torch.sqrt((x * x).mean(-1, keepdim=True) + m.eps)
+    if isinstance(m, norms.RMSNorm1p):  # Gemma's gain, stored as its offset from 1
+        return (1 + m.weight) * x / torch.sqrt((x * x).mean(-1, keepdim=True) + m.eps)
     if isinstance(m, norms.ScaleNorm):
         return m.weight * x / torch.sqrt((x * x).sum(-1, keepdim=True))
     if isinstance(m, norms.DyT):
@@ -64,7 +66,9 @@ def attn(a, x: torch.Tensor) -> torch.Tensor:
     B, T, d = x.shape
     H, Dh = a.n_head, a.head_dim
     W, b = a.qkv.weight, a.qkv.bias
-    q, k, v = (x @ W[i * d:(i + 1) * d].T + b[i * d:(i + 1) * d] for i in range(3))
+    b = b if b is not None else torch.zeros(W.size(0), dtype=W.dtype)
+    ends = [0, a.split[0], a.split[0] + a.split[1], sum(a.split)]  # W_Q, W_K, W_V rows (n_head * head width each)
+    q, k, v = (x @ W[ends[i]:ends[i + 1]].T + b[ends[i]:ends[i + 1]] for i in range(3))
     q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
     if hasattr(a.q_norm, "s_qk"):  # nGPT: unit q, k times s_qk
         s = a.q_norm.s_qk()
@@ -74,20 +78,27 @@ def attn(a, x: torch.Tensor) -> torch.Tensor:
     v = ln(v, a.v_norm)
     scale = a.scale  # a float, or the learned l2 scalar
     out = torch.zeros_like(q)
-    for t in range(T):  # row by row: position t sees 0..t only
-        s_t = (q[:, :, t:t + 1] @ k[:, :, :t + 1].transpose(-1, -2)) * scale  # (B, H, 1, t+1)
-        out[:, :, t:t + 1] = s_t.softmax(-1) @ v[:, :, :t + 1]
-    y = pre_proj(a.pre_proj, out.transpose(1, 2).reshape(B, T, d))
-    return y @ a.proj.weight.T + a.proj.bias
+    for t in range(T):  # row by row: position t sees 0..t only (the last `window` of them in a windowed block)
+        lo = max(0, t + 1 - a.window) if a.window is not None else 0
+        s_t = (q[:, :, t:t + 1] @ k[:, :, lo:t + 1].transpose(-1, -2)) * scale  # (B, H, 1, t+1-lo)
+        if a.softcap is not None:
+            s_t = a.softcap * torch.tanh(s_t / a.softcap)
+        out[:, :, t:t + 1] = s_t.softmax(-1) @ v[:, :, lo:t + 1]
+    y = pre_proj(a.pre_proj, out.transpose(1, 2).reshape(B, T, -1))
+    return y @ a.proj.weight.T + (a.proj.bias if a.proj.bias is not None else 0)
 
 
 def ffn(m, x: torch.Tensor, gain: torch.Tensor | None = None) -> torch.Tensor:
-    h = x @ m.fc.weight.T + m.fc.bias
+    h = x @ m.fc.weight.T + (m.fc.bias if m.fc.bias is not None else 0)
     if gain is not None:
         h = h * gain
     c = math.sqrt(2 / math.pi)
-    h = 0.5 * h * (1 + torch.tanh(c * (h + 0.044715 * h ** 3)))  # GELU, tanh form (GPT-2)
-    return pre_proj(m.pre_proj, h) @ m.proj.weight.T + m.proj.bias
+    if type(m).__name__ == "GeGLU":  # GELU-tanh(W_1a x) * W_1b x
+        gate, up = h.chunk(2, -1)
+        h = 0.5 * gate * (1 + torch.tanh(c * (gate + 0.044715 * gate ** 3))) * up
+    else:
+        h = 0.5 * h * (1 + torch.tanh(c * (h + 0.044715 * h ** 3)))  # GELU, tanh form (GPT-2)
+    return pre_proj(m.pre_proj, h) @ m.proj.weight.T + (m.proj.bias if m.proj.bias is not None else 0)
 
 
 def F_(sub, x: torch.Tensor) -> torch.Tensor:
@@ -207,7 +218,7 @@ def test_ngpt_formula() -> None:
 
 
 @pytest.mark.parametrize("norm", NORMS.names())
-@pytest.mark.parametrize("qk_norm", [None, "layernorm", "rmsnorm", "l2"])
+@pytest.mark.parametrize("qk_norm", [None, "layernorm", "rmsnorm", "rmsnorm_1p", "l2"])
 def test_norms_and_qk_norms_by_hand(norm: str, qk_norm: str | None) -> None:
     model = build("pre", norm=norm, qk_norm=qk_norm, qkv_norm=qk_norm is not None, bias=True)
     idx = torch.randint(0, 11, (2, 6))
@@ -336,3 +347,22 @@ def test_new_placements_compose_per_layer_with_pre_and_post() -> None:
     for (a, f), block in zip(model.layout, model.blocks):
         x = SINGLE[f](block.ffn, SINGLE[a](block.attn, x))
     assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+
+
+def test_gemma_options_by_hand() -> None:
+    """Sandwich with (1 + w) RMSNorms and per-head QK-norm, GeGLU, a head width apart from d/H,
+    a fixed query scale, soft-capped attention and output logits, a scaled embedding and a
+    2-token window in block 1 only: the model equals the formulas written out."""
+    model = build("sandwich", norm="rmsnorm_1p", qk_norm="rmsnorm_1p", ffn="geglu", d_head=6, attn_scale=0.3,
+                  attn_softcap=0.5, logit_softcap=2.0, embed_scale=2.0, sliding_window=2, window_layers=[1],
+                  bias=False, tie_embeddings=True)
+    assert [b.attn.branch.window for b in model.blocks] == [2, None]
+    assert model.blocks[0].attn.branch.qkv.weight.shape == (2 * 6 * 3, 8)  # n_head * d_head rows each
+    idx = torch.randint(0, 11, (2, 6))
+    x = model.wte.weight[idx] * 2.0 + model.wpe.weight[:6]
+    assert torch.allclose(model.embed(idx), x, atol=TOL, rtol=0)
+    for sub in sublayers(model):
+        x = SINGLE["sandwich"](sub, x)
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+    z = ln(x, model.norm_f) @ model.wte.weight.T
+    assert torch.allclose(model(idx)[0], 2.0 * torch.tanh(z / 2.0), atol=TOL, rtol=0)

@@ -69,8 +69,8 @@ def test_refused_combinations_name_the_field() -> None:
 
 @pytest.mark.parametrize("field,value,pattern", [
     ("placement", "prenorm", r"model\.placement='prenorm': unknown name .*valid: post, pre, sandwich"),
-    ("norm", "batchnorm", r"model\.norm='batchnorm': unknown name.*valid: layernorm, rmsnorm, scalenorm, dyt, derf, seednorm, none"),
-    ("qk_norm", "l1", r"model\.qk_norm='l1': unknown name.*valid: layernorm, rmsnorm, l2"),
+    ("norm", "batchnorm", r"model\.norm='batchnorm': unknown name.*valid: layernorm, rmsnorm, rmsnorm_1p, scalenorm, dyt, derf, seednorm, none"),
+    ("qk_norm", "l1", r"model\.qk_norm='l1': unknown name.*valid: layernorm, rmsnorm, rmsnorm_1p, l2"),
     ("init", "kaiming", r"model\.init='kaiming': unknown name.*valid: gpt2, xavier"),
     ("placement", {"name": "mix", "fraction": 1.5}, r"model\.placement\.fraction=1\.5: must be in \[0, 1\]"),
     ("placement", {"name": "mix", "fraction": -0.1}, r"model\.placement\.fraction=-0\.1: must be in \[0, 1\]"),

@@ -36,13 +36,19 @@ FAMILIES: dict[str, Family] = {
     "gpt_neox": Family("GPT-NeoX/Pythia", "pre", "layernorm", "parallel residual (attention and FFN read the "
                        "same normalised x)"),
     "llama": Family("Llama", "pre", "rmsnorm", "RoPE, SwiGLU, grouped-query attention", importable=True),
-    "mistral": Family("Mistral", "pre", "rmsnorm", "RoPE, SwiGLU, grouped-query attention", importable=True),
+    "mistral": Family("Mistral", "pre", "rmsnorm", "RoPE, SwiGLU, grouped-query attention, sliding window",
+                      importable=True),
     "qwen2": Family("Qwen2", "pre", "rmsnorm", "RoPE, SwiGLU, grouped-query attention, q/k/v biases"),
-    "qwen3": Family("Qwen3", "pre", "rmsnorm", "QK-norm (RMSNorm per head), grouped-query attention"),
-    "gemma2": Family("Gemma 2", "sandwich", "rmsnorm", "attention and output logit soft-capping"),
-    "gemma3_text": Family("Gemma 3", "sandwich", "rmsnorm", "QK-norm (RMSNorm per head), sliding-window layers"),
+    "qwen3": Family("Qwen3", "pre", "rmsnorm", "QK-norm (RMSNorm per head), grouped-query attention",
+                    importable=True),
+    "gemma2": Family("Gemma 2", "sandwich", "rmsnorm_1p", "embedding x sqrt(d), attention and output logit "
+                     "soft-capping, sliding-window layers", importable=True),
+    "gemma3_text": Family("Gemma 3", "sandwich", "rmsnorm_1p", "QK-norm (RMSNorm per head), sliding-window "
+                          "layers with their own RoPE base", importable=True),
     "olmo2": Family("OLMo-2", "post_branch", "rmsnorm", "QK-norm (RMSNorm over the full q and k)",
                     importable=True),
+    "olmo3": Family("OLMo-3", "post_branch", "rmsnorm", "QK-norm (RMSNorm over the full q and k), "
+                    "sliding-window layers", importable=True),
     "bert": Family("BERT", "post", "layernorm", "bidirectional", causal=False),
     "roberta": Family("RoBERTa", "post", "layernorm", "bidirectional", causal=False),
 }

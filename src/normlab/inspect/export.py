@@ -35,7 +35,7 @@ class Exported:
     """What ``export_model`` wrote and how closely it matches."""
 
     path: Path
-    family: str          # gpt2, llama or olmo2
+    family: str          # the model_type written: gpt2, llama, mistral, qwen3, olmo2, olmo3, gemma2, gemma3_text
     hf_class: str        # e.g. LlamaForCausalLM
     max_logit_diff: float
     tokens: int          # tokens the logits were compared on

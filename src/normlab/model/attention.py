@@ -37,44 +37,54 @@ class Rotary(nn.Module):
 class CausalSelfAttention(nn.Module):
     """softmax(q k^T * scale + causal mask) v, heads concatenated, then W_O.
 
-    ``qkv`` holds W_Q, W_K, W_V stacked along the output dimension (rows 0:d, d:2d, 2d:3d).
+    ``qkv`` holds W_Q, W_K, W_V stacked along the output dimension (rows 0:d, d:2d, 2d:3d
+    when ``head_dim`` = d / n_head; W_Q has n_head * ``model.d_head`` rows when that is set).
     With grouped-query attention (``n_kv_head`` < ``n_head``, Ainslie et al. 2023) W_K and
     W_V have ``n_kv_head * head_dim`` rows each and query head h reads key/value head
     h // (n_head / n_kv_head), the grouping of Llama-family checkpoints.
     With ``qk_norm`` q and k are normalised per head before the dot product (over all of q
     and all of k before the split into heads with ``qk_norm_span="full"``, as OLMo-2); with
     ``qk_norm="l2"`` (Henry et al. 2020) the 1/sqrt(d_head) factor is replaced by a learned
-    scalar g, initialised to log2(T^2 - T) for context T as in that paper.
+    scalar g, initialised to log2(T^2 - T) for context T as in that paper; ``model.attn_scale``
+    replaces 1/sqrt(d_head) by a fixed factor (Gemma). In the blocks of ``model.window_layers``
+    a query sees the last ``model.sliding_window`` keys only (itself included), and
+    ``model.attn_softcap`` c caps the logits as c*tanh(logit/c) before the mask (Gemma 2), which
+    takes the explicit path (SDPA has no cap).
     Set ``record = True`` to take the explicit (slower) path that stores the maximum
     |logit| and the minimum attention entropy (queries 1.., nats) of the last call in ``self.stats``.
     """
 
-    def __init__(self, cfg: ModelConfig, qk_norm: Callable[[int, float, bool], nn.Module] | None = None) -> None:
-        """``qk_norm``: the norm ``model.qk_norm`` names (the model builder resolves it), or None."""
+    def __init__(self, cfg: ModelConfig, qk_norm: Callable[[int, float, bool], nn.Module] | None = None,
+                 layer: int = 1) -> None:
+        """``qk_norm``: the norm ``model.qk_norm`` names (the model builder resolves it), or None;
+        ``layer``: the 1-based block, which picks its sliding window and RoPE base."""
         super().__init__()
         d, self.n_head, self.head_dim = cfg.d_model, cfg.n_head, cfg.head_dim
         self.n_kv_head = cfg.kv_heads
-        kv = self.n_kv_head * self.head_dim
-        self.split = (d, kv, kv)
-        self.qkv = nn.Linear(d, d + 2 * kv, bias=cfg.bias)
-        self.proj = nn.Linear(d, d, bias=cfg.bias)
+        q, kv = cfg.q_width, self.n_kv_head * self.head_dim
+        self.split = (q, kv, kv)
+        self.qkv = nn.Linear(d, q + 2 * kv, bias=cfg.bias)
+        self.proj = nn.Linear(q, d, bias=cfg.bias)
         self.proj.residual = True  # type: ignore[assignment]  # marks a residual projection for init (GPT-2 scaling)
         self.dropout = cfg.dropout
         self.drop = nn.Dropout(cfg.dropout)
         make = qk_norm
         self.full_span = cfg.qk_norm_span == "full"
-        dq, dk = (d, kv) if self.full_span else (self.head_dim, self.head_dim)
+        dq, dk = (q, kv) if self.full_span else (self.head_dim, self.head_dim)
         self.q_norm = make(dq, cfg.norm_eps, cfg.bias) if make else nn.Identity()
         self.k_norm = make(dk, cfg.norm_eps, cfg.bias) if make else nn.Identity()
         self.v_norm = make(dk, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
         # softmax temperature: a float, or a learned scalar (l2 QK-norm)
-        self.scale: float | nn.Parameter = 1.0 / math.sqrt(self.head_dim)
+        self.scale: float | nn.Parameter = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(self.head_dim)
         if getattr(make, "learned_scale", False):  # unit-length q, k (L2Norm): 1/sqrt(d) would be far too small
             T = max(cfg.context, 2)
             self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
-        self.rotary = Rotary(self.head_dim, cfg.context, cfg.rope_base) if cfg.pos == "rope" else None
-        # Applied to the concatenated heads (B, T, d) before W_O: a placement's hook (Sub-LN's
-        # inner norm, NormFormer's head scales); the identity, and not called, by default.
+        base = cfg.rope_base_of(layer)
+        self.rotary = Rotary(self.head_dim, cfg.context, base) if cfg.pos == "rope" else None
+        self.window = cfg.sliding_window if cfg.windowed(layer) else None  # keys a query sees, itself included
+        self.softcap = cfg.attn_softcap
+        # Applied to the concatenated heads (B, T, n_head*head_dim) before W_O: a placement's hook
+        # (Sub-LN's inner norm, NormFormer's head scales); the identity, and not called, by default.
         self.pre_proj: nn.Module = nn.Identity()
         self.record = False
         self.stats: dict[str, torch.Tensor] = {}
@@ -96,19 +106,22 @@ class CausalSelfAttention(nn.Module):
             groups = self.n_head // self.n_kv_head
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scale = self.scale
-        if self.record:
+        if self.record or self.softcap is not None:  # SDPA has no soft-cap: the explicit path computes it
             y = self._explicit(q, k, v, scale)
-        elif isinstance(scale, torch.Tensor):
-            # SDPA takes a float scale only; folding the learned g into q keeps autograd right.
-            y = F.scaled_dot_product_attention(q * scale, k, v, is_causal=True, scale=1.0,
-                                               dropout_p=self.dropout if self.training else 0.0)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
+            factor = 1.0
+            if isinstance(scale, torch.Tensor):  # SDPA takes a float scale only; folding the learned g
+                q = q * scale                     # into q keeps autograd right
+            else:
+                factor = scale
+            # A sliding window needs its mask; plain causal attention keeps SDPA's fused causal kernel.
+            mask = None if self.window is None else ~self._hidden_mask(T, q.device)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=factor,
                                                dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, d), heads concatenated
+        y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, n_head*head_dim), heads concatenated
         if type(self.pre_proj) is not nn.Identity:
             y = self.pre_proj(y)
-        y = self.proj(y)
+        y = self.proj(y)  # -> (B, T, d)
         return self.drop(y) if self.drop.p else y  # dropout at p=0 is the identity: skip the call
 
     def _norm_qkv(self, q: torch.Tensor, k: torch.Tensor,
@@ -134,19 +147,27 @@ class CausalSelfAttention(nn.Module):
             self.v_norm = v_norm
         self.full_span = False  # the replacements work per head
 
-    def _future_mask(self, T: int, device: torch.device) -> torch.Tensor:
+    def _hidden_mask(self, T: int, device: torch.device) -> torch.Tensor:
+        """(T, T), True where query t may not see key s: the future (s > t) and, in a
+        sliding-window block, keys at least ``window`` back (s <= t - window, transformers' rule)."""
         # Cached: the recording path runs at every diagnostic step.
-        m = getattr(self, "_future", None)
+        m = getattr(self, "_hidden", None)
         if m is None or m.size(0) != T or m.device != device:
-            m = self._future = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+            m = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+            if self.window is not None:
+                m |= torch.ones(T, T, dtype=torch.bool, device=device).tril(-self.window)
+            self._hidden = m
         return m
 
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   scale: float | torch.Tensor) -> torch.Tensor:
         T = q.size(-2)
-        future = self._future_mask(T, q.device)                     # (T, T), True above the diagonal
+        future = self._hidden_mask(T, q.device)                     # (T, T), True where not attended
         logits = (q @ k.transpose(-2, -1)) * scale                  # (B, H, T, T)
-        att = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
+        capped = logits
+        if self.softcap is not None:  # Gemma 2's order of operations: divide, tanh, multiply
+            capped = torch.tanh(logits / self.softcap) * self.softcap
+        att = capped.masked_fill(future, float("-inf")).softmax(dim=-1)
         with torch.no_grad():
             # Query 0 sees one key, so its entropy is always 0: leave it out of min and mean.
             ent = torch.special.entr(att).sum(-1)[..., 1:] if T > 1 else att.new_zeros(1)  # (B, H, T-1)
@@ -207,3 +228,13 @@ class SwiGLU(nn.Module):
         y = self.proj(h)
         return self.drop(y) if self.drop.p else y
 
+
+
+class GeGLU(SwiGLU):
+    """GeGLU FFN with the tanh-approximate GELU (Shazeer 2020; Gemma's gelu_pytorch_tanh):
+    W_2 (gelu_tanh(W_1a x) * W_1b x); W_1a, W_1b stacked in ``fc``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.fc(x).chunk(2, dim=-1)
+        y = self.proj(F.gelu(gate, approximate="tanh") * up)
+        return self.drop(y) if self.drop.p else y

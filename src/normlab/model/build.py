@@ -90,6 +90,9 @@ def resolve_model(cfg: ModelConfig) -> Plan:
     impl = IMPLS.get(cfg.impl)
     layout = _layout(cfg)
     _check_combination(cfg, layout)
+    if cfg.attn_scale is not None and getattr(qk_norm, "learned_scale", False):
+        raise ConfigError("model.attn_scale", cfg.attn_scale, f"qk_norm {cfg.qk_norm!r} learns its own softmax "
+                                                             "scale; set model.attn_scale=none")
     plan = Plan(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
     impl.check(cfg)  # after the lab's own checks: an implementation refuses what it cannot compute
     return plan

@@ -38,6 +38,7 @@ LAYOUTS.add("mix", layout.Mix)
 
 NORMS.add("layernorm", norms.LayerNorm)
 NORMS.add("rmsnorm", norms.RMSNorm)
+NORMS.add("rmsnorm_1p", norms.RMSNorm1p)
 NORMS.add("scalenorm", norms.ScaleNorm)
 NORMS.add("dyt", norms.DyT)
 NORMS.add("derf", norms.Derf)
@@ -46,6 +47,7 @@ NORMS.add("none", norms.identity)
 
 QK_NORMS.add("layernorm", norms.LayerNorm)
 QK_NORMS.add("rmsnorm", norms.RMSNorm)
+QK_NORMS.add("rmsnorm_1p", norms.RMSNorm1p)
 QK_NORMS.add("l2", norms.L2Norm)
 
 INITS.add("gpt2", init.GPT2Init())
@@ -53,6 +55,7 @@ INITS.add("xavier", init.XavierInit())
 
 FFNS.add("gelu", attention.MLP)
 FFNS.add("swiglu", attention.SwiGLU)
+FFNS.add("geglu", attention.GeGLU)
 
 IMPLS.add("normlab", impls.LAB)
 IMPLS.add("hf-gpt2", impls.HF_GPT2)

@@ -7,6 +7,7 @@ resolves them through the catalogue (``normlab.model.build.resolve_model``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
@@ -60,6 +61,26 @@ class ModelConfig(Section):
     dropout: float = doc("dropout on attention weights, residual branches and embeddings", 0.0)
     tie_embeddings: bool = doc("share the token embedding with the output head", True)
     norm_eps: float = doc("epsilon inside norms", 1e-5)
+    # Options the released families need (Gemma 2/3, Qwen3, OLMo-3, Mistral); each is left out
+    # of a config's JSON while unset, so configs and trial ids written before them are unchanged.
+    d_head: int | None = doc("width of each attention head (none = d_model / n_head; Qwen3 and Gemma set it "
+                             "apart, so W_Q is d_model x n_head*d_head)", None, omit_default=True)
+    attn_scale: float | None = doc("the factor on q.k before the softmax (none = 1/sqrt(head width); Gemma: "
+                                   "query_pre_attn_scalar^-1/2)", None, omit_default=True)
+    attn_softcap: float | None = doc("soft-cap c on the attention logits, c*tanh(logit/c), before the mask "
+                                     "(Gemma 2: 50; none = no cap)", None, omit_default=True)
+    logit_softcap: float | None = doc("soft-cap c on the output logits, c*tanh(z/c) (Gemma 2: 30; none = no cap)",
+                                      None, omit_default=True)
+    embed_scale: float | None = doc("factor on the token embeddings in the forward pass (Gemma: sqrt(d_model); "
+                                    "none = the init scheme's: 1 for gpt2, sqrt(d_model) for xavier)", None,
+                                    omit_default=True)
+    sliding_window: int | None = doc("tokens a query attends to, itself included, in the blocks of "
+                                     "model.window_layers (Mistral, Gemma 2/3, OLMo-3; none = all earlier tokens)",
+                                     None, omit_default=True)
+    window_layers: list[int] | None = doc("1-based blocks that use model.sliding_window (none = every block)",
+                                          None, omit_default=True)
+    rope_local_base: float | None = doc("RoPE base theta of the sliding-window blocks (Gemma 3: 10000 locally, "
+                                        "rope_base globally; none = model.rope_base)", None, omit_default=True)
     impl: str = doc("the code that computes this architecture: {names} (hf-gpt2: transformers' GPT-2, "
                     "initialised with the lab model's seeded weights, a baseline for placement pre)", "normlab",
                     names=_CATALOGUE + "IMPLS", omit_default=True)
@@ -74,7 +95,22 @@ class ModelConfig(Section):
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_head
+        """The width of each attention head: ``d_head``, else d_model / n_head."""
+        return self.d_head if self.d_head is not None else self.d_model // self.n_head
+
+    @property
+    def q_width(self) -> int:
+        """Rows of W_Q (and the input width of W_O): n_head * head_dim."""
+        return self.n_head * self.head_dim
+
+    def windowed(self, layer: int) -> bool:
+        """Whether 1-based block ``layer`` attends through the sliding window."""
+        return self.sliding_window is not None and (self.window_layers is None or layer in self.window_layers)
+
+    def rope_base_of(self, layer: int) -> float:
+        """The RoPE base of 1-based block ``layer`` (the local base in sliding-window blocks)."""
+        local = self.rope_local_base
+        return local if local is not None and self.windowed(layer) else self.rope_base
 
     @property
     def kv_heads(self) -> int:
@@ -83,7 +119,8 @@ class ModelConfig(Section):
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "n_layer", "d_model", "n_head"):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
-        if self.d_model % self.n_head:
+        self.check(self.d_head is None or self.d_head >= 1, "d_head", "must be >= 1 or none (= d_model/n_head)")
+        if self.d_head is None and self.d_model % self.n_head:
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0][:8]
             raise self.fail("n_head", f"must divide model.d_model={self.d_model}; "
                                       f"choose one of {', '.join(map(str, divisors))}, ...")
@@ -97,11 +134,29 @@ class ModelConfig(Section):
         self.check(self.norm_eps > 0, "norm_eps", "must be > 0, e.g. 1e-5")
         self.check(self.pos in ("learned", "rope"), "pos", "use learned or rope")
         if self.pos == "rope":
-            self.check(self.head_dim % 2 == 0, "pos", "rope needs an even head dim (d_model/n_head)")
+            self.check(self.head_dim % 2 == 0, "pos", "rope needs an even head dim (d_model/n_head or d_head)")
+        self._check_family_options()
         self.check(not self.qkv_norm or self.qk_norm is not None, "qkv_norm",
                    "set model.qk_norm too (it picks the norm applied to q, k and v)")
         self.check(self.qk_norm_span == "head" or self.qk_norm is not None, "qk_norm_span",
                    "set model.qk_norm too (it picks the norm applied over all of q and k)")
+
+    def _check_family_options(self) -> None:
+        for name in ("attn_scale", "attn_softcap", "logit_softcap", "embed_scale", "rope_local_base"):
+            value = getattr(self, name)
+            self.check(value is None or (value > 0 and math.isfinite(value)), name, "must be > 0 or none")
+        self.check(self.sliding_window is None or self.sliding_window >= 1, "sliding_window",
+                   "must be >= 1 tokens or none (full causal attention)")
+        if self.window_layers is not None:
+            self.check(self.sliding_window is not None, "window_layers", "set model.sliding_window too")
+            bad = [i for i in self.window_layers if not 1 <= i <= self.n_layer]
+            self.check(not bad, "window_layers", f"blocks are 1..model.n_layer={self.n_layer}, got {bad}")
+            self.check(len(set(self.window_layers)) == len(self.window_layers), "window_layers",
+                       "name each block once")
+        if self.rope_local_base is not None:
+            self.check(self.pos == "rope", "rope_local_base", "needs model.pos=rope")
+            self.check(self.sliding_window is not None, "rope_local_base",
+                       "set model.sliding_window too (the local base is that of the sliding-window blocks)")
 
     @classmethod
     def upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:

@@ -5,35 +5,37 @@ A lab model is exported only where a transformers class computes exactly what it
 | lab model | transformers class |
 |---|---|
 | placement pre, LayerNorm, learned positions, GELU-tanh, biases | ``GPT2LMHeadModel`` |
-| placement pre, RMSNorm, RoPE, SwiGLU, no biases (grouped-query attention allowed) | ``LlamaForCausalLM`` |
-| placement post_branch, RMSNorm, RoPE, SwiGLU, no biases, QK-norm rmsnorm over all of q and k | ``Olmo2ForCausalLM`` |
+| placement pre, RMSNorm, RoPE, SwiGLU, no biases (grouped-query attention allowed) | ``LlamaForCausalLM`` (``MistralForCausalLM`` with one sliding window everywhere) |
+| as Llama, plus QK-norm rmsnorm per head (sliding windows per layer allowed) | ``Qwen3ForCausalLM`` |
+| placement post_branch, RMSNorm, RoPE, SwiGLU, no biases, QK-norm rmsnorm over all of q and k | ``Olmo2ForCausalLM`` (``Olmo3ForCausalLM`` with sliding windows) |
+| placement sandwich, rmsnorm_1p, RoPE, GeGLU, embedding x sqrt(d) (caps, windows, query scale allowed) | ``Gemma2ForCausalLM`` (``Gemma3ForCausalLM`` with QK-norm rmsnorm_1p per head) |
 
 Exactness is decided by a round trip of the configuration: the transformers config written
 for the model is read back with ``interop``'s importer, and every ModelConfig field that
 changes the forward pass must come back equal (a field that does not names the refusal).
 Only ``init`` (weights are given), ``dropout`` (training only) and ``impl`` (which code computes
-the lab side) are exempt.
+the lab side) are exempt; fields with a resolved default (``d_head``, ``attn_scale``,
+``embed_scale``, ...) are compared resolved.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
 from normlab.core.errors import UserError
-from normlab.core.schema import to_dict
+from normlab.model import hf_families
 from normlab.model.build import resolve_model
 from normlab.model.config import ModelConfig
 from normlab.model.interop import config_from_hf, llama_config_from_hf
 
-FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "olmo2": "OLMo-2"}
-_WRITTEN = "GPT-2, Llama and OLMo-2 (the classes export writes)"
+FAMILIES = {"gpt2": "GPT-2", **{k: f.name for k, f in hf_families.FAMILIES.items()}}
+_WRITTEN = "GPT-2, Llama, Qwen3, OLMo-2/3 and Gemma 2/3 (the classes export writes)"
 # placement -> why none of the exported classes computes it.
 _NOT_EXPRESSED = {
     "post": f"none of {_WRITTEN} applies the norm after the residual add",
-    "sandwich": f"none of {_WRITTEN} normalises both the branch input and output (Gemma 2/3 do, "
-                "with an embedding scale by sqrt(d_model) and logit soft-capping the lab model lacks)",
     "pre_post": f"none of {_WRITTEN} normalises the stream after the add as well as the branch input",
     "deepnorm": f"none of {_WRITTEN} up-weights the shortcut (DeepNorm's alpha)",
     "lns": f"none of {_WRITTEN} scales the branch input by depth (LayerNorm Scaling)",
@@ -54,8 +56,6 @@ _EXEMPT = ("init", "dropout", "impl")
 
 def _placement(cfg: ModelConfig) -> str:
     """The one placement name of every sub-layer, or a refusal."""
-    import dataclasses
-
     plan = resolve_model(cfg)
     names = sorted({n for pair in plan.names() for n in pair})
     if len(names) > 1:
@@ -68,38 +68,50 @@ def _placement(cfg: ModelConfig) -> str:
 
 
 def family_for(cfg: ModelConfig) -> str:
-    """'gpt2', 'llama' or 'olmo2': the transformers family that expresses ``cfg`` exactly; else a
-    UserError naming the placement or field that no exported class computes."""
+    """The model_type of the transformers family that expresses ``cfg`` exactly ('gpt2', 'llama',
+    'qwen3', 'olmo2', 'gemma2', ...); else a UserError naming the placement or field that no
+    exported class computes."""
 
     name = _placement(cfg)
+    windowed = cfg.sliding_window is not None
     if name == "pre":
         if cfg.norm not in ("layernorm", "rmsnorm"):
-            raise UserError(f"model.norm={cfg.norm!r}: GPT-2 uses layernorm, Llama rmsnorm; no exported class "
-                            f"has {cfg.norm}")
-        family = "gpt2" if cfg.norm == "layernorm" else "llama"
+            raise UserError(f"model.norm={cfg.norm!r}: GPT-2 uses layernorm, Llama and Qwen3 rmsnorm; no exported "
+                            f"class has {cfg.norm}")
+        family = ("gpt2" if cfg.norm == "layernorm" else "qwen3" if cfg.qk_norm is not None
+                  else "mistral" if windowed and cfg.window_layers is None else "qwen3" if windowed else "llama")
     elif name == "post_branch":
-        family = "olmo2"
+        family = "olmo3" if windowed else "olmo2"
+    elif name == "sandwich":
+        family = "gemma3_text" if cfg.qk_norm is not None or cfg.rope_local_base is not None else "gemma2"
     else:
-        why = _NOT_EXPRESSED.get(name, "export writes placements pre (GPT-2, Llama) and post_branch (OLMo-2) only")
+        why = _NOT_EXPRESSED.get(name, "export writes placements pre, post_branch and sandwich only")
         raise UserError(f"placement {name}: {why}")
-    hf_cfg = hf_config(cfg, family)
-    back = config_from_hf(hf_cfg) if family == "gpt2" else llama_config_from_hf(hf_cfg)
+    back = config_from_hf(hf_config(cfg, family)) if family == "gpt2" else llama_config_from_hf(hf_config(cfg, family))
     ours, theirs = _forward_fields(cfg, name), _forward_fields(back, name)
-    for key, value in ours.items():
-        if theirs.get(key) != value:
-            raise UserError(f"model.{key}={value!r}: {FAMILIES[family]} (placement {name}, norm {cfg.norm}) "
+    for key in dict.fromkeys([*ours, *theirs]):
+        if not hf_families.same(ours.get(key), theirs.get(key)):
+            value = getattr(cfg, key, ours.get(key))
+            note = f" (resolved: {ours.get(key)!r})" if value != ours.get(key) else ""
+            raise UserError(f"model.{key}={value!r}{note}: {FAMILIES[family]} (placement {name}, norm {cfg.norm}) "
                             f"computes only {key}={theirs.get(key)!r}; no exported class matches this model")
     return family
 
 
 def _forward_fields(cfg: ModelConfig, placement: str) -> dict[str, Any]:
-    """The fields that change the forward pass, with defaults resolved (d_ff none -> 4 d)."""
+    """The fields that change the forward pass, defaults resolved (d_ff none -> 4 d, ...)."""
 
-    out = {k: v for k, v in to_dict(cfg).items() if k not in _EXEMPT}
-    out.update(placement=placement, d_ff=cfg.ff_width, n_kv_head=cfg.kv_heads,
-               final_norm=resolve_model(cfg).final_norm)
+    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in _EXEMPT}
+    plan = resolve_model(cfg)
+    windows = [i for i in range(1, cfg.n_layer + 1) if cfg.windowed(i)]
+    out.update(placement=placement, d_ff=cfg.ff_width, n_kv_head=cfg.kv_heads, final_norm=plan.final_norm,
+               d_head=cfg.head_dim, attn_scale=cfg.attn_scale if cfg.attn_scale is not None else cfg.head_dim ** -0.5,
+               embed_scale=cfg.embed_scale if cfg.embed_scale is not None else plan.init.embed_scale(cfg),
+               window_layers=windows or None, sliding_window=cfg.sliding_window if windows else None,
+               rope_local_base=cfg.rope_base_of(windows[0]) if windows and cfg.pos == "rope" else None)
     if cfg.pos != "rope":
         out.pop("rope_base")  # unused without RoPE
+        out.pop("rope_local_base")
     if cfg.qk_norm is None:
         out.pop("qk_norm_span")
     return out
@@ -109,20 +121,14 @@ def hf_config(cfg: ModelConfig, family: str) -> Any:
     """The transformers config of ``family`` for ``cfg`` (no special tokens: the lab has none)."""
     import transformers as t
 
-    none: dict[str, Any] = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    if family == "gpt2":
-        return t.GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.context, n_embd=cfg.d_model,
-                            n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.ff_width,
-                            activation_function="gelu_new", resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
-                            attn_pdrop=cfg.dropout, layer_norm_epsilon=cfg.norm_eps,
-                            tie_word_embeddings=cfg.tie_embeddings, **none)
-    cls = t.LlamaConfig if family == "llama" else t.Olmo2Config
-    return cls(vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.ff_width,
-               num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.kv_heads,
-               hidden_act="silu", max_position_embeddings=cfg.context, rms_norm_eps=cfg.norm_eps,
-               rope_parameters={"rope_type": "default", "rope_theta": float(cfg.rope_base)},
-               attention_bias=False, attention_dropout=cfg.dropout,
-               tie_word_embeddings=cfg.tie_embeddings, **none)
+    if family != "gpt2":
+        return hf_families.hf_config(cfg, family)
+    return t.GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.context, n_embd=cfg.d_model,
+                        n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.ff_width,
+                        activation_function="gelu_new", resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
+                        attn_pdrop=cfg.dropout, layer_norm_epsilon=cfg.norm_eps,
+                        tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None, eos_token_id=None,
+                        pad_token_id=None)
 
 
 def _hf_state(sd: dict[str, torch.Tensor], cfg: ModelConfig, family: str) -> dict[str, torch.Tensor]:
@@ -141,24 +147,7 @@ def _hf_state(sd: dict[str, torch.Tensor], cfg: ModelConfig, family: str) -> dic
                 out[f"{h}{theirs}.weight"] = sd[f"{b}{ours}.weight"].t().contiguous()  # Linear -> Conv1D
                 out[f"{h}{theirs}.bias"] = sd[f"{b}{ours}.bias"]
         return out
-    out = {"model.embed_tokens.weight": sd["wte.weight"], "model.norm.weight": sd["norm_f.weight"],
-           "lm_head.weight": head}
-    norms = ({"post_attention_layernorm": "attn.norm", "post_feedforward_layernorm": "ffn.norm",
-              "self_attn.q_norm": "attn.branch.q_norm", "self_attn.k_norm": "attn.branch.k_norm"}
-             if family == "olmo2" else {"input_layernorm": "attn.norm", "post_attention_layernorm": "ffn.norm"})
-    q, kv = cfg.n_head * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-    for i in range(cfg.n_layer):
-        h, b = f"model.layers.{i}.", f"blocks.{i}."
-        for theirs, ours in norms.items():
-            out[f"{h}{theirs}.weight"] = sd[f"{b}{ours}.weight"]
-        wq, wk, wv = sd[f"{b}attn.branch.qkv.weight"].split([q, kv, kv])
-        for p, w in zip("qkv", (wq, wk, wv)):
-            out[f"{h}self_attn.{p}_proj.weight"] = w.contiguous()
-        out[f"{h}self_attn.o_proj.weight"] = sd[f"{b}attn.branch.proj.weight"]
-        gate, up = sd[f"{b}ffn.branch.fc.weight"].chunk(2)
-        out[f"{h}mlp.gate_proj.weight"], out[f"{h}mlp.up_proj.weight"] = gate.contiguous(), up.contiguous()
-        out[f"{h}mlp.down_proj.weight"] = sd[f"{b}ffn.branch.proj.weight"]
-    return out
+    return hf_families.state_to_hf(sd, cfg, family)
 
 
 def to_hf(model: Any) -> Any:
@@ -168,7 +157,7 @@ def to_hf(model: Any) -> Any:
 
     cfg: ModelConfig = model.cfg
     family = family_for(cfg)
-    cls = {"gpt2": t.GPT2LMHeadModel, "llama": t.LlamaForCausalLM, "olmo2": t.Olmo2ForCausalLM}[family]
+    cls = t.GPT2LMHeadModel if family == "gpt2" else getattr(t, hf_families.FAMILIES[family].classes[1])
     hf = cls(hf_config(cfg, family))
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     state = _hf_state(sd, cfg, family)

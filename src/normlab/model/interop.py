@@ -1,16 +1,9 @@
 """Hugging Face checkpoints -> ``TransformerLM``, with logits equal to transformers' forward.
 
-Three families are expressible exactly (``from_hf`` picks by ``config.model_type``):
-
-| family | model_type | placement | norm | what else |
-|---|---|---|---|---|
-| GPT-2 | gpt2 | pre | LayerNorm | learned positions, GELU-tanh, biases, tied head |
-| Llama (Mistral without sliding window) | llama, mistral | pre | RMSNorm | RoPE, SwiGLU, no biases, grouped-query attention |
-| OLMo-2 | olmo2 | post_branch | RMSNorm | as Llama plus QK-norm (RMSNorm) over all of q and all of k |
-
-Everything else the inspector knows (Gemma 2/3: logit soft-capping and scaled embeddings;
-BERT: bidirectional; GPT-NeoX: parallel residual; Qwen2: q/k/v biases without o biases) is
-inspect-only: ``from_hf`` refuses it naming the reason.
+GPT-2 is mapped here; the RoPE families (Llama, Mistral, Qwen3, OLMo-2, OLMo-3, Gemma 2,
+Gemma 3) through the one table of ``hf_families`` (``from_hf`` picks by ``config.model_type``).
+Everything else the inspector knows (BERT: bidirectional; GPT-NeoX: parallel residual;
+Qwen2: q/k/v biases without o biases) is inspect-only: ``from_hf`` refuses it naming the reason.
 
 GPT-2 in detail:
 
@@ -30,6 +23,8 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
+from normlab.model.hf_families import FAMILIES, state_from_hf
+from normlab.model.hf_families import config_from_hf as rope_config_from_hf
 from normlab.model.transformer import TransformerLM
 
 # GPT-2 options whose other values change the computation in ways ``pre`` does not model.
@@ -98,13 +93,9 @@ def from_hf_gpt2(hf_model_or_state_dict: Any, config: Any = None):  # -> Transfo
     return _load(cfg, _gpt2_state(sd, cfg.n_layer), "from_hf_gpt2")
 
 
-# ---------------------------------------------------------------- Llama family and OLMo-2
-LLAMA_TYPES = ("llama", "mistral")
+# ------------------------------------------- the RoPE families (Llama ... Gemma 3): hf_families.py
 # model_type -> why TransformerLM cannot reproduce it (``from_hf`` names the reason).
 INSPECT_ONLY = {
-    "gemma2": "Gemma 2 soft-caps attention and output logits (tanh) and scales the embedding by sqrt(d)",
-    "gemma3_text": "Gemma 3 scales the embedding by sqrt(d), mixes sliding-window and global layers and "
-                   "uses two RoPE bases",
     "gpt_neox": "GPT-NeoX/Pythia use a parallel residual (attention and FFN read the same x) and partial RoPE",
     "bert": "BERT is bidirectional (no causal mask) with token-type embeddings and a post-LN embedding norm",
     "roberta": "RoBERTa is bidirectional (no causal mask) with a post-LN embedding norm",
@@ -112,67 +103,10 @@ INSPECT_ONLY = {
 }
 
 
-def _rope_theta(hf_config: Any) -> float:
-    """RoPE base of a transformers config; refuses scaled variants (Llama 3.1 'llama3', YaRN, ...)."""
-    # transformers 5 keeps RoPE in ``rope_parameters`` (and mirrors it as ``rope_scaling``);
-    # 4.x kept the scaling in ``rope_scaling`` ("type" before "rope_type") and the base in
-    # ``rope_theta``. Every place one may sit is read, so no scaling is ever dropped silently.
-    rp = getattr(hf_config, "rope_parameters", None) or {}
-    for table in (rp, getattr(hf_config, "rope_scaling", None) or {}):
-        rtype = table.get("rope_type", table.get("type", "default"))
-        if rtype != "default":
-            raise UserError(f"rope_type={rtype!r}: normlab's RoPE is the unscaled one (rope_type 'default'); "
-                            "inspect this checkpoint with `normlab inspect` instead of importing it")
-    return float(rp.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
-
-
 def llama_config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
-    """The ``ModelConfig`` of a ``LlamaConfig``/``MistralConfig``/``Olmo2Config``."""
-    kind = hf_config.model_type
-    name = type(hf_config).__name__
-    d, H = hf_config.hidden_size, hf_config.num_attention_heads
-    checks = {"hidden_act": (getattr(hf_config, "hidden_act", "silu"), ("silu",)),
-              "attention_bias": (getattr(hf_config, "attention_bias", False), (False,)),
-              "mlp_bias": (getattr(hf_config, "mlp_bias", False), (False,)),
-              "head_dim": (getattr(hf_config, "head_dim", None) or d // H, (d // H,)),
-              "sliding_window": (getattr(hf_config, "sliding_window", None), (None,))}
-    for key, (value, ok) in checks.items():
-        if value not in ok:
-            raise UserError(f"{name}.{key}={value!r}: TransformerLM reproduces {kind} only with "
-                            f"{key} in {list(ok)}; inspect it with `normlab inspect` instead")
-    base = dict(vocab_size=hf_config.vocab_size, context=hf_config.max_position_embeddings,
-                n_layer=hf_config.num_hidden_layers, d_model=d, n_head=H,
-                n_kv_head=getattr(hf_config, "num_key_value_heads", None) or H,
-                placement="pre", norm="rmsnorm", final_norm=True, init="gpt2", ffn="swiglu",
-                d_ff=hf_config.intermediate_size, pos="rope", rope_base=_rope_theta(hf_config), bias=False,
-                dropout=float(getattr(hf_config, "attention_dropout", 0.0)),
-                tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
-                norm_eps=float(hf_config.rms_norm_eps))
-    if kind == "olmo2":
-        base.update(placement="post_branch", qk_norm="rmsnorm", qk_norm_span="full")
-    base.update(overrides)
-    return ModelConfig(**base)
-
-
-def _llama_state(sd: dict[str, torch.Tensor], n_layer: int, olmo2: bool) -> dict[str, torch.Tensor]:
-    """Rename Llama/OLMo-2 tensors to normlab's; q/k/v and gate/up are stacked as ``qkv`` and ``fc``."""
-    sd = {re.sub(r"^model\.", "", k): v for k, v in sd.items()}
-    out = {"wte.weight": sd["embed_tokens.weight"], "norm_f.weight": sd["norm.weight"]}
-    if "lm_head.weight" in sd:
-        out["lm_head.weight"] = sd["lm_head.weight"]
-    # OLMo-2 normalises each branch's output (post_branch); Llama its input (pre).
-    norms = ({"attn.norm": "post_attention_layernorm", "ffn.norm": "post_feedforward_layernorm",
-              "attn.branch.q_norm": "self_attn.q_norm", "attn.branch.k_norm": "self_attn.k_norm"} if olmo2
-             else {"attn.norm": "input_layernorm", "ffn.norm": "post_attention_layernorm"})
-    for i in range(n_layer):
-        h, b = f"layers.{i}.", f"blocks.{i}."
-        for ours, theirs in norms.items():
-            out[f"{b}{ours}.weight"] = sd[f"{h}{theirs}.weight"]
-        out[f"{b}attn.branch.qkv.weight"] = torch.cat([sd[f"{h}self_attn.{p}_proj.weight"] for p in "qkv"])
-        out[f"{b}attn.branch.proj.weight"] = sd[f"{h}self_attn.o_proj.weight"]
-        out[f"{b}ffn.branch.fc.weight"] = torch.cat([sd[f"{h}mlp.gate_proj.weight"], sd[f"{h}mlp.up_proj.weight"]])
-        out[f"{b}ffn.branch.proj.weight"] = sd[f"{h}mlp.down_proj.weight"]
-    return out
+    """The ``ModelConfig`` of a Llama, Mistral, Qwen3, OLMo-2, OLMo-3, Gemma 2 or Gemma 3 config
+    (``hf_families.config_from_hf``)."""
+    return rope_config_from_hf(hf_config, **overrides)
 
 
 def _load(cfg: ModelConfig, state: dict[str, torch.Tensor], who: str):  # -> TransformerLM
@@ -190,15 +124,15 @@ def _load(cfg: ModelConfig, state: dict[str, torch.Tensor], who: str):  # -> Tra
 
 
 def from_hf_llama(hf_model: Any, **overrides: Any):  # -> TransformerLM
-    """A TransformerLM holding the weights of a transformers Llama, Mistral or OLMo-2 model.
+    """A TransformerLM holding the weights of a transformers model of ``hf_families.FAMILIES``.
 
-    Llama/Mistral become ``placement="pre"`` with RMSNorm, RoPE, SwiGLU and grouped-query
-    attention; OLMo-2 becomes ``post_branch`` with QK-norm over the full q and k.
+    Llama/Mistral/Qwen3 become ``placement="pre"``, OLMo-2/OLMo-3 ``post_branch`` with QK-norm
+    over the full q and k, Gemma 2/3 ``sandwich`` with ``rmsnorm_1p`` (see ``hf_families``).
     ``overrides`` change ModelConfig fields (e.g. ``context=2048`` to shrink the RoPE tables).
     """
     cfg = llama_config_from_hf(hf_model.config, **overrides)
-    sd = hf_model.state_dict()
-    return _load(cfg, _llama_state(sd, cfg.n_layer, hf_model.config.model_type == "olmo2"), "from_hf_llama")
+    kind = hf_model.config.model_type
+    return _load(cfg, state_from_hf(hf_model.state_dict(), cfg, kind), "from_hf_llama")
 
 
 def from_hf(hf_model: Any, **overrides: Any):  # -> TransformerLM
@@ -206,9 +140,9 @@ def from_hf(hf_model: Any, **overrides: Any):  # -> TransformerLM
     kind = getattr(hf_model.config, "model_type", None)
     if kind == "gpt2":
         return from_hf_gpt2(hf_model, config_from_hf(hf_model.config, **overrides))
-    if kind in LLAMA_TYPES or kind == "olmo2":
+    if kind in FAMILIES:
         return from_hf_llama(hf_model, **overrides)
     if kind in INSPECT_ONLY:
         raise UserError(f"model_type {kind!r} is inspect-only: {INSPECT_ONLY[kind]}; "
                         "TransformerLM cannot reproduce it exactly (use `normlab inspect`)")
-    raise UserError(f"model_type {kind!r}: cannot import it; importable: gpt2, {', '.join(LLAMA_TYPES)}, olmo2")
+    raise UserError(f"model_type {kind!r}: cannot import it; importable: gpt2, {', '.join(FAMILIES)}")

@@ -4,6 +4,7 @@
 |-----------|------------------------------------------------------|---------------------------|--------|
 | layernorm | gamma * (x - mean) / sqrt(var + eps) + beta          | gamma=1, beta=0 (if bias) | Ba et al. 2016 |
 | rmsnorm   | g * x / sqrt(mean(x^2) + eps)  (no re-centring)      | g=1                       | Zhang & Sennrich 2019; T5, LLaMA |
+| rmsnorm_1p | (1 + w) * x / sqrt(mean(x^2) + eps)                | w=0                       | Gemma (Team 2024) |
 | scalenorm | g * x / max(||x||, eps)                              | scalar g=sqrt(d)          | Nguyen & Salazar 2019 |
 | dyt       | gamma * tanh(alpha * x) + beta                       | scalar alpha=0.5, gamma=1, beta=0 | Zhu et al. 2025 |
 | derf      | gamma * erf(alpha * x + s) + beta                    | scalars alpha=0.5, s=0; gamma=1, beta=0 | Chen et al. 2025 |
@@ -11,7 +12,7 @@
 | none      | x                                                    | -                         | - |
 
 QK-norms (applied per head to q and k, over the head dimension): layernorm, rmsnorm,
-and l2 (Henry et al. 2020: unit-length q and k; the attention then uses a learned
+rmsnorm_1p and l2 (Henry et al. 2020: unit-length q and k; the attention then uses a learned
 scale in place of 1/sqrt(d_head), see attention.py).
 """
 
@@ -53,6 +54,26 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+
+
+class RMSNorm1p(nn.Module):
+    """RMSNorm with the gain stored as its offset from 1: (1 + w) * x / sqrt(mean(x^2) + eps).
+
+    The function of ``RMSNorm`` with g = 1 + w; what differs is the parameter: w starts at
+    0, and weight decay or a checkpoint's stored values act on w (Gemma 2/3's convention).
+    """
+
+    formula = "(1 + w) * x / sqrt(mean(x^2) + eps), w = 0 at init (gain stored as its offset from 1)"
+    source = "Gemma (Gemma Team 2024), Gemma 2, Gemma 3"
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Gemma's order: normalise, then multiply by (1 + w) computed in x's precision
+        return F.rms_norm(x, self.weight.shape, None, self.eps) * (1.0 + self.weight)
 
 
 class ScaleNorm(nn.Module):

@@ -129,7 +129,7 @@ class DeepNorm(Placement):
         cfg, scheme = self.site.cfg, self.site.init
         for name, m in self.branch.named_modules():
             if name == "qkv":
-                m.weight[2 * cfg.d_model:].mul_(self.beta)  # W_V only; W_Q, W_K untouched
+                m.weight[2 * cfg.q_width:].mul_(self.beta)  # W_V only (one kv head per query head); W_Q, W_K untouched
             elif name in ("proj", "fc"):                     # W_O or W_2; W_1
                 plain = nn.Linear(m.in_features, m.out_features, bias=False, device="meta")
                 undo = scheme.linear_std(plain, cfg) / scheme.linear_std(m, cfg)  # 1 unless residual

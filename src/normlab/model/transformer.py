@@ -27,7 +27,7 @@ class Block(nn.Module):
     def __init__(self, plan: Plan, layer: int) -> None:
         super().__init__()
         attn, ffn = plan.layout[layer - 1]  # 1-based layer
-        self.attn = attn.cls(CausalSelfAttention(plan.cfg, plan.qk_norm), plan.site(layer, "attn"))
+        self.attn = attn.cls(CausalSelfAttention(plan.cfg, plan.qk_norm, layer), plan.site(layer, "attn"))
         self.ffn = ffn.cls(plan.ffn(plan.cfg), plan.site(layer, "ffn"))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -50,7 +50,7 @@ class TransformerLM(nn.Module):
         d = cfg.d_model
         self.wte = nn.Embedding(cfg.vocab_size, d)
         self.wpe = nn.Embedding(cfg.context, d) if cfg.pos == "learned" else None
-        self.embed_scale = plan.init.embed_scale(cfg)
+        self.embed_scale = cfg.embed_scale if cfg.embed_scale is not None else plan.init.embed_scale(cfg)
         self.drop = nn.Dropout(cfg.dropout)
         self.stream = plan.stream()
         self.blocks = nn.ModuleList(Block(plan, i + 1) for i in range(cfg.n_layer))
@@ -100,8 +100,10 @@ class TransformerLM(nn.Module):
         return self.drop(x) if self.drop.p else x  # dropout at p=0 is the identity: skip the call
 
     def head(self, h: object) -> torch.Tensor:
-        """Residual state after the last block -> logits (B, T, V)."""
-        return self.stream.logits(self.lm_head(self.norm_f(self.stream.end(h))))
+        """Residual state after the last block -> logits (B, T, V), soft-capped with ``model.logit_softcap``."""
+        z = self.stream.logits(self.lm_head(self.norm_f(self.stream.end(h))))
+        cap = self.cfg.logit_softcap
+        return z if cap is None else torch.tanh(z / cap) * cap  # Gemma 2's order: divide, tanh, multiply
 
     def run(self, idx: torch.Tensor, *, skip: Collection[int] = (), states: list | None = None) -> torch.Tensor:
         """The residual path, written once: (B, T) token ids -> logits (B, T, V).
