@@ -11,7 +11,7 @@ import torch
 from normlab import ModelConfig, TransformerLM
 from normlab.diagnostics.probe import probe_model
 from normlab.model.capture import capture
-from normlab.stats.effects import tensors as stats
+from normlab.stats import tensors as stats
 
 
 def _x(*shape: int, seed: int = 0) -> torch.Tensor:

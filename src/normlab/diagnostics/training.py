@@ -15,7 +15,11 @@ Cost: per-group norms use ``torch._foreach_norm`` (one fused pass, no per-parame
 ``.item()``). The training forward is left alone (no hooks, fast attention); every
 activation statistic (stream, attention, log Z, output change) comes from one extra
 no-grad forward on the fixed batch trimmed to ``fixed_rows`` sequences, taken after the
-update, so all steps are measured on the same inputs. Every number of a step is read back
+update, so all steps are measured on the same inputs. The GAP statistics (max, mean and
+variance of each parameter group and its gradient) concatenate one group at a time. The
+spike statistics (``normlab.diagnostics.spikes``) take every step's loss and gradient norm
+through ``record`` (kept on the device as they are) and scan them here; their window rides
+in the checkpoint (``state``, ``load_state``). Every number of a step is read back
 to the host in a single transfer. W_0 is the model as it was when the
 object was first built for this run directory; its logits are kept in
 RUN/diagnostics_ref.safetensors so that a resumed run keeps measuring against the same W_0.
