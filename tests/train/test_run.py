@@ -100,10 +100,22 @@ def test_diagnostics_hook_follows_the_contract(tmp_path, tiny, monkeypatch):
         def close(self):
             calls.append(("close",))
 
-    import normlab.train.loop as loop  # where the Trainer looks TrainingDiagnostics up
+        def record(self, loss, grad_norm):  # every step, device tensors (the spike window)
+            calls.append(("record", loss.dim(), grad_norm.dim()))
 
-    monkeypatch.setattr(loop, "TrainingDiagnostics", Fake)
-    run_training(tiny.cfg("train.steps=8", "train.diag_every=4"), tmp_path / "run", quiet=True)
-    assert calls == [("init", 4, (4, 16), True),
-                     ("before_forward", 4), ("after_backward", 4), ("after_step", 4, True),
-                     ("before_forward", 8), ("after_backward", 8), ("after_step", 8, True), ("close",)]
+        def state(self, step):
+            calls.append(("state", step))
+            return {"step": step}
+
+        def load_state(self, state, step):
+            calls.append(("load_state", state, step))
+
+    # the loop's own name for the class (imported at module level)
+    monkeypatch.setattr("normlab.train.loop.TrainingDiagnostics", Fake)
+    run_training(tiny.cfg("train.steps=8", "train.diag_every=4", "train.checkpoint_every=0"), tmp_path / "run",
+                 quiet=True)
+    step = [("record", 0, 0)]
+    assert calls == [("init", 4, (4, 16), True), ("load_state", None, 0), *step * 3,
+                     ("before_forward", 4), ("after_backward", 4), *step, ("after_step", 4, True), *step * 3,
+                     ("before_forward", 8), ("after_backward", 8), *step, ("after_step", 8, True),
+                     ("state", 8), ("state", 8), ("close",)]  # the best and the latest checkpoint

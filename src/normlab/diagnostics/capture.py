@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from normlab.diagnostics.statistic import Captured, StreamStates
 from normlab.diagnostics.subject import Subject
+from normlab.stats.tensors import Moments, moments
 
 MLM_FRACTION = 0.15  # BERT's share of masked positions
 
@@ -103,12 +104,14 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
     L = len(subject.layers)
     owner = _block_params(subject)
     sq = torch.zeros(L, dtype=torch.float64)
+    gap = [Moments() for _ in range(L)]  # each block's gradient entries, merged as they arrive
     handles = []
     for p in subject.model.parameters():
         if p.requires_grad:
             def reduce(q: torch.Tensor, i: int | None = owner.get(id(p))) -> None:
                 if i is not None and q.grad is not None:  # (it is: the hook runs after accumulation)
                     sq[i] += q.grad.detach().double().pow(2).sum().cpu()
+                    gap[i].add(q.grad)
                 q.grad = None  # reduced: never keep a second copy of the weights
             handles.append(p.register_post_accumulate_grad_hook(reduce))
     stream: list[torch.Tensor] = []
@@ -144,8 +147,30 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
     c = Captured(n_layer=L, stream=StreamStates(xs), loss=torch.tensor(base, dtype=torch.float64),
                  measured={"deletion": deletion, "state_grads": sgrad, "block_grads": raw["grad_norm_block"],
                            "log_z": log_z, "max_logit": max_logit})
-    c.provided = {"stream", "loss", "deletion", "state_grads", "block_grads", "log_z", "max_logit"}
+    c.moments = {"param": _block_moments(subject.layers, torch.float64).cpu(),
+                 "grad": torch.tensor([m.row() for m in gap], dtype=torch.float64)}
+    c.provided = {"stream", "loss", "deletion", "state_grads", "block_grads", "log_z", "max_logit",
+                  "param_stats", "grad_stats"}
     return c, raw
+
+
+def _block_moments(layers: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(L, 3): mean, variance and max |w| of each block's trainable parameters."""
+    return torch.stack([moments([p for p in b.parameters() if p.requires_grad], dtype) for b in layers])
+
+
+def take_moments(c: Captured, layers: Any) -> None:
+    """The per-block parameter statistics, and those of the gradients ``c.param_grads`` holds,
+    into ``c`` (what the probe captures for the GAP statistics)."""
+    c.moments["param"] = _block_moments(layers)
+    c.provided.add("param_stats")
+    if "param_grads" in c.provided:
+        by: list[list[torch.Tensor]] = [[] for _ in layers]
+        for (layer, _, _), g in c.param_grads:
+            if g is not None:
+                by[layer - 1].append(g)
+        c.moments["grad"] = torch.stack([moments(gs).to(c.moments["param"].device) for gs in by])
+        c.provided.add("grad_stats")
 
 
 def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_proj: int,
@@ -180,6 +205,7 @@ def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_
                     keys.append((li, head, rest) if rest else (li, "block", pname))
                     params.append(p)
     c.take_grads(loss, params, keys, stream, needs)
+    take_moments(c, subject.layers)
     return c
 
 

@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from normlab.core import plugins
+from normlab.diagnostics import spikes
 from normlab.diagnostics.statistic import STATISTICS, Captured, Figure, Statistic
 from normlab.stats import tensors as stats
 
@@ -126,7 +127,19 @@ def _attention(key: str) -> Any:
     return lambda c: c.attention.get(key)
 
 
+def _moment(which: str, col: int) -> Any:
+    """Column ``col`` (0 mean, 1 variance, 2 max |x|) of the ``which`` moments, per place."""
+    return lambda c: c.moments[which][:, col]
+
+
+def _act(col: int) -> Any:
+    return lambda c: _stats().activation_moments(c.stream.stacked)[col]
+
+
 _STREAM, _AUX = frozenset({"stream"}), frozenset({"aux"})
+_PARAM, _GRAD, _HISTORY = frozenset({"param_stats"}), frozenset({"grad_stats"}), frozenset({"history"})
+BLOCKWISE = PROBE | INSPECT
+PERI_LN = Figure("growth", "growth_act_var", "hidden-state variance per layer over training (as Peri-LN's Fig. 1)")
 W2 = ("W_2", "W2")
 
 STATISTICS.add("grad_norm", Statistic("grad_norm", "groups", frozenset({"grads"}), "||grad||_F of each parameter group before clipping",
@@ -230,6 +243,46 @@ STATISTICS.add("measured_max_logit", Statistic("measured_max_logit", "labelled",
                                                "max attention logit", INSPECT, key="max_logit",
                                                draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn",
                                                             params=("all",)),)))
+# ------------------------------------------------------------ stability monitors (OLMo-core's, Peri-LN's figure)
+STATISTICS.add("act_mean", Statistic("act_mean", "states", _STREAM, "mean entry of x_l, per sequence then averaged (OLMo-core GAP)",
+                                     _act(0), "mean of x_l", PROBE | TRAINING | INSPECT))
+STATISTICS.add("act_var", Statistic("act_var", "states", _STREAM, "variance of x_l's entries per sequence, averaged over sequences "
+                                    "(OLMo-core GAP; Peri-LN's hidden-state variance)", _act(1), "Var(x_l)", PROBE | TRAINING | INSPECT,
+                                    draw=("layers", PERI_LN)))
+STATISTICS.add("param_max", Statistic("param_max", "groups", _PARAM, "max |w| over each parameter group (OLMo-core GAP)",
+                                      _moment("param", 2), "max |w|", TRAINING))
+STATISTICS.add("param_mean", Statistic("param_mean", "groups", _PARAM, "mean of each parameter group's entries (OLMo-core GAP)",
+                                       _moment("param", 0), "mean of w", TRAINING))
+STATISTICS.add("param_var", Statistic("param_var", "groups", _PARAM, "variance of each parameter group's entries (OLMo-core GAP)",
+                                      _moment("param", 1), "Var(w)", TRAINING))
+STATISTICS.add("grad_max", Statistic("grad_max", "groups", _GRAD, "max |g| of each group's gradient before clipping (OLMo-core GAP)",
+                                     _moment("grad", 2), "max |grad|", TRAINING))
+STATISTICS.add("grad_mean", Statistic("grad_mean", "groups", _GRAD, "mean entry of each group's gradient before clipping (OLMo-core GAP)",
+                                      _moment("grad", 0), "mean of grad", TRAINING))
+STATISTICS.add("grad_var", Statistic("grad_var", "groups", _GRAD, "variance of each group's gradient before clipping (OLMo-core GAP)",
+                                     _moment("grad", 1), "Var(grad)", TRAINING))
+STATISTICS.add("block_param_max", Statistic("block_param_max", "blocks", _PARAM, "max |w| over block l's parameters (OLMo-core GAP)",
+                                            _moment("param", 2), "max |w|", BLOCKWISE, key="param_max", draw=("none",)))
+STATISTICS.add("block_param_mean", Statistic("block_param_mean", "blocks", _PARAM, "mean of block l's parameter entries (OLMo-core GAP)",
+                                             _moment("param", 0), "mean of w", BLOCKWISE, key="param_mean", draw=("none",)))
+STATISTICS.add("block_param_var", Statistic("block_param_var", "blocks", _PARAM, "variance of block l's parameter entries (OLMo-core GAP)",
+                                            _moment("param", 1), "Var(w)", BLOCKWISE, key="param_var", draw=("none",)))
+STATISTICS.add("block_grad_max", Statistic("block_grad_max", "blocks", _GRAD, "max |g| of block l's gradient (OLMo-core GAP)",
+                                           _moment("grad", 2), "max |grad|", BLOCKWISE, key="grad_max", draw=("none",)))
+STATISTICS.add("block_grad_mean", Statistic("block_grad_mean", "blocks", _GRAD, "mean entry of block l's gradient (OLMo-core GAP)",
+                                            _moment("grad", 0), "mean of grad", BLOCKWISE, key="grad_mean", draw=("none",)))
+STATISTICS.add("block_grad_var", Statistic("block_grad_var", "blocks", _GRAD, "variance of block l's gradient entries (OLMo-core GAP)",
+                                           _moment("grad", 1), "Var(grad)", BLOCKWISE, key="grad_var", draw=("none",)))
+STATISTICS.add("spike_score", Statistic("spike_score", "scalar", _HISTORY, "spike steps / steps so far: OLMo-core's SpikeScore (total), "
+                                        f"a spike {spikes.THRESHOLD:g} sigma above the trailing {spikes.WINDOW} steps",
+                                        lambda c: c.history.score(), "spike score", TRAINING))
+STATISTICS.add("spikes", Statistic("spikes", "scalar", _HISTORY, "loss or gradient-norm spike steps so far (OLMo-core's definition)",
+                                   lambda c: c.history.count, "spike steps", TRAINING))
+STATISTICS.add("loss_spike_z", Statistic("loss_spike_z", "scalar", _HISTORY, "largest z-score of the step loss since the last line, "
+                                         f"against the trailing {spikes.WINDOW} steps", lambda c: c.history.largest_z(0), "loss z-score", TRAINING))
+STATISTICS.add("grad_norm_spike_z", Statistic("grad_norm_spike_z", "scalar", _HISTORY, "largest z-score of the gradient norm since the last "
+                                              f"line, against the trailing {spikes.WINDOW} steps", lambda c: c.history.largest_z(1),
+                                              "gradient-norm z-score", TRAINING))
 
 
 # Installed plugins add theirs at the first lookup, after these (docs/plugins.md); none is imported here.

@@ -22,7 +22,7 @@ import torch
 from normlab.core.schema import Section, doc
 from normlab.data import load_corpus
 from normlab.data.config import DataConfig
-from normlab.diagnostics.capture import probe_capture
+from normlab.diagnostics.capture import probe_capture, take_moments
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import COLUMNS as COLUMNS  # the probe's columns (others import them from here)
 from normlab.diagnostics.rows import computed
@@ -136,6 +136,7 @@ def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, 
         c.provided.add("aux")
     params, pkeys = _weights(model) if needs & {"param_grads", "stream_grads"} else ([], [])
     c.take_grads(loss, params, pkeys, main, needs)
+    take_moments(c, model.blocks)
     return c
 
 

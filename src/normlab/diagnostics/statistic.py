@@ -39,14 +39,20 @@ probe, whose attention takes the fast path:
 | stream_grads| ``stream_grads``: dLoss/dx_l for l = 0..L-1 | yes | no |
 | jacobian    | ``graph``: live x_0..x_L, ``n_proj``, ``generator`` | when n_proj > 0 | no |
 | norm_inputs | ``norm_inputs``: what each norm module received | yes | no |
+| param_stats | ``moments["param"]``: (places, 3) mean, variance, max abs of each place's parameters | per block | per group, after the update |
+| grad_stats  | ``moments["grad"]``: the same of their gradients | per block | per group, before clipping |
+| history     | ``history``: the spike scan of every step's loss and gradient norm (``diagnostics.spikes``) | no | yes |
 
 ``inspect`` and ``analyze`` capture ``stream`` and ``loss`` too, and name what they measure
 themselves in ``measured`` (a need each): ``deletion`` (L losses, block l skipped; both),
 ``state_grads`` (L+1 norms of dLoss/dx_l), ``block_grads`` (L per-block gradient norms),
-``log_z`` and ``max_logit`` (L; inspect only).
+``log_z`` and ``max_logit`` (L; inspect only). ``inspect`` provides ``param_stats`` and
+``grad_stats`` per block too (gradients reduced as they arrive).
 
-Training computes statistics that need ``grads`` right after the backward (before
-clipping changes the gradients) and every other one after the optimizer step.
+Training computes statistics that need ``grads`` or ``grad_stats`` right after the backward
+(before clipping changes the gradients) and every other one after the optimizer step.
+``draw`` kind ``growth`` is Peri-LN's figure (Kim et al. 2025, Fig. 1): the per-layer profile
+of a statistic, one line per diagnostics step, on the run page.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ OVER: dict[str, str] = {"states": "stream x_l", "inputs": "stream x_l", "blocks"
 _EXTRA = {"states": 1, "inputs": 0, "blocks": 0, "groups": 2}  # values beyond L
 TOOLS = frozenset({"probe", "training", "inspect", "analyze"})
 # how a page draws a statistic (docs/diagnostics.md); a statistic without ``draw`` gets _BY_OVER's
-DRAW = frozenset({"layers", "depth", "matrix", "bars", "curve", "none"})
+DRAW = frozenset({"layers", "depth", "matrix", "bars", "curve", "growth", "none"})
 
 
 @dataclass(frozen=True)
@@ -228,6 +234,8 @@ class Captured:
     n_proj: int = 0
     generator: torch.Generator | None = None
     measured: dict[str, Any] = field(default_factory=dict)  # inspect's and analyze's own (docstring)
+    moments: dict[str, torch.Tensor] = field(default_factory=dict)  # "param", "grad": (places, 3)
+    history: Any = None  # a diagnostics.spikes.Scan
 
     def take_grads(self, loss: torch.Tensor, params: list[torch.Tensor], keys: list[tuple[int, str, str]],
                    stream: list[torch.Tensor], needs: set[str]) -> None:

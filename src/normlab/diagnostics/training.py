@@ -15,7 +15,11 @@ Cost: per-group norms use ``torch._foreach_norm`` (one fused pass, no per-parame
 ``.item()``). The training forward is left alone (no hooks, fast attention); every
 activation statistic (stream, attention, log Z, output change) comes from one extra
 no-grad forward on the fixed batch trimmed to ``fixed_rows`` sequences, taken after the
-update, so all steps are measured on the same inputs. Every number of a step is read back
+update, so all steps are measured on the same inputs. The GAP statistics (max, mean and
+variance of each parameter group and its gradient) concatenate one group at a time. The
+spike statistics (``normlab.diagnostics.spikes``) take every step's loss and gradient norm
+through ``record`` (kept on the device as they are) and scan them here; their window rides
+in the checkpoint (``state``, ``load_state``). Every number of a step is read back
 to the host in a single transfer. W_0 is the model as it was when the
 object was first built for this run directory; its logits are kept in
 RUN/diagnostics_ref.safetensors so that a resumed run keeps measuring against the same W_0.
@@ -32,15 +36,18 @@ from torch import nn
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_bytes
+from normlab.diagnostics import spikes
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
 from normlab.model.capture import capture, main_stream
 from normlab.run.dir import RunDir
+from normlab.stats.tensors import moments
 
 if TYPE_CHECKING:
     from normlab.model.transformer import TransformerLM
 
 ATTENTION_KEYS = ("max_logit", "min_entropy", "mean_entropy")  # what the lab's attention records
+EARLY = frozenset({"grads", "grad_stats"})  # needs met right after the backward, before clipping
 
 
 class TrainingDiagnostics:
@@ -71,17 +78,35 @@ class TrainingDiagnostics:
             group.append(g)
         self.group = torch.tensor(group, dtype=torch.long)
         self.n_groups = self.L + 2
+        self.members = [[i for i, g in enumerate(group) if g == k] for k in range(self.n_groups)]
         everything = {n for _, s in STATISTICS.items() for n in s.needs}
         # the registry's training statistics, in its order (the order of a line's keys);
         # chosen() also refuses two that would write the same key
         self.stats = chosen([s for _, s in STATISTICS.items()], "training", everything)
         self._early: dict[str, torch.Tensor] = {}  # statistics of the gradients, from after_backward
         self._snapshot: list[torch.Tensor] | None = None
+        self.spikes = spikes.SpikeWindow(self.x.device, spikes.WINDOW, spikes.THRESHOLD)
         self.ref = self._reference()
 
     # ------------------------------------------------------------------ public API
     def active(self, step: int) -> bool:
         return step % self.every == 0
+
+    def record(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """Every training step's mean cross-entropy and pre-clip gradient norm, for the spike
+        statistics (device tensors, kept as they are until the next diagnostics step)."""
+        self.spikes.record(loss, grad_norm)
+
+    def state(self, step: int) -> dict[str, Any]:
+        """What a checkpoint at ``step`` keeps so that a resumed run scores spikes as this one."""
+        return {"step": step, "spikes": self.spikes.state()}
+
+    def load_state(self, state: dict[str, Any] | None, step: int) -> None:
+        """Continue from :meth:`state`; one of another step (a checkpoint written while the
+        diagnostics were off) or window size starts the spike window afresh."""
+        sp = (state or {}).get("spikes")
+        if state and state.get("step") == step and sp and sp.get("window") == self.spikes.size:
+            self.spikes.load(sp)
 
     def before_forward(self, step: int) -> None:
         """Nothing to install: activation statistics come from the fixed-batch forward in
@@ -91,6 +116,9 @@ class TrainingDiagnostics:
         """Gradients are complete: statistics of the gradients (before clipping), weights snapshot."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         c = Captured(n_layer=self.L, provided={"grads"}, grads=grads, group_norms=self._group_norms)
+        if any("grad_stats" in s.needs for s in self.stats):
+            c.moments["grad"] = self._group_moments(grads)
+            c.provided.add("grad_stats")
         self._early = {s.name: s.compute(c) for s in self.stats if s.needs <= c.provided}
         if any("update" in s.needs for s in self.stats):
             self._snapshot = [p.detach().clone() for p in self.params]
@@ -104,9 +132,14 @@ class TrainingDiagnostics:
         if self._snapshot is not None:
             c.params, c.snapshot = [p.detach() for p in self.params], self._snapshot
             c.provided.add("update")
+        if any("param_stats" in s.needs for s in self.stats):
+            c.moments["param"] = self._group_moments([p.detach() for p in self.params])
+            c.provided.add("param_stats")
+        c.history = self.spikes.scan()
+        c.provided.add("history")
         parts = dict(self._early)
         for s in self.stats:
-            if s.name not in parts and s.needs <= c.provided and "grads" not in s.needs:
+            if s.name not in parts and s.needs <= c.provided and not s.needs & EARLY:
                 parts[s.name] = s.compute(c)
         done = [(s, parts[s.name]) for s in self.stats if parts.get(s.name) is not None]
         dev = self.x.device
@@ -138,6 +171,11 @@ class TrainingDiagnostics:
         norms = torch.stack(torch._foreach_norm(tensors)).float()
         sq = torch.zeros(self.n_groups, device=norms.device).index_add_(0, self.group.to(norms.device), norms**2)
         return sq.sqrt()
+
+    def _group_moments(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """(L + 2, 3): mean, variance and max |x| of each parameter group's entries (one
+        concatenation per group: a block's tensors at a time, never the whole model)."""
+        return torch.stack([moments([tensors[i] for i in idx]).to(self.x.device) for idx in self.members])
 
     @torch.inference_mode()  # lighter than no_grad per op (no version counters): runs every diag step
     def _forward(self, record: bool = False) -> tuple[torch.Tensor, Captured]:

@@ -4,7 +4,8 @@ Which row is which comes from the statistic registry (``normlab.diagnostics.cata
 each key of a line is a training statistic whose ``over`` gives its labels (x0..xL for the
 stream, 1..L per block, emb/1..L/head per parameter group), so a statistic registered there
 shows up here with its labels and help, as its ``draw`` says (``layers``: a heatmap,
-``curve``: a curve against step, ``none``: not drawn). Keys the registry does not know (older files, or
+``growth``: per-layer profiles, one per step, as Peri-LN draws them, ``curve``: a curve
+against step, ``none``: not drawn). Keys the registry does not know (older files, or
 per-layer keys such as ``stream_rms/layer3``) are drawn with numbered rows.
 """
 
@@ -111,6 +112,13 @@ def diag_figures(page: Page, rows: list[dict[str, Any]], n_layer: int | None = N
                               f"{stat} per layer against step", ylabel=axis),
                     f"heat_{safe}", f"{what}{stat} per {axis} (rows) against training step (columns), "
                     "from diagnostics.jsonl.")
+    for stat, (steps, layers, axis, m) in mats.items():
+        s = known.get(stat)
+        if s is not None and _draws(s, "growth"):
+            f = next(f for f in s.figures() if f.kind == "growth")
+            page.figure(F.layer_growth(m, steps, layers, s.label, f.title), f.name,
+                        f"{s.help[0].upper()}{s.help[1:]}: one line per diagnostics step (colour: step), "
+                        f"x = {axis}, from diagnostics.jsonl (Kim et al. 2025 draw this for Pre-LN against Peri-LN).")
     for key, (x, y) in scalars.items():
         s = known[key]
         if not _draws(s, "curve"):

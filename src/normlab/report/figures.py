@@ -137,6 +137,31 @@ def _heat(fig: Any, ax: Any, matrix: np.ndarray, xs: Sequence[float], layers: Se
     fig.colorbar(im, ax=ax, label=label)
 
 
+def layer_growth(matrix: np.ndarray, steps: Sequence[float], layers: Sequence[Any], label: str, title: str,
+                 lines: int = 8) -> Any:
+    """A per-layer statistic as Peri-LN (Kim et al. 2025, Fig. 1) draws hidden-state variance:
+    x = layer, one line per training step (at most ``lines``, evenly spread, the first and the
+    last included) coloured by step; ``get_lines()[k]`` is the k-th chosen column at its exact values."""
+    import matplotlib
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    m = np.asarray(matrix, dtype=float)  # (n_layers, n_steps)
+    cols = sorted(set(np.linspace(0, m.shape[1] - 1, min(lines, m.shape[1])).round().astype(int).tolist()))
+    fig, ax = figure()
+    cmap, norm = matplotlib.colormaps["viridis"], Normalize(vmin=float(steps[0]), vmax=float(max(steps[-1], steps[0] + 1)))
+    x = np.arange(m.shape[0])
+    for j in cols:
+        ax.plot(x, m[:, j], marker="o", markersize=3, color=cmap(norm(float(steps[j]))), label=f"step {num(steps[j])}")
+    if spans_decades(m[:, cols], 1.0) and np.all(m[:, cols][np.isfinite(m[:, cols])] > 0):
+        ax.set_yscale("log")
+    every = max(1, len(x) // 12)  # deep models: a readable tick every few layers
+    ax.set_xticks(x[::every], [str(v) for v in list(layers)[::every]])
+    ax.set(xlabel="layer (x0 = embedding output)", ylabel=label, title=title)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="training step")
+    return fig
+
+
 def layer_step(matrix: np.ndarray, steps: Sequence[float], layers: Sequence[Any], chosen: Sequence[int],
                label: str, title: str, ylabel: str = "layer", names: Sequence[str] | None = None) -> Any:
     """A per-layer statistic over a checkpoint series: left, the layer x step heat map (one
@@ -260,5 +285,5 @@ def bars(labels: Sequence[str], values: Sequence[float], errors: Sequence[float]
 
 
 __all__ = ["FATE_KEY", "Trace", "seed_curves", "seed_dots", "stack_seeds", "curves", "layer_profile", "loglog_slope",
-           "depth_scaling", "depth_axis", "heatmap", "stability_map", "lr_curves",
+           "depth_scaling", "depth_axis", "heatmap", "layer_growth", "stability_map", "lr_curves",
            "similarity_matrix", "deletion_bars", "bars"]

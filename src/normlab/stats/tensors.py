@@ -25,6 +25,53 @@ def max_abs(x: torch.Tensor) -> torch.Tensor:
     return x.detach().abs().amax().float()
 
 
+def moments(tensors: Sequence[torch.Tensor], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(mean, variance, max |x|) of every entry of ``tensors`` pooled, as a (3,) tensor in
+    ``dtype``: OLMo-core's GAP monitor per parameter or gradient (``torch.var_mean``, so the
+    unbiased variance), here over all of a layer's tensors at once. NaNs when there are none."""
+    if not tensors:
+        return torch.full((3,), math.nan, dtype=dtype)
+    flat = torch.cat([t.detach().reshape(-1).to(dtype) for t in tensors])
+    var, mean = torch.var_mean(flat)
+    return torch.stack((mean, var, flat.abs().amax()))
+
+
+def activation_moments(xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, variance) of each activation of ``xs`` (S, B, ...), as OLMo-core's GAP monitor
+    takes them: per sequence b over all its entries (unbiased variance), then averaged over
+    the B sequences. Two (S,) tensors."""
+    var, mean = torch.var_mean(xs.detach().float().flatten(2), dim=-1)
+    return mean.mean(dim=1), var.mean(dim=1)
+
+
+class Moments:
+    """Running (count, mean, sum of squared deviations, max |x|) in float64, merged tensor by
+    tensor (Chan et al.'s pairwise update), for gradients seen one at a time and then dropped."""
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2, self.max_abs = 0, 0.0, 0.0, math.nan
+
+    def add(self, t: torch.Tensor) -> None:
+        x = t.detach().double().reshape(-1)
+        nb = x.numel()
+        if nb == 0:
+            return
+        mb = float(x.mean())
+        m2b, mx = float((x - mb).pow(2).sum()), float(x.abs().amax())
+        n = self.n + nb
+        d = mb - self.mean
+        self.mean += d * nb / n
+        self.m2 += m2b + d * d * self.n * nb / n
+        self.n = n
+        self.max_abs = mx if math.isnan(self.max_abs) else max(self.max_abs, mx)
+
+    def row(self) -> list[float]:
+        """[mean, unbiased variance, max |x|] (NaN where undefined)."""
+        if self.n == 0:
+            return [math.nan] * 3
+        return [self.mean, self.m2 / (self.n - 1) if self.n > 1 else math.nan, self.max_abs]
+
+
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Per-token cosine between rows of a and b: (..., d) x (..., d) -> (...)."""
     a, b = a.detach().float(), b.detach().float()

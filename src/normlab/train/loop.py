@@ -123,6 +123,8 @@ class Trainer:
 
     def _save(self, name: str, st: LoopState, with_optimizer: bool = True) -> None:
         if self.dist.main:
+            if self.diag is not None:  # its spike window travels with the checkpoint (a stale one is refused)
+                st.extra["diagnostics"] = self.diag.state(st.step)
             save(RunDir(self.run_dir), name, self.model, st, self.corpus.tokenizer, self.opt if with_optimizer else None)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -144,6 +146,8 @@ class Trainer:
         with contextlib.suppress(ValueError):  # not the main thread: no Ctrl-C handling
             for sig in (signal.SIGINT, signal.SIGTERM):
                 old[sig] = signal.signal(sig, self._on_signal)
+        if self.diag is not None:
+            self.diag.load_state(st.extra.get("diagnostics"), st.step)
         try:
             return self._run(st)
         finally:
@@ -243,6 +247,8 @@ class Trainer:
             self.diag.after_backward(s1)
         grad_norm = optimizer_step(self.model, self.opt, self.params, self.clip)
         w.add(s1, loss, grad_norm, self.cfg.train.diverge_loss)
+        if self.diag is not None:  # every step: the spike window (no host sync)
+            self.diag.record(loss, grad_norm)
         return _Step(lr, loss, grad_norm, log_z, diag_on)
 
     def set_lr(self, s: int) -> float:
