@@ -7,6 +7,8 @@ Every file of ``RUN/`` is named here and only here:
   metrics.jsonl      one JSON line per logged step
   diagnostics.jsonl  in-training statistics (``train.diagnostics_every``)
   summary.json       status and results, written when the run ends
+  data.json          the data read: corpus path and sha256, tokenizer, split (``normlab.data.record``);
+                     absent in runs older than it
   checkpoints/       ``latest`` and ``best`` (``normlab.train.checkpoint``: hash-checked), and
                      with ``train.keep_checkpoints`` the weights of each checkpoint step,
                      ``step_NNNNNN`` (``step_checkpoints``)
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from normlab.runconfig import RunConfig
 
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
+DATA = "data.json"
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
@@ -59,6 +62,13 @@ class RunDir:
 
     def has_checkpoints(self) -> bool:
         return (self.path / CHECKPOINTS).is_dir()
+
+    @classmethod
+    def of_checkpoint(cls, folder: str | Path) -> RunDir | None:
+        """The run a checkpoint folder (RUN/checkpoints/NAME) belongs to, else None."""
+        folder = Path(folder).resolve()
+        run = cls(folder.parents[1]) if len(folder.parents) > 1 else None
+        return run if run is not None and folder.parent.name == CHECKPOINTS and run.is_run() else None
 
     # ------------------------------------------------------------------ reading
     def config(self, label: str = "RUN") -> RunConfig:
@@ -91,6 +101,11 @@ class RunDir:
 
     def env(self) -> dict[str, Any] | None:
         return read_json(self.path / ENV)
+
+    def data_record(self) -> dict[str, Any] | None:
+        """data.json: the corpus (path, sha256) and tokenizer the run read; None in older runs."""
+        rec = read_json(self.path / DATA)
+        return rec if isinstance(rec, dict) else None
 
     def metrics(self) -> list[dict[str, Any]]:
         """metrics.jsonl's lines ([] when absent; a torn last line of a killed run is ignored)."""
@@ -193,6 +208,9 @@ class RunDir:
             first.setdefault("resumes", []).append(env)
             env = first
         atomic_write_json(self.path / ENV, env)
+
+    def write_data_record(self, record: dict[str, Any]) -> None:
+        atomic_write_json(self.path / DATA, record)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         atomic_write_json(self.path / SUMMARY, summary)

@@ -56,10 +56,15 @@ def _token_dtype(vocab: int) -> type:
     return np.uint16 if vocab <= 2**16 else np.int32
 
 
-def load_corpus(cfg: DataConfig) -> Corpus:
-    """Read, verify and tokenise ``cfg.corpus`` (cached), split into train and validation."""
+def load_corpus(cfg: DataConfig, expect_sha256: str | None = None) -> Corpus:
+    """Read, verify and tokenise ``cfg.corpus`` (cached), split into train and validation.
+    ``expect_sha256``: the bytes a run recorded (``normlab.data.record``); others are refused."""
     data, source = read_corpus_bytes(cfg.corpus, cfg.data_dir)
     digest = sha256_bytes(data)
+    if expect_sha256 and digest != expect_sha256:
+        raise UserError(f"data.corpus={source!r}: sha256 {digest} is not the run's corpus (sha256 "
+                        f"{expect_sha256}); put the original back, or pass --data-dir DIR naming the folder "
+                        "that holds it")
     key = cfg.tokenizer + (f"{cfg.bpe_vocab}" if cfg.tokenizer == "bpe" else "")
     if cfg.tokenizer.endswith(".json"):  # a tokenizer file: keyed by its content, not its path
         try:

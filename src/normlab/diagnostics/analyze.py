@@ -84,15 +84,17 @@ def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], 
 
 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
-                out: str | Path | None = None) -> dict[str, Any]:
-    """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json."""
-    from normlab.data import load_corpus
+                out: str | Path | None = None, data_dir: str | None = None) -> dict[str, Any]:
+    """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json.
+    The run's own corpus is read (``normlab.data.record``: ``data_dir`` is where it was moved)."""
     from normlab.data.batches import val_batches
+    from normlab.data.record import load_located
     from normlab.diagnostics.rows import PAIR_COLUMNS, results, write_csv
     from normlab.fsutil import atomic_write_text
+    from normlab.rundir import RunDir
 
     model, cfg = load_run_model(run_dir, checkpoint)
-    corpus = load_corpus(cfg.data)
+    corpus = load_located(cfg.data, RunDir(run_dir).data_record(), data_dir)
     batches = val_batches(corpus.val, model.cfg.context, batch_size, n_batches)
     values = analyze_values(model, batches)
     res = results(values)

@@ -146,8 +146,11 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
                    data_dir: str | None = None, quiet: bool = False, force: bool = False,
                    page: bool = True) -> dict[str, Any]:
     """Measure every checkpoint of the SRCs into OUT/steps/ (skipping finished steps), write
-    OUT/series.csv and, with ``page``, OUT/report/index.html. Returns {"steps": every step,
-    "measured": the steps measured by this call, "page": the page or None}."""
+    OUT/series.csv and, with ``page``, OUT/report/index.html. ``text`` None measures a lab
+    run's checkpoints on the run's own validation split (``inspect.measured_ids``). Returns
+    {"steps": every step, "measured": the steps measured by this call, "page": the page or
+    None, "data": the data the measured steps were measured on}."""
+    from normlab.data.source import KNOWN
     from normlab.inspect import inspect_subject, read_text
     from normlab.inspect.subject import DTYPES, load_subject
     from normlab.progress import Progress
@@ -158,13 +161,17 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
         raise UserError("--max-tokens and --context must be >= 2")
     out = Path(out)
     chosen = members(sources)
-    read_text(text, data_dir)  # a missing --text fails before OUT is made
-    settings = {"text": str(Path(text).resolve()) if text else None, "context": context, "max_tokens": max_tokens,
+    if text is not None:
+        read_text(text, data_dir)  # a missing --text fails before OUT is made
+    # text None: each checkpoint of a lab run is measured on the run's own validation split
+    named = text is None or (text in KNOWN and not Path(text).exists())
+    settings = {"text": text if text is None or named else str(Path(text).resolve()), "context": context, "max_tokens": max_tokens,
                 "dtype": dtype, "device": device, "seed": seed}
     name = Path(sources[0].rstrip("/")).resolve().name if len(sources) == 1 else chosen[0].path.name
     _plan(out, name, settings, chosen, force)
     todo = [m for m in chosen if not step_dir(out, m.step).is_dir()]
     measured: list[int] = []
+    used: list[str] = []
     with Progress("normlab inspect", enabled=not quiet) as bar:
         bar.add("checkpoint", len(chosen), done=len(chosen) - len(todo))
         if len(todo) < len(chosen):
@@ -176,8 +183,11 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
             tmp = step_dir(out, m.step).with_name(step_dir(out, m.step).name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)  # what an interrupted run left
             subject = load_subject(str(m.path), dtype, device, context)
-            inspect_subject(subject, tmp, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir, quiet=True,
-                            settings={"model": str(m.path), "dtype": dtype, "device": device})
+            got = inspect_subject(subject, tmp, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir,
+                                  quiet=True, settings={"model": str(m.path), "dtype": dtype, "device": device})
+            if got["text"] not in used:  # say which data, once per source (a lab run: its own)
+                used.append(got["text"])
+                bar.note(f"measuring on {got['text']}")
             tmp.rename(step_dir(out, m.step))
             measured.append(m.step)
             bar.advance("checkpoint")
@@ -187,7 +197,7 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
         from normlab.report.pages import series_page
 
         path = series_page(out, progress=not quiet)
-    return {"steps": steps, "measured": measured, "page": path}
+    return {"steps": steps, "measured": measured, "page": path, "data": used}
 
 
 def write_rows(out: Path) -> list[int]:

@@ -20,10 +20,10 @@ from normlab.report.html import esc
 from normlab.report.load import load_run, load_study, run_label
 
 
-def run_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
+def run_page(path: str | Path, progress: bool = False, out: Path | None = None, data_dir: str | None = None) -> Path:
     from normlab.report.run_page import build
 
-    return build(load_run(path), progress=progress, out=out)
+    return build(load_run(path), progress=progress, out=out, data_dir=data_dir)
 
 
 def probe_page(path: str | Path, progress: bool = False, out: Path | None = None) -> Path:
@@ -52,15 +52,21 @@ def series_page(path: str | Path, progress: bool = False, out: Path | None = Non
     return build(load_series(path), progress=progress, out=out)
 
 
-def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
+def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None,
+                 data_dir: str | None = None) -> Path:
     """Write PATH/report/index.html (or OUT/index.html) for a run dir, probe output or study
-    store; return its path. ``progress`` prints each figure on stderr as it is drawn."""
+    store; return its path. ``progress`` prints each figure on stderr as it is drawn.
+    ``data_dir``: where a run's moved corpus is (its layer analysis reads it)."""
     from normlab.report.kinds import page_kind
 
+    kind = page_kind(path)
+    out_dir = Path(out) if out is not None else None
+    if kind == "run":
+        return run_page(path, progress=progress, out=out_dir, data_dir=data_dir)
     # an inspected checkpoint is in the probe's format: the probe page words it by its kind
-    page = {"run": run_page, "probe": probe_page, "inspect": probe_page, "study": study_page,
-            "stability": stability_page, "series": series_page}[page_kind(path)]
-    return page(path, progress=progress, out=Path(out) if out is not None else None)
+    page = {"probe": probe_page, "inspect": probe_page, "study": study_page,
+            "stability": stability_page, "series": series_page}[kind]
+    return page(path, progress=progress, out=out_dir)
 
 
 __all__ = ["build_report", "run_page", "probe_page", "study_page", "stability_page", "series_page", "run_label",

@@ -4,6 +4,7 @@ statistics, the layers of the final model, the numbers and the exact configurati
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ def answer(run: RunData) -> str:
     return "; ".join(parts) + "."
 
 
-def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path:
+def build(run: RunData, progress: bool = False, out: Path | None = None, data_dir: str | None = None) -> Path:
     head = heading("run", name=run.path.name, label=run.label, what=describe(run.config),
                    corpus=run.config.get("data", {}).get("corpus"))
     page = Page(head.title, out or run.path / "report", progress=progress)
@@ -72,7 +73,7 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
     curve_figures(page, {run.label: [run]}, {run.path: status}, single=True)
     n_layer = run.config.get("model", {}).get("n_layer")
     diag_figures(page, run.diagnostics, n_layer if isinstance(n_layer, int) else None)
-    layer_section(page, run.path)
+    layer_section(page, run.path, data_dir)
     page.heading("Numbers", "numbers")
     s = run.summary or {}
     rows = [("status", s.get("status")), ("steps", s.get("steps")), ("tokens", s.get("tokens")),
@@ -88,11 +89,12 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
     return page.write()
 
 
-def layer_section(page: Page, run_dir: Path) -> None:
+def layer_section(page: Page, run_dir: Path, data_dir: str | None = None) -> None:
     """The figures the registered ``analyze`` statistics declare (``matrix``: layer x layer,
     ``bars``: one bar per block), from RUN/analysis/analysis.json (``normlab analyze``); the
     analysis is computed first when absent or older than the registry (a key missing), and
-    the section is skipped with a note when it cannot be (no checkpoint, no corpus)."""
+    the section is skipped with a note when it cannot be (no checkpoint; the corpus moved: the
+    note is the one line that names it, its sha256 and ``--data-dir``)."""
     from normlab.errors import UserError
 
     path = run_dir / "analysis" / "analysis.json"
@@ -113,13 +115,14 @@ def layer_section(page: Page, run_dir: Path) -> None:
                 cache = page.out_dir / "analysis"
             page.say("analysing the final checkpoint for the layer figures (once; cached in analysis/)")
             try:
-                res = analyze_run(run_dir, out=cache)
+                res = analyze_run(run_dir, out=cache, data_dir=data_dir)
             except UserError:
                 if res is None:
                     raise
                 # an older analysis.json is still worth drawing: what it has
     except (UserError, json.JSONDecodeError) as e:
         page.text(f"Layer similarity and deletion skipped: {e}", "muted")
+        logging.getLogger(__name__).warning(f"layer similarity and deletion skipped: {e}")  # not only on the page
         return
     finally:
         page.charge("layer analysis", time.perf_counter() - t0)

@@ -100,6 +100,12 @@ class Store:
         if self.root.exists() and not self.root.is_dir():
             raise UserError(f"{self.root}: is a file, not a study store directory; give the store's directory")
         if not self.db_path.exists() or not (self.root / "spec.json").exists():
+            from normlab.rundir import RunDir
+
+            if RunDir(self.root).holds_run():  # never advise making a store inside a run
+                raise UserError(f"{self.root}: a training run directory, not a study store; `normlab report "
+                                f"{self.root}` shows the run, and a store is the --store DIR a `normlab study run "
+                                "SPEC --store DIR` made")
             raise UserError(f"{self.root}: no study store here (create one with "
                             f"`normlab study run SPEC --store {self.root}`)")
         self._busy = busy_timeout_s

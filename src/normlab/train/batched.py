@@ -137,8 +137,9 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     for d in run_dirs:
         if d.exists() and is_run_dir(d):
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
-    for c, d in zip(cfgs, run_dirs):
-        prepare(c, d)  # the solo run's pre-flight: names, loggers, batch split, compiler, budget, path
+    # the solo run's pre-flight: names, loggers, batch split, compiler, budget, path (and its
+    # config as the run records it: data paths absolute)
+    cfgs = [prepare(c, d).cfg for c, d in zip(cfgs, run_dirs)]
     c0 = cfgs[0]
     corpus = load_corpus(c0.data)
     check_fits(len(corpus.train), c0.model.context, "training")
@@ -154,7 +155,8 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     return corpus, trials, device
 
 
-def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
+def _open_run_dirs(trials: list[_Trial], device: torch.device, corpus: Any) -> None:
+    from normlab.data.record import make_record
     from normlab.rundir import RunDir
     from normlab.train.env import Dist, environment
 
@@ -162,7 +164,7 @@ def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
         env = environment(device, tr.cfg.seed, Dist())
         env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
         run = RunDir(tr.run_dir)
-        open_files(run, tr.cfg, env)
+        open_files(run, tr.cfg, env, data=make_record(tr.cfg.data, corpus))
         tr.loggers = start_loggers(run, tr.cfg)
 
 
@@ -224,7 +226,7 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
     stack = Stack(trials, device)
     val = [(x.to(device), y.to(device)) for x, y in val_batches(corpus.val, ctx, t.batch_size, t.eval_batches)]
-    _open_run_dirs(trials, device)
+    _open_run_dirs(trials, device, corpus)
     cadence = Cadence.of(t)
     everyone, t_start = list(trials), time.perf_counter()
     w = Window(torch.zeros(len(trials), device=device), torch.full((len(trials),), -1, dtype=torch.int64, device=device))

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Iterator
 
 from normlab.schema import Section, doc
+
+# Set while a stored config (a run's config.json) is read: its logger names matter only to
+# training, which checks them again (``train.plan.check_config``), so a logger plugin
+# uninstalled since the run does not make a finished run unreadable by sample, inspect or report.
+_STORED: ContextVar[bool] = ContextVar("normlab_stored_config", default=False)
+
+
+@contextlib.contextmanager
+def reading_stored() -> Iterator[None]:
+    """Build configs from stored files: logger names are not looked up (see ``_STORED``)."""
+    token = _STORED.set(True)
+    try:
+        yield
+    finally:
+        _STORED.reset(token)
 
 
 @dataclass
@@ -91,7 +109,8 @@ class TrainConfig(Section):
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
         self.check(self.init_from is None or bool(self.init_from.strip()), "init_from",
                    "name a model directory (model.safetensors + model_config.json) or none")
-        from normlab.train.loggers import LOGGERS
+        if not _STORED.get():
+            from normlab.train.loggers import LOGGERS
 
-        for name in self.loggers:
-            LOGGERS.get(name, "train.loggers")
+            for name in self.loggers:
+                LOGGERS.get(name, "train.loggers")

@@ -29,6 +29,7 @@ class Plan:
     run_dir: Path
     resume: bool
     done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
+    corpus_sha256: str | None = None  # a resumed run's recorded corpus (RUN/data.json): no other is read
 
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
@@ -54,18 +55,25 @@ def finished(run_dir: str | Path) -> dict | None:
 
 
 def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
-            steps: int | None = None) -> Plan:
+            steps: int | None = None, data_dir: str | None = None) -> Plan:
     """Decide what the run is and check everything that can be checked before any I/O.
 
     Fresh (``resume=False``): ``cfg`` is required and RUN must not hold a run yet. Resume:
     RUN/config.json is the authority (``cfg`` is ignored); a finished run comes back with
-    ``done`` set, unless ``steps`` raises its train.steps, which extends it. Reads nothing
-    but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
+    ``done`` set, unless ``steps`` raises its train.steps, which extends it, and its corpus
+    is found where RUN/data.json recorded it (or in ``data_dir``, where it was moved). A
+    fresh run's data paths become absolute, so config.json reads the same from anywhere.
+    Reads nothing but RUN's own small files; raises UserError (or ConfigError) naming what
+    to fix.
     """
     from normlab import fscheck
+    from normlab.data.record import absolute, locate
 
     run_dir = Path(run_dir)
+    sha = None
     if resume:
+        from normlab.rundir import RunDir
+
         fscheck.existing_dir(run_dir, "--resume", "a run directory (`normlab train --out RUN` makes one)")
         cfg = load_run_config(run_dir)
         done = finished(run_dir)
@@ -73,16 +81,20 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
             return Plan(cfg, run_dir, True, done)  # a finished run is never retrained
         if steps is not None:
             cfg = _extended(cfg, run_dir, steps, done)
+        found, sha = locate(cfg.data, RunDir(run_dir).data_record(), data_dir)
+        cfg = dataclasses.replace(cfg, data=found)
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
     elif run_dir.exists() and is_run_dir(run_dir):
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
+    else:
+        cfg = dataclasses.replace(cfg, data=absolute(cfg.data))
     check_config(cfg)
     if resume:
         fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         fscheck.writable_dir(run_dir, "--out")
-    return Plan(cfg, run_dir, resume)
+    return Plan(cfg, run_dir, resume, corpus_sha256=sha)
 
 
 def check_config(cfg: RunConfig) -> None:
