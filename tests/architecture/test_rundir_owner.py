@@ -12,11 +12,12 @@ SRC = Path(normlab.__file__).parent
 OWNER = "rundir.py"
 # the run's file names, as they appear in a path expression (a string literal of its own)
 NAMES = {"config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "diagnostics_ref.safetensors",
-         "checkpoints", ".old"}
+         "data.json", "checkpoints", ".old"}
 ALLOWED = {  # (module, name): why this is not a run directory's file
     ("train/checkpoint.py", ".old"): "the checkpoint folder's own swap twin, inside the folder format it owns",
     ("inspect/subject.py", "config.json"): "a Hugging Face model directory's config.json (same file name)",
     ("inspect/hub.py", "config.json"): "the Hugging Face Hub cache's config.json",
+    ("train/init_from.py", "config.json"): "a Hugging Face model directory's config.json, refused as --init-from",
 }
 
 
