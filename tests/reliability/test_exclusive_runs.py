@@ -23,7 +23,7 @@ ROUNDS = 20
 # the smallest run: 4 steps, a metrics line each, one validation batch at the end
 SMOKE = ["--preset", "smoke", "--quiet", "--set", "train.steps=4", "--set", "train.log_every=1",
          "--set", "train.eval_batches=1", "--set", "train.checkpoint_every=4"]
-RUN_FILES = {"config.json", "env.json", "metrics.jsonl", "summary.json", "checkpoints", "normlab.json"}
+RUN_FILES = {"config.json", "env.json", "metrics.jsonl", "summary.json", "checkpoints", "normlab.json", "data.json"}
 PROBE = ["probe", "--placements", "pre", "--depths", "1", "--d-model", "16", "--n-head", "2", "--seeds", "1",
          "--batch-size", "2", "--context", "8", "--n-proj", "0", "--quiet"]
 

@@ -15,6 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batches", type=int, default=4, help="validation batches (default 4)")
     p.add_argument("--batch-size", type=int, default=8, help="sequences per validation batch (default 8)")
     p.add_argument("--out", metavar="DIR", help="output directory (default RUN/analysis)")
+    p.add_argument("--data-dir", metavar="DIR", help="the folder the run's corpus was moved to (by default it is "
+                   "read where the run recorded it)")
     p.set_defaults(func=_analyze)
     p = sub.add_parser("lr-sensitivity", help="Wortsman et al.'s LR sensitivity of a learning-rate sweep",
                        description="mean over the lr grid of min(loss(lr), loss_at_init) - best loss; "
@@ -35,11 +37,13 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.batches < 1 or args.batch_size < 1:
         raise UserError("--batches and --batch-size must be >= 1")
     existing_dir(args.run, "RUN", "a training run directory")
+    if args.data_dir:
+        existing_dir(args.data_dir, "--data-dir", "the folder holding the run's corpus")
     if args.out:
         writable_dir(args.out, "--out")
     else:
         writable_dir(RunDir(args.run).analysis_dir, "analysis", "give --out DIR elsewhere")
-    res = analyze_run(args.run, args.checkpoint, args.batches, args.batch_size, args.out)
+    res = analyze_run(args.run, args.checkpoint, args.batches, args.batch_size, args.out, data_dir=args.data_dir)
     print(f"val loss {res['val_loss']:.4f}")
     print(f"{'layer':>5} {'deletion_loss':>14} {'delta':>8} {'influence':>10} {'angle':>7}")
     for li, (dl, bi) in enumerate(zip(res["deletion_loss"], res["block_influence"]), start=1):

@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "measured step by step (resumable) with a page of each per-layer statistic against step; SRC "
                    "is a run trained with train.keep_checkpoints, a directory of step checkpoints (lab or "
                    "Hugging Face) or one checkpoint; repeat to add more")
-    p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on (default: Tiny Shakespeare, "
-                   "last 10%%, from --data-dir / $NORMLAB_DATA_DIR)")
+    p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on, or 'tinyshakespeare' (its last "
+                   "10%%); default: a lab run's own validation split, any other model Tiny Shakespeare's")
     p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>; a series: "
                    "./inspect/<name>-over-training)")
     p.add_argument("--context", type=int, help="tokens per sequence (default: 512 for HF models, capped by "
@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions (default 0)")
-    p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt")
+    p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt, or the folder a lab "
+                   "run's corpus file was moved to")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out (a series: measure "
                    "every step again)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -68,7 +69,7 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"family {s['family']}; placement {s['placement']}; norm {s['norm']}"
           + (f"; {s['notes']}" if s["notes"] else "")
           + ("" if s["importable"] else "; inspect-only"))
-    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens, mean log Z {s['log_z']:.3f}")
+    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens of {s['text']}, mean log Z {s['log_z']:.3f}")
     print(f"{'layer':>5} {'rms':>9} {'cos':>7} {'angle':>7} {'delete+':>9} {'grad':>10} {'max_logit':>9}")
     for li in range(1, len(r["cos_next"]) + 1):
         print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos_next'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "

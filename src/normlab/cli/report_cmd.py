@@ -17,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", default=None,
                    help="where the page goes (default: PATH/report for one PATH, ./compare for several)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--data-dir", metavar="DIR", help="one run: the folder its corpus was moved to (its layer "
+                   "analysis reads the corpus where the run recorded it otherwise)")
     p.set_defaults(func=_report)
 
 
@@ -29,6 +31,8 @@ def _report(args: argparse.Namespace) -> int:
 
     for path in args.paths:
         existing_dir(path, "PATH", "a run directory, a probe --out directory or a study store")
+    if args.data_dir:
+        existing_dir(args.data_dir, "--data-dir", "the folder holding the run's corpus")
     if args.out:
         writable_dir(args.out, "--out")
     else:  # the default place: beside the one PATH, or ./compare
@@ -36,7 +40,7 @@ def _report(args: argparse.Namespace) -> int:
         writable_dir(one, "report", "give --out DIR elsewhere")
     progress = not args.quiet
     if len(args.paths) == 1:
-        path = build_report(args.paths[0], progress=progress, out=args.out)
+        path = build_report(args.paths[0], progress=progress, out=args.out, data_dir=args.data_dir)
     else:
         path = compare_page(args.paths, args.out or "compare", progress=progress)
     print(path)

@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="RUN", help="continue RUN from its latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_run_options(p, {"--steps": "total optimizer steps (= train.steps); with --resume, extends a finished "
-                                   "run to N"})
+                                   "run to N",
+                        "--data-dir": "directory holding tinyshakespeare.txt (= data.data_dir); with --resume, "
+                                      "the folder a run's corpus file was moved to"})
     p.set_defaults(func=_train)
 
     p = sub.add_parser("sample", help="generate text from a trained run",
@@ -50,15 +52,15 @@ def _train(args: argparse.Namespace) -> int:
         flags = [("--config", args.config), ("--preset", args.preset), ("--placement", args.placement),
                  ("--set", args.overrides), ("--out", args.out)]
         used = [f for f, v in flags if v]
-        given = run_options(args)  # --steps with --resume extends the run (see prepare)
-        used += [flag for flag, _, field, *_ in RUN_OPTIONS if field in given and flag != "--steps"]
+        given = run_options(args)  # --steps with --resume extends the run, --data-dir finds a moved corpus
+        used += [flag for flag, _, field, *_ in RUN_OPTIONS if field in given and flag not in ("--steps", "--data-dir")]
         if used:
             raise UserError(f"--resume uses RUN/config.json; drop {', '.join(used)}")
         cfg, run_dir = None, args.resume
     else:
         cfg, run_dir = config_from_args(args), args.out or default_run_dir()
     plan = prepare(cfg, run_dir, resume=bool(args.resume), steps=args.steps if args.resume else None,
-                   unique=not (args.out or args.resume))
+                   unique=not (args.out or args.resume), data_dir=args.data_dir if args.resume else None)
     if plan.done is not None:
         print(run_dir, flush=True)
         logging.getLogger(__name__).info(

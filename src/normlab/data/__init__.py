@@ -10,10 +10,11 @@ if TYPE_CHECKING:
     from normlab.data.corpus import Corpus
 
 
-def load_corpus(cfg: Any) -> "Corpus":
-    """Read, verify, tokenise (cached) and split the corpus named by a ``DataConfig``."""
+def load_corpus(cfg: Any, expect_sha256: str | None = None) -> "Corpus":
+    """Read, verify, tokenise (cached) and split the corpus named by a ``DataConfig``
+    (``expect_sha256``: refuse other bytes, as a run's recorded corpus)."""
 
-    return _load(cfg)
+    return _load(cfg, expect_sha256)
 
 
 __all__ = ["load_corpus"]

@@ -57,16 +57,18 @@ def _token_dtype(vocab: int) -> type:
     return np.uint16 if vocab <= 2**16 else np.int32
 
 
-def load_corpus(cfg: DataConfig) -> Corpus:
+def load_corpus(cfg: DataConfig, expect_sha256: str | None = None) -> Corpus:
     """Read, verify and tokenise ``cfg.corpus`` (cached), split into train and validation.
 
     A folder ``normlab data prepare`` wrote is read as its memory-mapped shards
-    (``normlab.data.shards``); the split is the same rule either way."""
+    (``normlab.data.shards``); the split is the same rule either way. ``expect_sha256``: the
+    bytes a run recorded (``normlab.data.record``); others are refused."""
 
     if cfg.corpus not in KNOWN and Path(cfg.corpus).expanduser().is_dir():
         tokens, tokenizer, digest, source = open_prepared(cfg)
+        _expected(digest, expect_sha256, source)
     else:
-        tokens, tokenizer, digest, source = _tokenised_text(cfg)
+        tokens, tokenizer, digest, source = _tokenised_text(cfg, expect_sha256)
     n_train = int(len(tokens) * cfg.train_fraction)
     if n_train < 2 or len(tokens) - n_train < 2:
         raise UserError(f"{source}: {len(tokens)} tokens are too few to split "
@@ -74,10 +76,18 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     return Corpus(tokens[:n_train], tokens[n_train:], tokenizer, digest, source)
 
 
-def _tokenised_text(cfg: DataConfig) -> tuple[np.ndarray, Tokenizer, str, str]:
+def _expected(digest: str, expect_sha256: str | None, source: str) -> None:
+    if expect_sha256 and digest != expect_sha256:
+        raise UserError(f"data.corpus={source!r}: sha256 {digest} is not the run's corpus (sha256 "
+                        f"{expect_sha256}); put the original back, or pass --data-dir DIR naming the folder "
+                        "that holds it")
+
+
+def _tokenised_text(cfg: DataConfig, expect_sha256: str | None = None) -> tuple[np.ndarray, Tokenizer, str, str]:
     """The token array of a text corpus (from the cache when there), its tokenizer, sha256 and source."""
     data, source = read_corpus_bytes(cfg.corpus, cfg.data_dir)
     digest = sha256_bytes(data)
+    _expected(digest, expect_sha256, source)
     key = cfg.tokenizer + (f"{cfg.bpe_vocab}" if cfg.tokenizer == "bpe" else "")
     if cfg.tokenizer.endswith(".json"):  # a tokenizer file: keyed by its content, not its path
         try:

@@ -96,6 +96,9 @@ def read_corpus_bytes(corpus: str, data_dir: str | None) -> tuple[bytes, str]:
 
 def _read_file(corpus: str) -> bytes:
     path = Path(corpus).expanduser()
+    if path.is_dir():
+        raise UserError(f"data.corpus={corpus!r}: is a directory, not a text file; name one UTF-8 text file "
+                        f"in it (e.g. {path / 'input.txt'}), or concatenate its files into one")
     if not path.is_file():
         names = ", ".join(KNOWN)
         raise UserError(f"data.corpus={corpus!r}: no such file; name a UTF-8 text file or a known corpus ({names})")

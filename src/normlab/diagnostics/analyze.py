@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from normlab.core.fsutil import atomic_write_text
-from normlab.data import load_corpus
 from normlab.data.batches import val_batches
+from normlab.data.record import load_located
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
@@ -87,10 +87,11 @@ def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], 
 
 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
-                out: str | Path | None = None) -> dict[str, Any]:
+                out: str | Path | None = None, data_dir: str | None = None) -> dict[str, Any]:
     """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json
     into OUT (default RUN/analysis). Writing inside RUN holds RUN (``RunDir.writing``: refused
-    while a training writes it); OUT is held as an ``analysis`` folder (``normlab.run.outdir``)."""
+    while a training writes it); OUT is held as an ``analysis`` folder (``normlab.run.outdir``).
+    The run's own corpus is read (``normlab.data.record``: ``data_dir`` is where it was moved)."""
 
     flag = "--out" if out else "RUN"
     out = Path(out) if out else RunDir(run_dir).analysis_dir
@@ -100,12 +101,13 @@ def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 
         else:
             note_if_written(run_dir, "analyze")  # only read: it never locks, and says so
         held.enter_context(OutDir(out, "analysis").writing(flag))
-        return _analyze_into(run_dir, checkpoint, n_batches, batch_size, out)
+        return _analyze_into(run_dir, checkpoint, n_batches, batch_size, out, data_dir)
 
 
-def _analyze_into(run_dir: str | Path, checkpoint: str, n_batches: int, batch_size: int, out: Path) -> dict[str, Any]:
+def _analyze_into(run_dir: str | Path, checkpoint: str, n_batches: int, batch_size: int, out: Path,
+                  data_dir: str | None) -> dict[str, Any]:
     model, cfg = load_run_model(run_dir, checkpoint)
-    corpus = load_corpus(cfg.data)
+    corpus = load_located(cfg.data, RunDir(run_dir).data_record(), data_dir)
     batches = val_batches(corpus.val, model.cfg.context, batch_size, n_batches)
     values = analyze_values(model, batches)
     res = results(values)

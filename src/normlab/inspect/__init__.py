@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,16 @@ from typing import Any
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
 from normlab.core.lazy import lazy_getattr
-from normlab.data.source import read_corpus_bytes
+from normlab.core.progress import Progress
+from normlab.data.record import load_located
+from normlab.data.source import KNOWN, read_corpus_bytes
 from normlab.diagnostics.capture import make_batch, measure
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import chosen
 from normlab.inspect.subject import DTYPES, load_subject
 from normlab.model import cost
+from normlab.run.dir import RunDir
 from normlab.run.outdir import (
     ANALYSIS,
     ANALYSIS_CSV,
@@ -45,8 +47,10 @@ from normlab.run.outdir import (
 
 
 def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
-    """(text, where it came from): a UTF-8 file, or Tiny Shakespeare's validation tenth."""
-    if text is not None:
+    """(text, where it came from): a UTF-8 file, or Tiny Shakespeare's validation tenth (None,
+    or its name ``tinyshakespeare``, to measure a lab run on it like for like)."""
+
+    if text is not None and not (text in KNOWN and not Path(text).exists()):
         path = Path(text)
         try:
             return path.read_text(encoding="utf-8"), str(path)
@@ -58,6 +62,23 @@ def read_text(text: str | None, data_dir: str | None = None) -> tuple[str, str]:
     data, source = read_corpus_bytes("tinyshakespeare", data_dir)
     s = data.decode("utf-8")
     return s[int(0.9 * len(s)):], f"{source} (last 10%, the lab's validation split)"
+
+
+def measured_ids(subject: Any, text: str | None, data_dir: str | None, limit: int) -> tuple[list[int], str]:
+    """(token ids, which data they are): ``text`` tokenised by the model's own tokenizer when
+    given; else a lab run's own validation split (its corpus found where the run recorded it,
+    or in ``data_dir``; the tokens it trained against, at most ``limit``); else Tiny
+    Shakespeare's validation tenth."""
+    run = subject.info.get("run")
+    if text is None and run is not None:
+        rd = RunDir(run)
+        data = rd.config().data
+        corpus = load_located(data, rd.data_record(), data_dir)
+        frac = 1 - data.train_fraction
+        return ([int(i) for i in corpus.val[:limit]],
+                f"{run}'s own validation split: {corpus.source} (last {frac:.0%}, sha256 {corpus.sha256[:12]})")
+    body, source = read_text(text, data_dir)
+    return subject.encode(body), source
 
 
 def rows_of(captured: Any, placement: str, name: str, d: int) -> list[dict[str, Any]]:
@@ -97,19 +118,19 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
                     seed: int = 0, data_dir: str | None = None, quiet: bool = True, force: bool = False,
                     settings: dict[str, Any] | None = None, started: float | None = None) -> dict[str, Any]:
     """``normlab inspect`` of a :class:`~normlab.inspect.subject.Subject` (any causal LM, from
-    ``subject_from_module``): measure it on ``text`` (a file; default Tiny Shakespeare's
-    validation tenth) and write OUT, which ``normlab report OUT`` and ``normlab report A B``
-    read. Returns the summary (summary.json) with the raw results under ``result``. OUT is
-    held while it is written (``normlab.run.outdir.OutDir``): a second writer is refused."""
+    ``subject_from_module``): measure it on ``text`` (a file; default a lab run's own validation
+    split, else Tiny Shakespeare's validation tenth: ``measured_ids``) and write OUT, which
+    ``normlab report OUT`` and ``normlab report A B`` read. Returns the summary (summary.json)
+    with the raw results under ``result``. OUT is held while it is written
+    (``normlab.run.outdir.OutDir``): a second writer is refused."""
 
     t0 = time.perf_counter() if started is None else started
     _check_out(out, max_tokens, None, force)
     out = Path(out)
-    body, source = read_text(text, data_dir)
     name = subject.name
     if not subject.family.causal and subject.mask_id is None:
         raise UserError(f"{name}: the tokenizer has no mask token, needed for a masked-LM loss")
-    ids = subject.encode(body)
+    ids, source = measured_ids(subject, text, data_dir, limit=max_tokens + subject.context)
     inner = subject.context - len(subject.prefix) - len(subject.suffix)
     if len(ids) < inner:
         raise UserError(f"{source}: {len(ids)} tokens, shorter than one context of {inner} text tokens; "
@@ -132,21 +153,15 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
     fam = subject.family
     if not quiet:
         logging.getLogger(__name__).info(f"{name}: {fam.describe()}")
+        logging.getLogger(__name__).info(f"measuring on {source}")
     x, y = make_batch(subject, ids, max_tokens, seed)
     torch.manual_seed(seed)
-    bar = None
-    if not quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(subject.layers), desc="skipping blocks", unit="layer", file=sys.stderr)
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.update(1)
-
-    captured, raw = measure(subject, x, y, progress)
-    if bar is not None:
-        bar.close()
+    # the one progress display: a bar on a terminal, plain lines in a pipe or a log
+    with Progress("normlab inspect", enabled=not quiet) as bar:
+        bar.add("layer", len(subject.layers))
+        bar.item("skipping blocks")
+        bar.start("layer")
+        captured, raw = measure(subject, x, y, lambda done, total: bar.advance("layer"))
     L, d = len(subject.layers), subject.d_model
     first = next(subject.model.parameters())
     given = settings or {}  # inspect_model's own words for them
@@ -185,7 +200,7 @@ _LAZY = {"Subject": "normlab.diagnostics.subject", "Family": "normlab.diagnostic
 __getattr__ = lazy_getattr("normlab.inspect", _LAZY)
 
 
-__all__ = ["inspect_model", "inspect_subject", "read_text", "rows_of", *_LAZY]
+__all__ = ["inspect_model", "inspect_subject", "measured_ids", "read_text", "rows_of", *_LAZY]
 
 
 def _finite(obj: Any) -> Any:

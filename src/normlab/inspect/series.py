@@ -29,6 +29,7 @@ from typing import Any
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
 from normlab.core.progress import Progress
+from normlab.data.source import KNOWN
 from normlab.diagnostics.rows import COLUMNS, write_csv
 from normlab.inspect import inspect_subject, read_text
 from normlab.inspect.subject import DTYPES, is_hf_dir, load_subject
@@ -158,8 +159,10 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
                    data_dir: str | None = None, quiet: bool = False, force: bool = False,
                    page: bool = True) -> dict[str, Any]:
     """Measure every checkpoint of the SRCs into OUT/steps/ (skipping finished steps), write
-    OUT/series.csv and, with ``page``, OUT/report/index.html. Returns {"steps": every step,
-    "measured": the steps measured by this call, "page": the page or None}."""
+    OUT/series.csv and, with ``page``, OUT/report/index.html. ``text`` None measures a lab
+    run's checkpoints on the run's own validation split (``inspect.measured_ids``). Returns
+    {"steps": every step, "measured": the steps measured by this call, "page": the page or
+    None, "data": the data the measured steps were measured on}."""
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
@@ -167,8 +170,11 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
         raise UserError("--max-tokens and --context must be >= 2")
     out = Path(out)
     chosen = members(sources)
-    read_text(text, data_dir)  # a missing --text fails before OUT is made
-    settings = {"text": str(Path(text).resolve()) if text else None, "context": context, "max_tokens": max_tokens,
+    if text is not None:
+        read_text(text, data_dir)  # a missing --text fails before OUT is made
+    # text None: each checkpoint of a lab run is measured on the run's own validation split
+    named = text is None or (text in KNOWN and not Path(text).exists())
+    settings = {"text": text if text is None or named else str(Path(text).resolve()), "context": context, "max_tokens": max_tokens,
                 "dtype": dtype, "device": device, "seed": seed}
     name = Path(sources[0].rstrip("/")).resolve().name if len(sources) == 1 else chosen[0].path.name
     with OutDir(out, "series").writing("--out"):  # one writer: a second `inspect --series` into OUT is refused
@@ -184,6 +190,7 @@ def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member
     _plan(out, name, settings, chosen, force)
     todo = [m for m in chosen if not step_dir(out, m.step).is_dir()]
     measured: list[int] = []
+    used: list[str] = []
     with Progress("normlab inspect", enabled=not quiet) as bar:
         bar.add("checkpoint", len(chosen), done=len(chosen) - len(todo))
         if len(todo) < len(chosen):
@@ -195,8 +202,11 @@ def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member
             tmp = step_dir(out, m.step).with_name(step_dir(out, m.step).name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)  # what an interrupted run left
             subject = load_subject(str(m.path), dtype, device, context)
-            inspect_subject(subject, tmp, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir, quiet=True,
-                            settings={"model": str(m.path), "dtype": dtype, "device": device})
+            got = inspect_subject(subject, tmp, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir,
+                                  quiet=True, settings={"model": str(m.path), "dtype": dtype, "device": device})
+            if got["text"] not in used:  # say which data, once per source (a lab run: its own)
+                used.append(got["text"])
+                bar.note(f"measuring on {got['text']}")
             tmp.rename(step_dir(out, m.step))
             measured.append(m.step)
             bar.advance("checkpoint")
@@ -204,7 +214,7 @@ def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member
     path = None
     if page:
         path = series_page(out, progress=not quiet)
-    return {"steps": steps, "measured": measured, "page": path}
+    return {"steps": steps, "measured": measured, "page": path, "data": used}
 
 
 def write_rows(out: Path) -> list[int]:

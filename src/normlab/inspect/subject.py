@@ -113,6 +113,10 @@ def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir
                               forward=lambda ids: model(ids)[0], name=(run_dir or folder).name, family=fam,
                               context=ctx, attention=attention)
     sub.info.update(lab=True, source=str(run_dir or folder), vocab_size=cfg.vocab_size)
+
+    run = RunDir(run_dir) if run_dir is not None else RunDir.of_checkpoint(folder)
+    if run is not None:  # measured on the run's own validation data by default (inspect.measured_text)
+        sub.info["run"] = str(run.path)
     return sub
 
 

@@ -16,11 +16,13 @@ from normlab.report.pages import build_report as build
 from normlab.report.prepare import prepare as prepare_inputs  # (the name `prepare` is the submodule)
 
 
-def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None) -> Path:
+def build_report(path: str | Path, progress: bool = False, out: str | Path | None = None,
+                 data_dir: str | None = None) -> Path:
     """Write the report page for a run dir, probe output or study store; returns index.html.
-    What the page reads and nobody computed yet (a run's layer analysis) is computed first."""
+    What the page reads and nobody computed yet (a run's layer analysis) is computed first
+    (``data_dir``: where a run's moved corpus is)."""
 
-    prepare_inputs(path, out)
+    prepare_inputs(path, out, data_dir)
     return build(path, progress=progress, out=out)
 
 

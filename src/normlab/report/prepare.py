@@ -34,8 +34,9 @@ def _read(path: Path) -> dict[str, Any] | None:
     return res if isinstance(res, dict) else None
 
 
-def prepare(path: str | Path, out: str | Path | None = None) -> None:
-    """Compute what the page of PATH reads and nobody has computed yet (today: a run's analysis)."""
+def prepare(path: str | Path, out: str | Path | None = None, data_dir: str | None = None) -> None:
+    """Compute what the page of PATH reads and nobody has computed yet (today: a run's analysis,
+    on the run's own corpus: ``data_dir`` is where it was moved)."""
     run_dir = Path(path)
     if page_kind(run_dir) != "run":
         return
@@ -50,9 +51,9 @@ def prepare(path: str | Path, out: str | Path | None = None) -> None:
         cache = out_dir / "analysis"
     log.info("analysing the final checkpoint for the layer figures (once; cached in %s)", cache)
     try:
-        analyze_run(run_dir, out=cache)
+        analyze_run(run_dir, out=cache, data_dir=data_dir)
     except UserError as e:  # the page draws what an older analysis has, or says why there is none
-        log.info("layer analysis skipped: %s", e)
+        log.warning("layer similarity and deletion skipped: %s", e)  # e.g. the corpus moved: its sha256, --data-dir
 
 
 __all__ = ["prepare"]

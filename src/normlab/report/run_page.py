@@ -108,7 +108,8 @@ def layer_section(page: Page, run_dir: Path) -> None:
             break
     if not isinstance(res, dict):
         page.text(f"Layer similarity and deletion skipped: no analysis of this run yet (`normlab analyze {run_dir}`; "
-                  "`normlab report` runs it when the run has a checkpoint and its corpus).", "muted")
+                  "`normlab report` runs it when the run has a checkpoint and its corpus, `--data-dir DIR` when the corpus moved).",
+                  "muted")
         return
     page.heading("Layers of the final model (checkpoint, validation text)", "layers")
     for key, s, f in figs:

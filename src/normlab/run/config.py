@@ -10,7 +10,7 @@ from typing import Any
 from normlab.core.schema import Section, doc, from_dict, to_dict
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
-from normlab.run.train_config import OptimConfig, TrainConfig
+from normlab.run.train_config import OptimConfig, TrainConfig, reading_stored
 
 
 @dataclass
@@ -37,8 +37,10 @@ class RunConfig(Section):
     @classmethod
     def from_json(cls, text: str) -> "RunConfig":
         """A stored config (a run's config.json, a study trial), written by this or an older
-        normlab: options that have moved since are read in their new place."""
+        normlab: options that have moved since are read in their new place. Logger names are
+        not looked up: only training needs them, and it checks them (``train.plan``)."""
         data = json.loads(text)
         if isinstance(data, dict) and isinstance(data.get("model"), dict):
             data = {**data, "model": ModelConfig.upgrade(data["model"])}
-        return from_dict(cls, data)
+        with reading_stored():
+            return from_dict(cls, data)

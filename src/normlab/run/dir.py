@@ -7,6 +7,8 @@ Every file of ``RUN/`` is named here and only here:
   metrics.jsonl      one JSON line per logged step
   diagnostics.jsonl  in-training statistics (``train.diagnostics_every``)
   summary.json       status and results, written when the run ends
+  data.json          the data read: corpus path and sha256, tokenizer, split (``normlab.data.record``);
+                     absent in runs older than it
   checkpoints/       ``latest`` and ``best`` (``normlab.run.checkpoint``: hash-checked), and
                      with ``train.keep_checkpoints`` the weights of each checkpoint step,
                      ``step_NNNNNN`` (``step_checkpoints``)
@@ -42,16 +44,18 @@ from normlab.core.dirlock import held, holder, marked_kind
 from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table
 from normlab.core.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
-from normlab.model.build import build_model
-from normlab.model.io import load_config
-from normlab.run import checkpoint
 from normlab.run.config import RunConfig
+
+# The checkpoint code (and torch with it) is imported inside the methods that need it: every
+# light reader of a run (report's kind detection, study status, `normlab --help`'s argument
+# tables) imports this module, and would otherwise pay for torch.
 
 if TYPE_CHECKING:
     from normlab.core.dirlock import Holder
     from normlab.run.config import RunConfig
 
 CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY = "config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "summary.json"
+DATA = "data.json"
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
 ANALYSIS, REPORT = "analysis", "report"
@@ -60,7 +64,7 @@ LOGGER_DIRS = ("tensorboard", "wandb")
 # every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"
 LOCK = ".normlab.lock"  # in every folder the lab writes: flocked by its one writer (``normlab.core.dirlock``)
 MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so readers need not guess
-OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, LOCK, MARKER, PROBE_CSV, RAY_NODES, TRIAL_LOCK,
+OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, DATA, LOCK, MARKER, PROBE_CSV, RAY_NODES, TRIAL_LOCK,
          f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 
@@ -175,6 +179,13 @@ class RunDir:
                   check=check, other=other):
             yield self
 
+    @classmethod
+    def of_checkpoint(cls, folder: str | Path) -> RunDir | None:
+        """The run a checkpoint folder (RUN/checkpoints/NAME) belongs to, else None."""
+        folder = Path(folder).resolve()
+        run = cls(folder.parents[1]) if len(folder.parents) > 1 else None
+        return run if run is not None and folder.parent.name == CHECKPOINTS and run.is_run() else None
+
     # ------------------------------------------------------------------ reading
     def config(self, label: str = "RUN") -> RunConfig:
         """The RunConfig in config.json; ``label`` names the argument that gave RUN in the error."""
@@ -204,6 +215,11 @@ class RunDir:
     def env(self) -> dict[str, Any] | None:
         return read_json(self.path / ENV)
 
+    def data_record(self) -> dict[str, Any] | None:
+        """data.json: the corpus (path, sha256) and tokenizer the run read; None in older runs."""
+        rec = read_json(self.path / DATA)
+        return rec if isinstance(rec, dict) else None
+
     def metrics(self) -> list[dict[str, Any]]:
         """metrics.jsonl's lines ([] when absent; a torn last line of a killed run is ignored)."""
         return read_jsonl(self.path / METRICS)
@@ -218,6 +234,8 @@ class RunDir:
 
     def find_checkpoint(self, name: str) -> Path | None:
         """The intact checkpoint ``name`` (or its twin after an interrupted swap), else None."""
+        from normlab.run import checkpoint
+
 
         return checkpoint.find(self.checkpoint_dir(name))
 
@@ -230,6 +248,8 @@ class RunDir:
         """(step, folder) of every kept step checkpoint, in step order; an interrupted swap's
         twin stands in for its folder. A damaged one is an error naming it, never skipped (a
         series with a hole would read as a smooth curve)."""
+        from normlab.run import checkpoint
+
 
         root = self.path / CHECKPOINTS
         steps = sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
@@ -245,6 +265,8 @@ class RunDir:
         return out
 
     def checkpoint_problem(self, name: str) -> str | None:
+        from normlab.run import checkpoint
+
         return checkpoint.problem(self.checkpoint_dir(name))
 
     def pick_checkpoint(self, which: str = "best") -> Path:
@@ -254,6 +276,8 @@ class RunDir:
         checkpoint is never passed over for another one: it is an error naming it, and the
         other checkpoint when that one is intact (``--checkpoint NAME``).
         """
+        from normlab.run import checkpoint
+
 
         other = "latest" if which == "best" else "best"
         for name in (which, other):
@@ -274,6 +298,10 @@ class RunDir:
     def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
         """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
         (hash-checked before any tensor is read)."""
+        from normlab.model.build import build_model
+        from normlab.model.io import load_config
+        from normlab.run import checkpoint
+
 
         cfg = self.config(label)
         folder = self.pick_checkpoint(which)
@@ -297,6 +325,9 @@ class RunDir:
             first.setdefault("resumes", []).append(env)
             env = first
         atomic_write_json(self.path / ENV, env)
+
+    def write_data_record(self, record: dict[str, Any]) -> None:
+        atomic_write_json(self.path / DATA, record)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         atomic_write_json(self.path / SUMMARY, summary)
@@ -322,6 +353,8 @@ class RunDir:
                 write_jsonl(p, [r for r in read_jsonl(p) if r.get("step", 0) <= upto])
 
     def save_checkpoint(self, name: str, model: Any, state: dict[str, Any], optimizer: Any = None) -> None:
+        from normlab.run import checkpoint
+
         checkpoint.save(self.checkpoint_dir(name), model, state, optimizer)
 
 

@@ -31,6 +31,10 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
     """
 
     folder = Path(init_dir)
+    if not (folder / "model_config.json").is_file() and _hugging_face_dir(folder):
+        raise UserError(f"--init-from (train.init_from) {folder}: a Hugging Face checkpoint (config.json with "
+                        f"a model_type), not a normlab model directory; convert it first with `normlab import "
+                        f"{folder} DIR`, then pass --init-from DIR")
     if not (folder / WEIGHTS).is_file():
         raise UserError(f"--init-from (train.init_from) {folder}: no {WEIGHTS} there; give a `normlab import` or save_model "
                         "directory, or a run's checkpoints/best")
@@ -41,6 +45,17 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
         data["data"] = {**data.get("data", {}), "tokenizer": str(tok)}
     data["train"] = {**data.get("train", {}), "init_from": str(folder)}
     return data
+
+
+def _hugging_face_dir(folder: Path) -> bool:
+    """config.json naming a ``model_type``, as transformers' ``save_pretrained`` writes it."""
+    import json
+
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "model_type" in data
 
 
 def load_init(model: Any, cfg: Any) -> None:

@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Iterator
 
 from normlab.core.schema import Section, doc
 from normlab.run.registries import LOGGERS, SCHEDULES
+
+# Set while a stored config (a run's config.json) is read: its logger names matter only to
+# training, which checks them again (``train.plan.check_config``), so a logger plugin
+# uninstalled since the run does not make a finished run unreadable by sample, inspect or report.
+_STORED: ContextVar[bool] = ContextVar("normlab_stored_config", default=False)
+
+
+@contextlib.contextmanager
+def reading_stored() -> Iterator[None]:
+    """Build configs from stored files: logger names are not looked up (see ``_STORED``)."""
+    token = _STORED.set(True)
+    try:
+        yield
+    finally:
+        _STORED.reset(token)
 
 
 @dataclass
@@ -90,5 +108,6 @@ class TrainConfig(Section):
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
         self.check(self.init_from is None or bool(self.init_from.strip()), "init_from",
                    "name a model directory (model.safetensors + model_config.json) or none")
-        for name in self.loggers:
-            LOGGERS.get(name, "train.loggers")
+        if not _STORED.get():  # a stored config is read, not trained: its loggers need not be installed
+            for name in self.loggers:
+                LOGGERS.get(name, "train.loggers")

@@ -30,6 +30,7 @@ from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table, sqlite_errors, writable_dir
 from normlab.core.fsutil import CorruptFileError, atomic_write_text
 from normlab.run.config import RunConfig
+from normlab.run.dir import RunDir
 from normlab.study.grow import growth_refusal
 from normlab.study.spec import safe_relpath
 
@@ -105,6 +106,10 @@ class Store:
         if self.root.exists() and not self.root.is_dir():
             raise UserError(f"{self.root}: is a file, not a study store directory; give the store's directory")
         if not self.db_path.exists() or not (self.root / "spec.json").exists():
+            if RunDir(self.root).holds_run():  # never advise making a store inside a run
+                raise UserError(f"{self.root}: a training run directory, not a study store; `normlab report "
+                                f"{self.root}` shows the run, and a store is the --store DIR a `normlab study run "
+                                "SPEC --store DIR` made")
             raise UserError(f"{self.root}: no study store here (create one with "
                             f"`normlab study run SPEC --store {self.root}`)")
         self._busy = busy_timeout_s

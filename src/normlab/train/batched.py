@@ -37,6 +37,7 @@ import torch
 from normlab.core.errors import UserError
 from normlab.core.schema import to_dict
 from normlab.data.batches import train_batch, val_batches
+from normlab.data.record import make_record
 from normlab.model.build import build_model, lab_internals, resolve_model
 from normlab.model.placement import Placement, Stream
 from normlab.run.dir import RunDir
@@ -155,12 +156,12 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     return corpus, trials, device
 
 
-def _open_run_dirs(trials: list[_Trial], device: torch.device) -> None:
+def _open_run_dirs(trials: list[_Trial], device: torch.device, corpus: Any) -> None:
     for tr in trials:
         env = environment(device, tr.cfg.seed, Dist())
         env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
         run = RunDir(tr.run_dir)
-        open_files(run, tr.cfg, env)
+        open_files(run, tr.cfg, env, data=make_record(tr.cfg.data, corpus))
         tr.loggers = start_loggers(run, tr.cfg)
 
 
@@ -226,7 +227,7 @@ def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
     stack = Stack(trials, device)
     val = [(x.to(device), y.to(device)) for x, y in val_batches(corpus.val, ctx, t.batch_size, t.eval_batches)]
-    _open_run_dirs(trials, device)
+    _open_run_dirs(trials, device, corpus)
     for tr in trials:
         if tr.cfg.train.keep_checkpoints:  # the model at initialisation, as the solo loop keeps it
 

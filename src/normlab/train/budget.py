@@ -22,9 +22,11 @@ memory than is free or more than ``REFUSE_S`` seconds, and to warn above ``WARN_
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -101,8 +103,36 @@ def _human_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
+# The fields that make a step big, in the order they are blamed on a tie.
+GROWERS = ("model.context", "model.n_layer", "model.d_model", "train.batch_size")
+
+
+def culprit(cfg: RunConfig, est: StepEstimate, world: int, size: Callable[[StepEstimate], float]) -> str:
+    """``field=value`` of the field that makes the step (``est``) too big: the one above its
+    default whose return to the default shrinks ``size`` (bytes or FLOPs) the most (so
+    ``model.n_layer=100000`` is blamed, not the default context it runs at)."""
+    base, named = RunConfig(), "model.context"
+    best = size(est)
+    for key in GROWERS:
+        section, field = key.split(".")
+        default = getattr(getattr(base, section), field)
+        if getattr(getattr(cfg, section), field) <= default:
+            continue
+        try:
+            smaller = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
+                                                                                **{field: default})})
+        except UserError:  # the default is invalid beside the other values (d_model vs n_head)
+            continue
+        got = size(estimate(smaller, world))
+        if got < best:
+            best, named = got, key
+    section, field = named.split(".")
+    return f"{named}={getattr(getattr(cfg, section), field)}"
+
+
 def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: ModelPlan | None = None) -> None:
     """Refuse (UserError) a step that cannot fit in memory or time here; warn on a slow one.
+    The error names the field to blame first (``culprit``), then every field that sizes a step.
     ``plan``: ``cfg.model`` already resolved (``train.plan.check_config``)."""
     est = estimate(cfg, world, plan)
     m, t = cfg.model, cfg.train
@@ -110,8 +140,8 @@ def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: 
            f"or model.n_layer={m.n_layer}")
     free = free_memory(device)
     if free is not None and est.bytes > free:
-        raise UserError(f"model.context={m.context}: one step needs about {_gib(est.bytes)} on {device.type}, "
-                        f"{_gib(free)} is free; {fix}")
+        raise UserError(f"{culprit(cfg, est, world, lambda e: e.bytes)}: one step needs about {_gib(est.bytes)} on "
+                        f"{device.type}, {_gib(free)} is free; {fix}")
     if est.flops < MEASURE_ABOVE:
         return
     rate = EFFICIENCY * matmul_rate(device)
@@ -119,6 +149,6 @@ def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: 
     what = (f"one step is about {est.flops:.2g} FLOP, {_human_s(sec)} at the {rate / 1e9:.0f} GFLOP/s a step "
             f"reaches here ({_human_s(sec * max(t.steps, 1))} for {t.steps} steps)")
     if sec > REFUSE_S:
-        raise UserError(f"model.context={m.context}: {what}; {fix}")
+        raise UserError(f"{culprit(cfg, est, world, lambda e: e.flops)}: {what}; {fix}")
     if sec > WARN_S:
         logging.getLogger(__name__).warning(what)

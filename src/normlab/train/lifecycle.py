@@ -18,11 +18,16 @@ def finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def open_files(run: Any, cfg: Any, env: dict[str, Any], resume: bool = False) -> None:
-    """The opening: write RUN's config.json and env.json (a resume appends its record to
-    env.json). ``run`` is a ``normlab.run.dir.RunDir``; every check passed before this."""
+def open_files(run: Any, cfg: Any, env: dict[str, Any], resume: bool = False,
+               data: dict[str, Any] | None = None) -> None:
+    """The opening: write RUN's config.json, env.json (a resume appends its record to
+    env.json) and data.json (``data``: ``normlab.data.record.make_record``; a resume that found
+    a moved corpus records where it is now). ``run`` is a ``normlab.run.dir.RunDir``; every
+    check passed before this."""
     run.write_config(cfg)
     run.write_env(env, resume=resume)
+    if data is not None:
+        run.write_data_record(data)
 
 
 def start_loggers(run: Any, cfg: Any) -> list[Any]:

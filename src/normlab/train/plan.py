@@ -20,6 +20,7 @@ from typing import Any
 from normlab.core import fscheck
 from normlab.core.dirlock import refusal
 from normlab.core.errors import ConfigError, UserError
+from normlab.data.record import absolute, locate
 from normlab.data.tokenizers import make_tokenizer
 from normlab.model.build import Plan as ModelPlan
 from normlab.model.build import lab_internals, resolve_model
@@ -41,6 +42,7 @@ class Plan:
     done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
     unique: bool = False  # run_dir is a proposed name: the run takes it or the next free one (-1, -2, ...)
     model: ModelPlan | None = None      # cfg.model resolved (names, options), once per run
+    corpus_sha256: str | None = None  # a resumed run's recorded corpus (RUN/data.json): no other is read
 
 
 def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
@@ -63,17 +65,21 @@ def finished(run_dir: str | Path) -> dict | None:
 
 
 def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
-            steps: int | None = None, unique: bool = False) -> Plan:
+            steps: int | None = None, unique: bool = False, data_dir: str | None = None) -> Plan:
     """Decide what the run is and check everything that can be checked before any I/O.
 
     Fresh (``resume=False``): ``cfg`` is required and RUN must not hold a run yet. Resume:
     RUN/config.json is the authority (``cfg`` is ignored); a finished run comes back with
-    ``done`` set, unless ``steps`` raises its train.steps, which extends it. ``unique``: RUN
-    is a default name, taken or suffixed when the run claims it (``normlab.train.run.claimed``).
-    Reads nothing but RUN's own small files; raises UserError (or ConfigError) naming what to fix.
+    ``done`` set, unless ``steps`` raises its train.steps, which extends it, and its corpus
+    is found where RUN/data.json recorded it (or in ``data_dir``, where it was moved). A
+    fresh run's data paths become absolute, so config.json reads the same from anywhere.
+    ``unique``: RUN is a default name, taken or suffixed when the run claims it
+    (``normlab.train.run.claimed``). Reads nothing but RUN's own small files; raises
+    UserError (or ConfigError) naming what to fix.
     """
 
     run_dir = Path(run_dir)
+    sha = None
     holding = writer(run_dir)  # another process writes RUN: its files say nothing final yet
     if holding is not None and (resume or (not unique and is_run_dir(run_dir))):
         raise refusal("--resume" if resume else "--out", run_dir, holding, None if resume else "choose another --out")
@@ -85,16 +91,20 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
             return Plan(cfg, run_dir, True, done)  # a finished run is never retrained
         if steps is not None:
             cfg = _extended(cfg, run_dir, steps, done)
+        found, sha = locate(cfg.data, RunDir(run_dir).data_record(), data_dir)
+        cfg = dataclasses.replace(cfg, data=found)
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
     elif not unique and run_dir.exists() and is_run_dir(run_dir):  # (a taken default name gets a suffix)
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
+    else:
+        cfg = dataclasses.replace(cfg, data=absolute(cfg.data))
     model = check_config(cfg)
     if resume:
         fscheck.writable_dir(run_dir, "--resume", "copy the run to a writable disk and resume the copy")
     else:
         fscheck.writable_dir(run_dir, "--out")
-    return Plan(cfg, run_dir, resume, unique=unique and not resume, model=model)
+    return Plan(cfg, run_dir, resume, unique=unique and not resume, model=model, corpus_sha256=sha)
 
 
 def check_config(cfg: RunConfig) -> ModelPlan:

@@ -23,6 +23,7 @@ from normlab.core.dirlock import create_unique
 from normlab.core.errors import UserError
 from normlab.data import load_corpus
 from normlab.data.batches import check_fits, val_batches
+from normlab.data.record import make_record
 from normlab.model import cost
 from normlab.model.build import build_model
 from normlab.run import checkpoint
@@ -51,7 +52,7 @@ def default_run_dir(root: str | Path = "runs") -> Path:
 
 
 def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False, quiet: bool = False,
-                 steps: int | None = None) -> dict:
+                 steps: int | None = None, data_dir: str | None = None) -> dict:
     """Train one model into ``run_dir`` and return its summary (also RUN/summary.json).
 
     ``resume=True`` (``cfg`` may then be None) continues from RUN/checkpoints/latest (the stored config.json is the
@@ -60,9 +61,10 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
     final checkpoint to ``steps`` (the lr schedule is recomputed for the new total).
     Divergence returns normally with status "diverged"; Ctrl-C or SIGTERM returns status
     "interrupted" after a checkpoint. Bad input is refused before the corpus is read and
-    before RUN is touched (``normlab.train.plan.prepare``).
+    before RUN is touched (``normlab.train.plan.prepare``). ``data_dir`` (resume only): where
+    a moved corpus is now (``normlab.data.record.locate``).
     """
-    plan = prepare(cfg, run_dir, resume=resume, steps=steps)
+    plan = prepare(cfg, run_dir, resume=resume, steps=steps, data_dir=data_dir)
     if plan.done is not None:
         return plan.done  # nothing left to do
     return execute(plan, quiet=quiet)
@@ -114,7 +116,7 @@ def load_data(plan: Plan) -> Data:
     from the tokenizer and cut the fixed validation batches."""
 
     cfg = plan.cfg
-    corpus = load_corpus(cfg.data)
+    corpus = load_corpus(cfg.data, expect_sha256=plan.corpus_sha256)  # a resume reads its own corpus only
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
     if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.run.init_from)
@@ -156,7 +158,7 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
         logging.getLogger(__name__).warning(f"{run.checkpoint_problem('latest')}; restarting the run from step 0")
     env = environment(job.device, cfg.seed, dist)
     if dist.main:
-        open_files(run, cfg, env, resume)
+        open_files(run, cfg, env, resume, data=make_record(cfg.data, job.data.corpus))
     if ckpt is not None:
         state = checkpoint.load(ckpt, job.model, job.optimizer)
         st = LoopState(**state["loop"])
