@@ -38,11 +38,21 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
 	  echo "note: chromium not installed; browser tests will be skipped"
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (one per core of a 2-core machine; each
+# sets one torch thread, tests/conftest.py). loadgroup keeps each xdist_group on one worker and
+# --no-loadscope-reorder keeps the suite's order (long tests first); then the 15 slowest tests.
+TEST_WORKERS ?= 2
+# The suite's temporary files (every run, store and checkpoint it writes) go to tmpfs when the
+# machine has one with room: each checkpoint is fsynced file by file, and on a disk a smoke trial
+# spends much of its time waiting for those writes. Nothing there outlives the session.
+TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && df -Pk /dev/shm | awk 'NR == 2 && $$4 > 2000000 {print "/dev/shm"}')
+
 test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports   # the layers of pyproject.toml [tool.importlinter]
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	  --durations=15
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

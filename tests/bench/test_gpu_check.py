@@ -42,6 +42,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_dry_run_goes_through_every_part(tmp_path: Path) -> None:
     out = tmp_path / "g.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out), "--work", str(tmp_path / "w")],

@@ -5,6 +5,7 @@ page opens in headless Chromium with every image decoded."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -36,13 +37,15 @@ PINNED = {
 CHECKS = {"jacobian-identity": {"pre": "supported"}, "deepnorm-bounded": {"shortcut": "supported"}}
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="session")
+def quick(shared_dir) -> Path:
+    """One `claims --quick` run per session (the costliest fixture of the suite), read only."""
     from normlab.cli import main
 
-    out = tmp_path_factory.mktemp("claims")
-    assert main(["claims", "--quick", "--out", str(out)]) == 0
-    return out
+    def build(out: Path) -> None:
+        assert main(["claims", "--quick", "--out", str(out)]) == 0
+
+    return shared_dir("claims-quick", build)
 
 
 @pytest.mark.slow
@@ -67,7 +70,8 @@ def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
     html = (quick / "index.html").read_text()
     assert "which statements about normalization placement hold up?" in html
     assert all(f'id="claim-{cid}"' in html for cid in PINNED)
-    lay = browse(quick / "index.html", tmp_path, "claims-quick")
+    page = shutil.copytree(quick, tmp_path / "claims")  # browse writes beside the page; the run is shared
+    lay = browse(page / "index.html", tmp_path, "claims-quick")
     assert lay["n"] >= len(PINNED) + 5 and lay["bad"] == 0 and not lay["errors"], lay
     assert lay["wide"] == 0 and not lay["hscroll"], lay
 
@@ -75,8 +79,6 @@ def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
 def test_published_evidence_is_complete_and_opens(tmp_path: Path) -> None:
     """docs/evidence: every claim has parts with effect, interval and n per side; no decisive
     verdict rests on fewer than 3 seeds a side; the wall time is recorded; the page opens."""
-    import shutil
-
     root = Path(__file__).parents[2] / "docs" / "evidence"
     data = json.loads((root / "claims.json").read_text())
     assert data["meta"]["training_wall_s"] <= 150 * 60 and data["meta"]["git_revision"]

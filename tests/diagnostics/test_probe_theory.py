@@ -14,6 +14,8 @@ import pytest
 from normlab.diagnostics.fits import summarize
 from normlab.diagnostics.probe import ProbeConfig, run_probe
 
+pytestmark = pytest.mark.xdist_group("diagnostics-probe-theory")  # one worker probes the module's grid
+
 
 @pytest.fixture(scope="module")
 def summary(tmp_path_factory: pytest.TempPathFactory) -> dict:

@@ -66,6 +66,7 @@ def _csv_rows(path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_registered_statistic_appears_everywhere(throwaway, tmp_path, data_dir) -> None:
     """probe rows, diagnostics.jsonl, ``inspect`` and ``analyze`` output, the probe and run pages."""
     from normlab.diagnostics.probe import ProbeConfig, run_probe, write_csv

@@ -167,8 +167,9 @@ def _run(cmd: str, where: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Tiny stand-ins for the models the docs name: ./gpt2, ./my-llama (and a smoke run)."""
+def models(shared_dir) -> Path:
+    """Tiny stand-ins for the models the docs name: ./gpt2, ./my-llama (and a smoke run), built
+    once for every worker; the pages copy the models and only read the run."""
     pytest.importorskip("transformers")
     sys.path.insert(0, str(ROOT / "tests" / "inspect"))
     import tiny
@@ -178,22 +179,26 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corpus = Path(os.environ.get("NORMLAB_DATA_DIR", "")) / "tinyshakespeare.txt"
     if not corpus.is_file():  # the convention of tests/conftest.py's data_dir
         pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
-    d = tmp_path_factory.mktemp("doc-models")
-    text = corpus.read_text(encoding="utf-8")
-    tiny.save("gpt2", text, d / "gpt2")
-    cfg = tiny.hf_config("llama")
-    cfg.max_position_embeddings = 256  # docs/training.md trains it at model.context=256
-    import transformers
 
-    transformers.LlamaForCausalLM(cfg).save_pretrained(d / "my-llama")
-    tiny.tokenizer(text, "llama").save_pretrained(d / "my-llama")
-    assert main(["train", "--preset", "smoke", "--set", "train.steps=2", "--quiet", "--out", str(d / "run")]) == 0
-    return d
+    def build(d: Path) -> None:
+        text = corpus.read_text(encoding="utf-8")
+        tiny.save("gpt2", text, d / "gpt2")
+        cfg = tiny.hf_config("llama")
+        cfg.max_position_embeddings = 256  # docs/training.md trains it at model.context=256
+        import transformers
+
+        transformers.LlamaForCausalLM(cfg).save_pretrained(d / "my-llama")
+        tiny.tokenizer(text, "llama").save_pretrained(d / "my-llama")
+        argv = ["train", "--preset", "smoke", "--set", "train.steps=2", "--quiet", "--out", str(d / "run")]
+        assert main(argv) == 0
+
+    return shared_dir("doc-models", build)
 
 
 SHELL_PAGES = [p for p in PAGES if any(b.lang in SHELL and not b.skip for b in blocks(p))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", SHELL_PAGES, ids=[p.name for p in SHELL_PAGES])
 def test_shell_blocks_run(page: Path, models: Path, data_dir: Path, tmp_path: Path,
                           monkeypatch: pytest.MonkeyPatch) -> None:

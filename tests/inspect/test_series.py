@@ -81,6 +81,7 @@ def test_keep_checkpoints_keeps_every_checkpoint_step(run: Path) -> None:
         RunConfig.from_dict({"train": {"keep_checkpoints": True, "checkpoint_every": 0}})
 
 
+@pytest.mark.slow
 def test_series_of_a_lab_run_resumes_and_its_page_opens(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from normlab.inspect.series import inspect_series, step_dir
@@ -121,6 +122,7 @@ def test_series_of_a_lab_run_resumes_and_its_page_opens(run: Path, tmp_path: Pat
         inspect_series([str(run)], out, max_tokens=96, quiet=True, page=False)
 
 
+@pytest.mark.slow
 def test_series_of_the_exported_checkpoints(run: Path, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from normlab.inspect.export import export_model

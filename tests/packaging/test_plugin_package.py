@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import normlab
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
@@ -47,6 +49,7 @@ def _env(tmp_path: Path, *paths: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path: Path, corpus: Path) -> None:
     pkg = tmp_path / "pkg"
     pkg.mkdir()

@@ -27,6 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
+pytestmark = pytest.mark.xdist_group("packaging-wheel")  # one worker builds the module's dists
 ROOT = Path(normlab.__file__).resolve().parents[2]  # the checkout: pyproject.toml, README.md, src/
 PACKAGE = ROOT / "src" / "normlab"
 SOURCES = sorted(p.relative_to(ROOT / "src").as_posix() for p in [*PACKAGE.rglob("*.py"), PACKAGE / "py.typed"])
@@ -77,6 +78,7 @@ def test_the_sdist_holds_the_sources_and_the_wheel_the_package(dists) -> None:
     assert re.search(r"^normlab = normlab\.cli:main$", scripts, re.M)
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_into_a_fresh_venv_and_trains_there(dists, tmp_path, corpus) -> None:
     import torch
 

@@ -63,16 +63,18 @@ def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(source, "download", refuse)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
-    """Metrics of the uninterrupted tiny run (computed once per module)."""
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory, shared_dir) -> list[dict]:
+    """Metrics of the uninterrupted tiny run (computed once per session, for every worker)."""
     from normlab.train import run_training
 
     d = os.environ.get("NORMLAB_DATA_DIR")
     if not d or not (Path(d) / "tinyshakespeare.txt").exists():
         pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
-    run = tmp_path_factory.mktemp("ref") / "run"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-        run_training(tiny_cfg(), run, quiet=True)
-    return comparable(run)
+
+    def build(out: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+            run_training(tiny_cfg(), out / "run", quiet=True)
+
+    return comparable(shared_dir("reliability-reference", build) / "run")

@@ -30,6 +30,7 @@ from .conftest import tiny_cfg
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
+pytestmark = pytest.mark.xdist_group("reliability-paths")  # one worker builds the module's world
 REQUIRE = "NORMLAB_REQUIRE_NETNS"  # CI: namespaces must work there, so the read-only cases never skip
 
 # Cheap settings, in case a check fails to fire and the command starts its work.
@@ -295,6 +296,7 @@ def _unshare() -> list[str]:
     return ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--mount", "--map-root-user"]
 
 
+@pytest.mark.slow
 def test_read_only_directories_are_one_line_exit_2_and_readers_still_work(world, tmp_path):
     reason = _ro_unavailable()
     if reason:

@@ -38,6 +38,7 @@ def _check(store_root: Path, store) -> None:
     assert sum(1 for e in store.events() if e["event"] == "completed") == len(trials)
 
 
+@pytest.mark.slow
 def test_local_worker_sigkilled_mid_trial_is_reclaimed_in_the_same_run(tmp_path, fake) -> None:
     spec = StudySpec(name="kill", trial=fake, retries=1, seeds=[0, 1], axes={"optim.lr": [1e-3, 2e-3]})
     # Two spawned workers: the survivor sees the dead worker's pid gone and takes its trial

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from normlab.report import build_report
 from normlab.run.resolve import resolve
 from normlab.train import run_training
 
 
+@pytest.mark.slow
 def test_run_report_has_layer_similarity_and_deletion(tmp_path, data_dir):
     cfg = resolve("smoke", overrides=["train.steps=10", "train.eval_every=5", f"data.data_dir={data_dir}"])
     run = tmp_path / "run"

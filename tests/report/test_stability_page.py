@@ -49,6 +49,7 @@ def test_each_cell_is_split_into_bands_by_its_outcome_shares() -> None:
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_smoke_stability_map_study_end_to_end(tmp_path: Path, data_dir: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     from normlab.cli import main

@@ -46,6 +46,11 @@ def _item_key(item: Any) -> str:
 def wandb_run(run_dir: Path) -> list[dict[str, Any]]:
     """One dict per W&B session of ``run_dir`` (offline mode): run id, group, config,
     history rows (W&B's own ``_``-keys dropped) and the final summary."""
+    import wandb
+
+    # run.finish() can return before W&B's service process has written the log out (seen with
+    # the runs on tmpfs and other tests running beside): teardown waits for the service to stop
+    wandb.teardown()
     sessions = []
     for f in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")):
         s: dict[str, Any] = {"history": [], "summary": {}, "config": {}}

@@ -40,12 +40,24 @@ def _wait_for_checkpoint(proc: subprocess.Popen, run: Path, at_least: int = 20) 
     pytest.fail("no checkpoint within 120 s")
 
 
-def _reference(tmp_path: Path, tiny) -> list[dict]:
-    run_training(tiny.cfg(*LONG), tmp_path / "ref", quiet=True)
-    return tiny.comparable(tmp_path / "ref")
+@pytest.fixture(scope="session")
+def reference(shared_dir, tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """Metrics of the uninterrupted LONG run, trained once per session (every worker reads it)."""
+    from .conftest import comparable, tiny_cfg
+
+    if not (Path(os.environ.get("NORMLAB_DATA_DIR", "/nonexistent")) / "tinyshakespeare.txt").is_file():
+        pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")  # as the tiny fixture does
+
+    def build(out: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:  # the autouse cache fixture has not run yet
+            mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+            run_training(tiny_cfg(*LONG), out / "ref", quiet=True)
+
+    return comparable(shared_dir("train-long-reference", build) / "ref")
 
 
-def test_sigkill_then_resume_reproduces_metrics_bitwise(tmp_path, tiny):
+@pytest.mark.slow
+def test_sigkill_then_resume_reproduces_metrics_bitwise(tmp_path, tiny, reference):
     run = tmp_path / "run"
     proc = _start(run, tiny)
     step = _wait_for_checkpoint(proc, run)
@@ -59,9 +71,10 @@ def test_sigkill_then_resume_reproduces_metrics_bitwise(tmp_path, tiny):
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
     resumed = tiny.comparable(run)
     assert [r["step"] for r in resumed] == sorted({r["step"] for r in resumed})  # no duplicates
-    assert resumed == _reference(tmp_path, tiny)
+    assert resumed == reference
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_and_marks_interrupted(tmp_path, tiny):
     run = tmp_path / "run"
     proc = _start(run, tiny)
@@ -85,7 +98,8 @@ def test_resume_of_a_finished_run_is_a_no_op(tmp_path, tiny):
     assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
 
 
-def test_sigterm_leaves_a_resumable_run_with_a_summary(tmp_path, tiny):
+@pytest.mark.slow
+def test_sigterm_leaves_a_resumable_run_with_a_summary(tmp_path, tiny, reference):
     run = tmp_path / "run"
     proc = _start(run, tiny)
     _wait_for_checkpoint(proc, run)
@@ -98,7 +112,7 @@ def test_sigterm_leaves_a_resumable_run_with_a_summary(tmp_path, tiny):
     assert state["loop"]["step"] == summary["steps"]
     s = run_training(None, run, resume=True, quiet=True)
     assert s["status"] == "completed" and s["steps"] == 300
-    assert tiny.comparable(run) == _reference(tmp_path, tiny)
+    assert tiny.comparable(run) == reference
 
 
 def test_ctrl_c_mid_step_abandons_the_step_at_once_and_resume_matches(tmp_path, tiny, monkeypatch):
