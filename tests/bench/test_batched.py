@@ -138,7 +138,8 @@ def test_compatibility_rules(data_dir: Path) -> None:
 
 def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_dir: Path, tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the study runner relies on: a batched worker dies, each trial resumes solo."""
+    """What the study runner relies on: a batched worker dies, each trial resumes solo; as a
+    solo run's, each trial's summary says it failed and why."""
     from normlab.train import batched, run_training
 
     cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2, lr=1e-2)]
@@ -155,7 +156,8 @@ def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_di
         batched.run_batched(cfgs, dirs, quiet=True)
     monkeypatch.setattr(batched, "metrics_line", real_line)
     for cfg, d in zip(cfgs, dirs):
-        assert not (d / "summary.json").exists()
+        summary = json.loads((d / "summary.json").read_text())
+        assert summary["status"] == "failed" and summary["error"] == "SystemExit: killed" and summary["batched"]
         resumed = run_training(cfg, d, resume=True, quiet=True)
         solo = run_training(cfg, tmp_path / f"solo{cfg.seed}", quiet=True)
         assert resumed["status"] == "completed" and resumed["steps"] == 12
@@ -177,3 +179,34 @@ def test_batched_trials_pass_the_solo_pre_flight_before_anything_is_written(data
     with pytest.raises(UserError, match="--out"):
         batched.run_batched(cfgs, [tmp_path / "ok", tmp_path / "a-file" / "run"], quiet=True)
     assert not (tmp_path / "ok").exists()
+
+
+def test_a_signal_checkpoints_every_trial_and_each_resumes_alone(data_dir: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C or SIGTERM during a batch: the step in flight finishes, every trial is checkpointed
+    at it and marked interrupted (as the solo loop does), and each resumes solo to the solo run."""
+    import os
+    import signal
+
+    from normlab.train import batched, run_training
+
+    cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2)]
+    dirs = [tmp_path / "s0", tmp_path / "s1"]
+    real_lr = batched.lr_now
+
+    def signalling_lr(optim, s, steps):  # SIGTERM arrives while step 4 (1-based) is computed
+        if s == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_lr(optim, s, steps)
+
+    monkeypatch.setattr(batched, "lr_now", signalling_lr)
+    out = batched.run_batched(cfgs, dirs, quiet=True)
+    monkeypatch.setattr(batched, "lr_now", real_lr)
+    assert [o["status"] for o in out] == ["interrupted", "interrupted"] and [o["steps"] for o in out] == [4, 4]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is given back
+    for cfg, d in zip(cfgs, dirs):
+        assert json.loads((d / "checkpoints" / "latest" / "state.json").read_text())["loop"]["step"] == 4
+        resumed = run_training(cfg, d, resume=True, quiet=True)
+        solo = run_training(cfg, tmp_path / f"solo{cfg.seed}", quiet=True)
+        assert resumed["status"] == "completed" and resumed["steps"] == 12
+        assert _rel(resumed["best_val_loss"], solo["best_val_loss"]) <= 1e-4

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
@@ -43,7 +44,7 @@ from normlab.model.placement import Placement, Stream
 from normlab.run.dir import RunDir
 from normlab.run.init_from import load_init
 from normlab.run.resolve import RunConfig
-from normlab.train.cadence import Cadence
+from normlab.train.cadence import Cadence, StepPlan
 from normlab.train.env import Dist, environment, pick_device
 from normlab.train.lifecycle import (
     diverged_row,
@@ -115,9 +116,9 @@ def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None)
     save(RunDir(tr.run_dir), name, tr.model, tr.st, corpus.tokenizer, opt, batched=True)
 
 
-def _finish(tr: _Trial, wall: float) -> dict[str, Any]:
+def _finish(tr: _Trial, wall: float, error: str | None = None) -> dict[str, Any]:
     tr.st.wall_time = wall
-    tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model)
+    tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model, error=error)
     tr.summary["batched"] = True
     finish(RunDir(tr.run_dir), tr.loggers, tr.summary)
     return tr.summary
@@ -221,8 +222,40 @@ def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False
         return _train(corpus, trials, device)
 
 
+@contextlib.contextmanager
+def _stop_on_signal() -> Iterator[list[bool]]:
+    """Ctrl-C or SIGTERM sets the flag; the loop then checkpoints every trial's last completed
+    step and stops, each trial ``interrupted`` (resumable solo), as the solo loop does."""
+    flag = [False]
+    old = {}
+    with contextlib.suppress(ValueError):  # not the main thread: no signal handling
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, lambda signum, frame: flag.__setitem__(0, True))
+    try:
+        yield flag
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict]:
-    """The batched loop over prepared trials whose run directories are held."""
+    """The batched loop over prepared trials whose run directories are held. A failure leaves
+    every unfinished trial a ``failed`` summary naming the error, as a solo run's does."""
+    everyone, t_start = list(trials), time.perf_counter()
+    with _stop_on_signal() as stop:
+        try:
+            return _loop(corpus, trials, device, stop, everyone, t_start)
+        except BaseException as e:
+            for tr in everyone:
+                if not tr.summary:
+                    tr.status = "failed"
+                    with contextlib.suppress(OSError):  # the disk may be what failed: keep the first error
+                        _finish(tr, time.perf_counter() - t_start, error=f"{type(e).__name__}: {e}")
+            raise
+
+
+def _loop(corpus: Any, trials: list[_Trial], device: torch.device, stop: list[bool], everyone: list[_Trial],
+          t_start: float) -> list[dict]:
 
     t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
     stack = Stack(trials, device)
@@ -233,7 +266,6 @@ def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict
 
             _save(tr, RunDir.step_name(0), corpus, None)
     cadence = Cadence.of(t)
-    everyone, t_start = list(trials), time.perf_counter()
     w = Window(torch.zeros(len(trials), device=device), torch.full((len(trials),), -1, dtype=torch.int64, device=device))
     for s in range(t.steps):
         s1 = s + 1
@@ -246,6 +278,8 @@ def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict
         w.steps += 1
         w.train_s += time.perf_counter() - t0
         plan = cadence.what(s1)
+        if stop[0]:  # a signal: this step is the last, logged and checkpointed for a solo resume
+            plan = StepPlan(eval=False, log=True, ckpt=True, diag=False)
         if not plan.sync:
             continue
         vals = stack.validate(val) if plan.eval else None
@@ -256,6 +290,11 @@ def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict
         if plan.log:
             w.loss.zero_()
             w.steps, w.train_s = 0, 0.0
+        if stop[0]:
+            for i, tr in enumerate(trials):
+                if i not in done:
+                    tr.status = "interrupted"
+            done = list(range(len(trials)))
         for i in done:
             _finish(trials[i], time.perf_counter() - t_start)
         if done:

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from normlab.train.loggers import make_loggers
+from torch import nn
+
+from normlab.data.tokenizers import Tokenizer
+from normlab.run.config import RunConfig
+from normlab.run.dir import RunDir
+from normlab.train.loggers import Logger, make_loggers
+
+if TYPE_CHECKING:  # the loop imports this module
+    import torch
+
+    from normlab.train.loop import LoopState
 
 
 def finite(v: float) -> float | None:
@@ -18,26 +28,25 @@ def finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def open_files(run: Any, cfg: Any, env: dict[str, Any], resume: bool = False,
+def open_files(run: RunDir, cfg: RunConfig, env: dict[str, Any], resume: bool = False,
                data: dict[str, Any] | None = None) -> None:
     """The opening: write RUN's config.json, env.json (a resume appends its record to
     env.json) and data.json (``data``: ``normlab.data.record.make_record``; a resume that found
-    a moved corpus records where it is now). ``run`` is a ``normlab.run.dir.RunDir``; every
-    check passed before this."""
+    a moved corpus records where it is now). every check passed before this."""
     run.write_config(cfg)
     run.write_env(env, resume=resume)
     if data is not None:
         run.write_data_record(data)
 
 
-def start_loggers(run: Any, cfg: Any) -> list[Any]:
+def start_loggers(run: RunDir, cfg: RunConfig) -> list[Logger]:
     """The run's loggers, jsonl (RUN/metrics.jsonl, through ``run``) first. Started last, after
     a resume loaded its checkpoint, so a failed load leaves no logger (a W&B run) open."""
 
     return make_loggers(list(cfg.train.loggers), run.path, json.loads(cfg.to_json()), run.append_metrics)
 
 
-def metrics_line(loggers: list[Any], step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
+def metrics_line(loggers: list[Logger], step: int, tokens_per_step: int, metrics: dict[str, Any]) -> None:
     """One metrics line (``tokens`` first, then ``metrics``) to every logger."""
     row = {"tokens": step * tokens_per_step, **metrics}
     for lg in loggers:
@@ -57,7 +66,7 @@ def diverged_row(loss_sum: float, loss_n: int, lr: float, grad_norm: float) -> d
     return {"train/loss": finite(loss_sum / loss_n), "lr": lr, "grad_norm": finite(grad_norm), "diverged": True}
 
 
-def finish(run: Any, loggers: list[Any], summary: dict[str, Any]) -> None:
+def finish(run: RunDir, loggers: list[Logger], summary: dict[str, Any]) -> None:
     """The closing of a trial of the batched loop: every logger gets the summary and is closed,
     then RUN/summary.json is written (the solo loop does the same around its error handling)."""
     for lg in loggers:
@@ -66,7 +75,7 @@ def finish(run: Any, loggers: list[Any], summary: dict[str, Any]) -> None:
     run.write_summary(summary)
 
 
-def validated(st: Any, val: float) -> bool:
+def validated(st: LoopState, val: float) -> bool:
     """Record validation loss ``val`` in loop state ``st``; True when it is a new best (the
     caller then saves the ``best`` checkpoint, weights only)."""
     st.last_val = val
@@ -76,7 +85,8 @@ def validated(st: Any, val: float) -> bool:
     return False
 
 
-def save(run: Any, name: str, model: Any, st: Any, tokenizer: Any, optimizer: Any = None, **extra: Any) -> None:
+def save(run: RunDir, name: str, model: nn.Module, st: LoopState, tokenizer: Tokenizer,
+         optimizer: torch.optim.Optimizer | None = None, **extra: Any) -> None:
     """Checkpoint ``name`` of the run: the weights (and optimizer), the loop state and the
     tokenizer, so resume and ``normlab sample`` need nothing else."""
     run.save_checkpoint(name, model, {"loop": vars(st), "tokenizer": tokenizer.state(), **extra}, optimizer)
