@@ -75,11 +75,11 @@ def trajectory(trial: TrialRecord, ce: DataCE, margin: float = STALL_MARGIN) -> 
 
 
 def outcome_at(tr: Trajectory, horizon: int) -> str | None:
-    """The outcome (``OUTCOMES``) at step ``horizon``, or None: no evaluation yet by then, or the
-    run stopped on the plateau before it."""
+    """The outcome (``OUTCOMES``) at step ``horizon``, or None: no evaluation after step 0 yet by
+    then, or the run stopped on the plateau before it."""
     if tr.diverged_at is not None and tr.diverged_at <= horizon:
         return "diverged"
-    upto = [v for st, v in tr.evals if st <= horizon]
+    upto = [v for st, v in tr.evals if 0 < st <= horizon]  # an evaluation at step 0 is the init's, not training's
     if not upto:
         return None
     if any(not math.isfinite(v) for v in upto) or upto[-1] > tr.uniform:
