@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-from html import unescape as html_unescape
 import sqlite3
 import sys
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
