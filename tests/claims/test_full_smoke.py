@@ -42,6 +42,20 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
     assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
         "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse"}
     assert data["meta"]["maps"] == ["maps/stability-map/index.html"]  # the map page the evidence links
+    # each training part states its horizon (the runs' length), each map cell its outcomes at each horizon
+    from normlab.study.presets import study_preset
+
+    lengths = {study_preset(n, "smoke").base["train"]["steps"] for n in data["meta"]["studies"]}
+    for r in data["claims"]:
+        for p in r["parts"]:
+            assert p["horizon"] in lengths or (isinstance(p["horizon"], list) and set(p["horizon"]) <= lengths), \
+                (r["id"], p["id"], p["horizon"])
+    cells = data["meta"]["map_outcomes"]["stability-map"]
+    assert len(cells) == 72  # 6 placements x 3 lrs x 2 depths x 2 warm-ups
+    for c in cells:
+        assert list(c["outcomes"]) == ["12"] and len(c["left_plateau_at"]) == len(c["trial_ids"]) == 2
+        assert sum(c["outcomes"]["12"].values()) == 2 and c["outcomes"]["12"]["unknown"] == 0
+        assert all(s is None or 0 < s <= 12 for s in c["left_plateau_at"])
     assert (tmp_path / "maps" / "stability-map" / "index.html").is_file()
     assert 'href="maps/stability-map/index.html"' in (tmp_path / "index.html").read_text()
     stamp = {p: p.stat().st_mtime_ns for p in tmp_path.glob("stores/*/runs/*/summary.json")}

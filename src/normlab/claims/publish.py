@@ -35,6 +35,7 @@ def publish(p: Plan, records: list[dict[str, Any]], started: float) -> None:
     meta["registration"] = registered.mark(records, {c.id: c for c in p.claims}, p.registration,
                                            meta.get("studies", {}), started)
     meta["maps"] = map_pages(ctx, run.out)
+    meta["map_outcomes"] = ctx.map_outcomes(STABILITY_STUDIES)  # every cell at each horizon
     write_outputs(records, run.out, meta, p.quick.q if p.quick is not None and p.figures else None, run.embed)
 
 

@@ -31,6 +31,7 @@ from normlab.diagnostics.analyze import analyze_run
 from normlab.diagnostics.sensitivity import run_point
 from normlab.run.dir import RunDir
 from normlab.study.executors import default_workers
+from normlab.study.horizons import horizon_cells
 from normlab.study.outcome import classify
 from normlab.study.presets import study_preset
 from normlab.study.runner import run_study
@@ -104,7 +105,31 @@ class StudyContext:
             if self.display is not None:
                 self.display.item(f"deciding {c.id}")
             got = cache.put("claims", c.id, k, c.decide(self))
+        for p in [*got["parts"], *got.get("checks", [])]:  # read off the trials, so a cached record gets it too
+            p["horizon"] = self.horizon(p.get("trials", []))
         return got
+
+    def horizon(self, ids: list[str]) -> int | list[int] | None:
+        """The step the trials ``ids`` were judged at: their length as the store records it (the
+        study's train.steps; diverged runs, which stopped early, are left out). A list when the
+        trials had different lengths; None when none finished."""
+        by_id = {t.id: t for ts in self._done.values() for t in ts}
+        steps = sorted({int(s) for i in ids if (t := by_id.get(i)) is not None and t.status == "completed"
+                        and isinstance(s := (t.summary or {}).get("steps"), int)})
+        return None if not steps else steps[0] if len(steps) == 1 else steps
+
+    def map_outcomes(self, names: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
+        """Each map study's cells (of ``names``, those this context read) with their seeds'
+        outcomes at each horizon and the step at which each seed left the plateau."""
+        out = {}
+        for name in names:
+            trials = self._done.get(name, [])
+            if not any(t.status == "completed" for t in trials):
+                continue
+            cells = horizon_cells(trials, self.reference(name))
+            out[name] = [{"placement": k.placement, "lr": k.lr, "depth": k.depth, "warmup": k.warmup, **c.record()}
+                         for k, c in cells.items()]
+        return out
 
     def analysis(self, t: Any, checkpoint: str = "latest") -> dict[str, Any]:
         """``normlab analyze`` of trial ``t``'s checkpoint, written to ``OUT/analysis/<study>/<id>``

@@ -31,7 +31,7 @@ KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "se
 
 # Studies whose page is the stability map (``report.stability_page``): by the spec's name, as
 # the questions below are (a preset's spec carries its name; a TOML study may take it too).
-STABILITY_STUDIES = ("stability-map",)
+STABILITY_STUDIES = ("stability-map", "stability-frontier")
 # Studies whose page is the demo's (``report.demo_page``): per-step curves, a verdict by rule.
 DEMO_STUDIES = ("pre-vs-post-demo",)
 
@@ -55,6 +55,8 @@ STUDY_QUESTIONS: dict[str, tuple[str, str]] = {
                          "2020)?", "model.placement"),
     "stability-map": ("Where in learning rate x depth x warm-up does each placement train, stall at the "
                       "unigram loss, or diverge?", "model.placement"),
+    "stability-frontier": ("Up to which learning rate does each placement train, at each depth, with and without "
+                           "warm-up, and at each horizon?", "model.placement"),
 }
 
 

@@ -1,6 +1,7 @@
 """The page of a stability-map study: which placements train where in learning rate x depth x
 warm-up, answered first; then one phase diagram per placement (``report.phase``), side by
-side on shared axes; then the table of cells, every trial with its outcome, and the exact
+side on shared axes; with three lrs or more, the critical learning rates against depth and the
+outcomes at each horizon (``report.frontier_page``); then the table of cells, every trial with its outcome, and the exact
 configuration. Outcomes and the reference losses are ``normlab.study.outcome``'s, from the
 data the trials trained on."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.data.unigram import SMOOTHING, DataCE
+from normlab.report.frontier_page import add_frontier
 from normlab.report.html import Page
 from normlab.report.kinds import heading, study_question
 from normlab.report.load import StudyData
@@ -114,6 +116,8 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
                     f"map_{pl}", f"{pl}: each cell is split into bands by the share of its seeds that train, stall "
                     f"near the unigram loss {num(ce.unigram, 4)} or diverge; the number is the mean best validation "
                     "loss of the seeds that did not diverge (× when all did), k/n the seeds that trained.")
+
+    add_frontier(page, study.trials, ce, lrs)
 
     page.heading("Tables", "tables")
     page.raw("<h3>Cells</h3>")

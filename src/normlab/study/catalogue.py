@@ -6,7 +6,7 @@ The only module that fills ``presets.STUDY_PRESETS``, ``trials.TRIALS`` and
 
 from __future__ import annotations
 
-from normlab.study import demo_preset, executors, presets, trials
+from normlab.study import demo_preset, executors, frontier_preset, presets, trials
 
 executors.EXECUTORS.add("local", executors.run_local)
 executors.EXECUTORS.add("ray", executors.run_ray)
@@ -22,6 +22,7 @@ presets.STUDY_PRESETS.add("deep-stability", presets.deep_stability)
 presets.STUDY_PRESETS.add("collapse", presets.collapse)
 presets.STUDY_PRESETS.add("stability-map", presets.stability_map)
 presets.STUDY_PRESETS.add("recipe-variants", presets.recipe_variants)
+presets.STUDY_PRESETS.add("stability-frontier", frontier_preset.stability_frontier)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

@@ -1,6 +1,7 @@
 """Studies that grow: a spec that adds seeds or axis values to the study a store holds keeps
 every trial the store has (a trial id hashes the trial's whole config, so an old trial keeps
-its id) and adds only the new ones. Anything else that differs (the base configuration, the
+its id) and adds only the new ones. The long horizon of ``extend_stalled_to`` may be added or
+raised too (its trials are the same; the stalled ones are resumed further). Anything else that differs (the base configuration, the
 axes themselves, roles, the trial kind, the metric...) would mix two studies in one store, so
 it is refused with the first field that differs, both values shown."""
 
@@ -21,8 +22,12 @@ def growth_refusal(held: dict[str, Any], new: dict[str, Any]) -> str | None:
     h_zip, n_zip = held.get("zip", []), new.get("zip", [])
     if [list(g) for g in h_zip] != [list(g) for g in n_zip]:
         return f"zip: groups {[sorted(g) for g in h_zip]} in the store, {[sorted(g) for g in n_zip]} in the spec"
+    ext_h, ext_n = held.get("extend_stalled_to"), new.get("extend_stalled_to")
+    if ext_h is not None and (ext_n is None or ext_n < ext_h):
+        return (f"extend_stalled_to: {ext_h} in the store, {_show(ext_n)} in the spec (the long horizon may be "
+                "added or raised, not lowered)")
     for key in sorted(set(held) | set(new)):
-        if key in GROWS:
+        if key in GROWS or key == "extend_stalled_to":
             continue
         why = _first_difference(held.get(key), new.get(key), key)
         if why:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from normlab.core.errors import ConfigError, UserError
 from normlab.core.progress import Progress as Display
 from normlab.study.executors import EXECUTORS, default_workers
+from normlab.study.extend import extend_stalled
 from normlab.study.outcome import OUTCOMES, horizon_text, rule_text, trial_ces, trial_outcomes
 from normlab.study.results import format_results, results
 from normlab.study.spec import StudySpec, spec_from_dict
@@ -46,7 +47,8 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     instead (one display over several studies), which the caller closes. ``batch``: train up to
     this many compatible fresh trials as one batched computation in a local worker
     (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
-    batching measured 1.0x and one trial per core is faster (docs/performance.md).
+    batching measured 1.0x and one trial per core is faster (docs/performance.md). A spec with
+    ``extend_stalled_to`` then resumes its stalled trials to that horizon (``normlab.study.extend``).
     """
 
     run = EXECUTORS.get(executor)
@@ -75,6 +77,9 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     with _display(progress, display, "normlab") as shown:
         with StorePoller(store.root, shown, plan=display is None):
             run(store.root, opts, workers=workers or default_workers(threads), address=address)
+        if resolved.get("extend_stalled_to") is not None:  # on this machine, whatever the executor
+            extend_stalled(store.root, int(resolved["extend_stalled_to"]), workers=workers or default_workers(threads),
+                           threads=threads, display=shown)
     return Store(store.root)
 
 

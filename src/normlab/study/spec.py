@@ -26,7 +26,7 @@ from normlab.run.resolve import RunConfig, load_toml
 from normlab.study.registries import METRICS, TRIALS
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
-             "scientific", "nuisance", "retries", "trial", "runs_dir", "metric")
+             "scientific", "nuisance", "retries", "trial", "runs_dir", "metric", "extend_stalled_to")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class StudySpec(Section):
     runs_dir: str = "runs"     # run directories, relative to the store
     metric: str = "best_val_loss"  # summary entry the results table compares (lower is better)
     description: str = ""
+    # Resume every trial still on the unigram plateau at its end, in stages, until it leaves it or
+    # reaches this step (``normlab.study.extend``); None: trials stop at train.steps.
+    extend_stalled_to: int | None = None
 
     def __post_init__(self) -> None:
         self.check(isinstance(self.name, str), "name", "must be a string, e.g. name = \"warmup-grid\"")
@@ -69,6 +72,11 @@ class StudySpec(Section):
         trial_fn(self.trial)  # validates the name (the function itself loads lazily)
         self.check(isinstance(self.metric, str) and bool(self.metric), "metric",
                    "name a summary entry, e.g. best_val_loss")
+        if self.extend_stalled_to is not None:
+            self.extend_stalled_to = coerce(self.extend_stalled_to, int, "extend_stalled_to")
+            self.check(self.extend_stalled_to > 0, "extend_stalled_to", "must be a step > train.steps, e.g. 1000")
+            self.check(self.trial == "train", "extend_stalled_to", "only training trials (trial = \"train\") are "
+                       "extended; remove extend_stalled_to")
 
         if self.trial in METRICS and self.metric not in METRICS[self.trial]:
             raise unknown_name("metric", self.metric, METRICS[self.trial])
@@ -149,6 +157,7 @@ class StudySpec(Section):
                     cfg = RunConfig.from_dict(data)
                 except ConfigError as e:
                     raise ConfigError(e.field, e.value, f"{e.fix} (in the trial with {_label(params)})") from None
+                self._check_extension(cfg, params)
                 text = cfg.to_json()
                 tid = hashlib.sha256(text.encode()).hexdigest()[:16]
                 if tid in seen:
@@ -158,9 +167,28 @@ class StudySpec(Section):
                 out.append(Trial(tid, len(out), params, text))
         return out
 
+    def _check_extension(self, cfg: RunConfig, params: dict[str, Any]) -> None:
+        """Horizons nest only when a longer run's first steps are the shorter run: a constant lr
+        after warm-up, and an extension past the trial's own length."""
+        to = self.extend_stalled_to
+        if to is None:
+            return
+        if cfg.optim.schedule != "constant":
+            raise ConfigError("extend_stalled_to", to, f"extending resumes a run, which matches a longer run only "
+                              f"with a constant lr after warm-up; optim.schedule={cfg.optim.schedule!r} in the trial "
+                              f"with {_label(params)}: set it to \"constant\" or remove extend_stalled_to")
+        if to <= cfg.train.steps:
+            raise ConfigError("extend_stalled_to", to, f"must exceed train.steps={cfg.train.steps} (in the trial "
+                              f"with {_label(params)})")
+
     def to_json_data(self) -> dict[str, Any]:
-        """The resolved spec (written to STORE/spec.json; ``scientific`` filled in)."""
-        return to_dict(self)
+        """The resolved spec (written to STORE/spec.json; ``scientific`` filled in). Without an
+        extension the key is left out, so the spec.json of a study that has none (and its hash)
+        is what it was before the option existed."""
+        data = to_dict(self)
+        if data.get("extend_stalled_to") is None:
+            data.pop("extend_stalled_to", None)
+        return data
 
 
 def _check_axis(cls: type, key: str, values: Any, where: str) -> list[Any]:

@@ -288,6 +288,13 @@ class Store:
                    error or note)
         return status
 
+    def note(self, trial: str, event: str, detail: str) -> None:
+        """Add an event to the audit log of a final trial without changing its record (an
+        extension to a longer horizon: ``normlab.study.extend``)."""
+        with _immediate(self.conn) as c:
+            row = c.execute("SELECT attempts FROM trials WHERE id=?", (trial,)).fetchone()
+            _event(c, trial, row[0] if row else 0, event, worker_id(), time.time(), detail)
+
     def release(self, claim: Lease, worker: str, reason: str, retries: int = 1) -> str | None:
         """Put back a trial whose process or node died under it (a Ray task lost with its node):
         not a failure of the trial, so it is claimable again at once and resumes from its

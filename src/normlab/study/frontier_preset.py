@@ -1,0 +1,55 @@
+"""The study preset ``stability-frontier``: the stability map with a learning-rate axis long
+enough to find each placement's critical lr (``normlab.study.frontier``), and its stalled runs
+resumed to a longer horizon.
+
+The published ``stability-map`` has three lrs per cell (5e-4, 1e-3, 3e-3): a count of stalls
+in one cell sits on a knife edge (which Post-LN seeds stall at 1e-3 changes with the CPU's
+float kernels), and a single 200-step horizon reads a slow start as a failure. This preset
+keeps the map's base (d=64, xavier, constant lr after linear warm-up, no clipping: its trials
+at 5e-4 and 1e-3 are the map's, same config, same id) and crosses placement x depth x warm-up
+with seven lrs a factor 2 apart, 2.5e-4 to 1.6e-2, so that the transition from training to
+stalling or diverging lies inside the range for every placement; a trial still on the unigram
+plateau at step 200 is resumed, stage by stage (400, 800, 1000), until it leaves it or
+reaches step 1000 (``extend_stalled_to``, ``normlab.study.extend``).
+
+The sizes are the table ``FRONTIER_GRID``; its cost at cpu (840 runs: more than one
+150-minute session of 2 cores) and the slices that fit are in docs/studies.md, "Critical
+learning rates".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from normlab.study.presets import _map_base, _pick, _placements
+from normlab.study.spec import StudySpec
+
+NAME = "stability-frontier"
+_SIX = ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"]
+
+FRONTIER_GRID: dict[str, dict[str, Any]] = {
+    # smoke: the pipeline in seconds (a lr range wide enough that some cells train and some fail)
+    "smoke": {"placements": ["post", "pre"], "lr": [1e-3, 1e-2, 1e-1, 3e-1], "n_layer": [2], "warmup": [0, 5],
+              "seeds": [0, 1], "extend_to": 24},
+    # cpu: the map's placements, depths and warm-ups, 7 lrs a factor 2 apart; 200 steps, extended to 1000
+    "cpu": {"placements": _SIX, "lr": [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2], "n_layer": [6, 18],
+            "warmup": [0, 50], "seeds": [0, 1, 2, 3, 4], "extend_to": 1000},
+    "gpu": {"placements": _SIX, "lr": [1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2], "n_layer": [6, 24, 48],
+            "warmup": [0, 300], "seeds": [0, 1, 2], "extend_to": 10000},
+}
+
+
+def stability_frontier(scale: str = "cpu") -> StudySpec:
+    """Placement x 7 log-spaced lrs x depth x warm-up on the stability map's base, 5 seeds at cpu,
+    stalled runs resumed to the long horizon (``FRONTIER_GRID``): the critical lr of each
+    placement, depth and warm-up, at each horizon."""
+    g = _pick(scale, FRONTIER_GRID, NAME)
+    return StudySpec(name=NAME, base=_map_base(scale), seeds=list(g["seeds"]),
+                     axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
+                           "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(g["warmup"])},
+                     extend_stalled_to=g["extend_to"],
+                     description="The critical learning rate of each placement, depth and warm-up, where half the "
+                                 "seeds train, at each horizon")
+
+
+__all__ = ["FRONTIER_GRID", "NAME", "stability_frontier"]
