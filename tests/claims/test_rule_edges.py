@@ -75,7 +75,7 @@ def test_holm_verdicts_in_every_case() -> None:
     assert partly["holm_note"] == "rests on part a (p 0.03, adjusted 0.063), which does not survive the Holm adjustment"
     assert holds["verdict"] == holds["verdict_holm"] == INCONCLUSIVE and holds["holm_note"] == ""  # c survives
     assert verdict_text(holds) == INCONCLUSIVE
-    assert verdict_text(rests) == f"supported, inconclusive after Holm: {rests['holm_note']}"
+    assert verdict_text(rests) == f"inconclusive after Holm: {rests['holm_note']}"  # the adjusted verdict leads
 
 
 def test_holm_note_names_every_failing_part_and_keeps_unchanged_verdicts() -> None:
@@ -128,11 +128,11 @@ def test_tables_and_page_carry_the_holm_note(tmp_path: Path, capsys: pytest.Capt
     note = records[0]["holm_note"]
     md = markdown_table(records)
     row = next(line for line in md.splitlines() if "`rests`" in line)
-    assert f"| supported, inconclusive after Holm: {note} |" in row
+    assert f"| inconclusive after Holm: {note} | supported |" in row  # adjusted first, unadjusted beside
     assert "after Holm" not in next(line for line in md.splitlines() if "`holds`" in line)
     print_table(records, width=200)
     out = capsys.readouterr().out
-    assert f"claim: inconclusive after Holm: {note}" in out and out.count("after Holm:") == 2  # rests, partly
+    assert f"claim: unadjusted supported; after Holm it {note}" in out and out.count("after Holm it") == 2
     write_page(records, tmp_path, meta)
     html = (tmp_path / "index.html").read_text()
     assert html.count(f"after Holm: {esc(note)}") == 1 and f"the verdict {esc(note)}." in html
@@ -141,7 +141,8 @@ def test_tables_and_page_carry_the_holm_note(tmp_path: Path, capsys: pytest.Capt
 
 def test_render_from_json_adds_holm_verdicts_to_an_older_claims_json(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("normlab.claims.figures.effect_figure", lambda r, out: r["effect_figure"])  # no drawing
+    # no drawing (output.py calls effect_figure by the name it imported)
+    monkeypatch.setattr("normlab.claims.output.effect_figure", lambda r, out: r["effect_figure"])
     records = _family()
     meta = {"family_size": adjust(records)}  # as written before verdict_holm existed
     (tmp_path / "claims.json").write_text(json.dumps({"meta": meta, "claims": records}))

@@ -7,6 +7,7 @@ arms that all stall, a rate on too few runs, a part outside the source's regime.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -93,9 +94,18 @@ def test_six_of_six_failing_post_runs_show_most_likely(tmp_path: Path) -> None:
     assert next(p for p in rec["parts"] if p["id"] == "post-fails")["rule_verdict"] == "supported"
 
 
-def test_a_part_outside_the_regime_does_not_scope_the_claim(tmp_path: Path) -> None:
+def test_a_part_outside_the_regime_does_not_scope_the_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """warmup-post's gpt2 arm departs from the source's init by design: its own verdict is
-    scoped, the claim's rests on the in-regime parts and is stated as the rule's."""
+    scoped, the claim's rests on the in-regime parts and is stated as the rule's. (At cpu scale
+    the scoping rule scopes every part on the horizon; here the horizon is declared inside at
+    cpu, so that only the gpt2 arm departs.)"""
+    from normlab.claims.regime import Regime
+
+    c = CLAIMS.get("warmup-post")
+    assert c.regime is not None
+    inside = Regime(tuple(dataclasses.replace(f, inside={"cpu": True}) if f.name == "steps" else f
+                          for f in c.regime.factors))
+    monkeypatch.setattr(c, "regime", inside)
     cells = [c for c in WD.warmup_post("S") if c[0] == "stability-map"]
     cells += [c for c in WD.warmup_post("C") if c[0] == "recipe-variants"]
     rec = decide("warmup-post", cells, tmp_path)

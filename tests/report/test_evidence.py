@@ -110,3 +110,31 @@ def test_a_published_page_links_its_figures_and_still_shows_them(tmp_path: Path)
     assert sorted(srcs) == sorted(f"figures/{r['effect_figure']}.png" for r in records)
     lay = browse(page, tmp_path, "evidence-linked")
     assert not lay["errors"] and lay["bad"] == 0 and lay["n"] == len(records), lay
+
+
+def _table(text: str) -> list[str]:
+    """The claims table of a markdown text: from its header row to the first line not a row."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("| claim | verdict"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+def test_the_evidence_table_is_its_claims_json() -> None:
+    """claims.md is claims.json's table, led by the Holm-adjusted verdict (the unadjusted beside)."""
+    from normlab.claims.output import holm_verdicts, markdown_table
+
+    records = json.loads((EVIDENCE / "claims.json").read_text())["claims"]
+    holm_verdicts(records)
+    assert _table((EVIDENCE / "claims.md").read_text()) == _table(markdown_table(records))
+    assert _table(markdown_table(records))[0].startswith("| claim | verdict (Holm-adjusted) | unadjusted |")
+
+
+def test_the_readme_table_is_the_evidence_claims_json() -> None:
+    """README.md's table is the published claims.json's, row for row (docs/evidence/claims.md)."""
+    from normlab.claims.output import holm_verdicts, markdown_table
+
+    records = json.loads((EVIDENCE / "claims.json").read_text())["claims"]
+    holm_verdicts(records)
+    readme = (EVIDENCE.parents[1] / "README.md").read_text()
+    assert _table(readme) == _table(markdown_table(records))

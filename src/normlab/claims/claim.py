@@ -87,6 +87,17 @@ class Claim:
     def code_hash(self) -> str:
         return hashlib.sha256(inspect.getsource(self.measure).encode()).hexdigest()[:16]
 
+    @property
+    def kind(self) -> str:
+        """"init" (decided at initialisation) or "training": what the scoping rule requires (regime.REQUIRED)."""
+        return "init" if self.quick else "training"
+
+    def scoping_hash(self) -> str:
+        """Hash of what scopes this claim's verdicts (``Regime.scoping_spec``: the scoping rule and
+        the claim's factor declarations), registered with its rules."""
+        spec = (self.regime or Regime(())).scoping_spec(self.kind)
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
     def decide(self, data: Any) -> dict[str, Any]:
         """Measure, apply each part's rule, derive the claim's verdict: the claims.json record."""
         got = self.measure(data)
@@ -100,7 +111,7 @@ class Claim:
         for p in self.parts:
             m = got[p.id]
             raw = INCONCLUSIVE if m.all_failed else p.rule.verdict(m.effect)
-            away = self.regime.departures(key, p.id) if self.regime else []
+            away = (self.regime or Regime(())).departures(key, p.id, kind=self.kind)  # the scoping rule, every part alike
             rec = {**p.spec(), "effect": m.effect.as_dict(), "effect_text": m.effect.text(), "rule_verdict": raw,
                    "verdict": scoped(raw, away), "departures": away,
                    "p": None if m.all_failed else p.rule.p(m.effect), "trials": m.trials, "numbers": m.numbers,
@@ -109,11 +120,11 @@ class Claim:
         raw_claim, away = claim_verdict(parts)
         return {"id": self.id, "statement": self.statement, "source": self.source,
                 "experiment": self.experiment_at(scale),
-                "settings": self.settings, "quick": self.quick, "figure": self.figure,
+                "settings": self.settings, "quick": self.quick, "figure": self.figure, "studies": list(self.studies),
                 "rule_verdict": raw_claim, "verdict": scoped(raw_claim, away), "departures": away,
-                "regime": self.regime.spec(key, self.lab(data)) if self.regime else None,
-                "parts": parts, "checks": checks,
-                "rule_hash": self.rule_hash(scale), "code_hash": self.code_hash()}
+                "regime": (self.regime or Regime(())).spec(key, self.lab(data), kind=self.kind),
+                "parts": parts, "checks": checks, "rule_hash": self.rule_hash(scale), "code_hash": self.code_hash(),
+                "scoping_hash": self.scoping_hash()}
 
     def lab(self, data: Any) -> dict[str, str]:
         """The lab's side of the regime: read off the studies' specs, or the probe's settings."""

@@ -57,7 +57,7 @@ class QuickData:
         layers = sorted({int(r["layer"]) for r in sel})
         m = np.full((self.seeds, len(layers)), np.nan)
         for r in sel:
-            m[int(r["seed"]), layers.index(int(r["layer"]))] = float(r["value"])
+            m[int(r["seed"]) - self.first_seed, layers.index(int(r["layer"]))] = float(r["value"])
         return m
 
     def layers(self, placement: str, L: int, metric: str, sublayer: str | None = None,
@@ -65,6 +65,15 @@ class QuickData:
         return sorted({int(r["layer"]) for r in self.rows if r["placement"] == placement
                        and int(r["n_layer"]) == L and r["metric"] == metric
                        and (sublayer is None or r["sublayer"] == sublayer) and (param is None or r["param"] == param)})
+
+    @property
+    def first_seed(self) -> int:
+        return int(self.probe.get("first_seed", 0))
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The seeds measured: first_seed, first_seed + 1, ... (a registration names them)."""
+        return list(range(self.first_seed, self.first_seed + self.seeds))
 
     @property
     def depths(self) -> list[int]:
@@ -77,10 +86,10 @@ class QuickData:
 
     def cells(self, placement: str, Ls: list[int] | None = None) -> list[str]:
         """Probe cells an effect used, as 'placement/L<depth>/seed<s>' (claims.json 'trials')."""
-        return [f"{placement}/L{L}/seed{s}" for L in (Ls or self.depths) for s in range(self.seeds)]
+        return [f"{placement}/L{L}/seed{s}" for L in (Ls or self.depths) for s in self.seed_list]
 
 
-def empty(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -> QuickData:
+def empty(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128, first_seed: int = 0) -> QuickData:
     """QuickData with the probe's settings and no cell measured yet (see :func:`probe_cell`)."""
     depths = depths or DEPTHS
     data = "tinyshakespeare"
@@ -90,6 +99,8 @@ def empty(seeds: int = 5, depths: list[int] | None = None, d_model: int = 128) -
         data = "random"
     probe = {"placements": PLACEMENTS, "depths": depths, "d_model": d_model, "d_ff": d_model, "n_head": 4,
              "init": "xavier", "seeds": seeds, "batch": "8 x 64 tokens", "data": data, "n_proj": 1}
+    if first_seed:  # only when set: the probe settings (and so the cache keys) of seeds from 0 stay as they were
+        probe["first_seed"] = first_seed
     return QuickData([], seeds, probe)
 
 
@@ -100,7 +111,7 @@ def probe_cell(q: QuickData, placement: str, L: int, progress: Any = None) -> li
 
     p = q.probe
     cfg = ProbeConfig(placements=[placement], depths=[L], d_model=p["d_model"], n_head=p["n_head"], d_ff=p["d_ff"],
-                      init=p["init"], seeds=q.seeds, batch_size=8, context=64, data=p["data"], n_proj=p["n_proj"])
+                      init=p["init"], seeds=q.seeds, first_seed=q.first_seed, batch_size=8, context=64, data=p["data"], n_proj=p["n_proj"])
     with torch.random.fork_rng():
         return run_probe(cfg, progress=(lambda *_: progress()) if progress else None)
 

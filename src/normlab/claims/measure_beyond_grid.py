@@ -234,9 +234,11 @@ def extra_size(key: str, seeds: int, depths: list[int]) -> int:
 
 
 def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,
-                  tick: Any = None) -> None:
-    """Measure ``key`` (one of :data:`EXTRAS`) into ``out`` in the layout the claims read;
-    ``tick()`` after each model. Every measurement seeds itself, so the order does not matter."""
+                  tick: Any = None, first_seed: int = 0) -> None:
+    """Measure ``key`` (one of :data:`EXTRAS`) into ``out`` in the layout the claims read, over
+    seeds ``first_seed`` on; ``tick()`` after each model. Every measurement seeds itself, so the
+    order does not matter."""
+    ss = range(first_seed, first_seed + seeds)
     import torch
 
     def each(fn: Any, args: list[tuple[Any, ...]]) -> list[Any]:
@@ -251,20 +253,20 @@ def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], 
     with torch.random.fork_rng():
         if name == "identity":
             out.setdefault("identity", {"L": ref_depth})[p] = each(identity_coefficients,
-                                                                   [(p, ref_depth, s) for s in range(seeds)])
+                                                                   [(p, ref_depth, s) for s in ss])
         elif name == "identity_path":
-            out["identity_path"] = {"L": max(depths), "post": each(identity_path, [(max(depths), s) for s in range(seeds)])}
+            out["identity_path"] = {"L": max(depths), "post": each(identity_path, [(max(depths), s) for s in ss])}
         elif name == "one_step":
-            got = each(one_step_change, [(p, L, s) for L in depths for s in range(seeds)])
+            got = each(one_step_change, [(p, L, s) for L in depths for s in ss])
             out.setdefault("one_step", {"depths": list(depths)})[p] = {
                 L: got[i * seeds:(i + 1) * seeds] for i, L in enumerate(depths)}
         elif name == "rms":
-            out["rms"] = each(rms_formula, [(s,) for s in range(seeds)])
+            out["rms"] = each(rms_formula, [(s,) for s in ss])
         elif name == "gpt2":
-            g = each(gpt2_parity, [(s,) for s in range(3)])
+            g = each(gpt2_parity, [(s,) for s in ss[:3]])
             out["gpt2"] = None if g[0] is None else g
         elif name == "causal":
-            out["causal"] = each(seed_block_causality, [(s,) for s in range(3)])
+            out["causal"] = each(seed_block_causality, [(s,) for s in ss[:3]])
         else:
             raise ValueError(f"unknown extra measurement {key!r}; known: {', '.join(EXTRAS)}")
 

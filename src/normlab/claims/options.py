@@ -30,12 +30,19 @@ class ClaimsRun:
     cache: bool = True                  # not --no-cache: read and write OUT/cache
     registration: Path | None = None    # --registration: a committed `claims register` file
     allow_post_hoc: bool = False        # --allow-post-hoc
+    exploratory: bool = False           # --exploratory: with --registration, seen seeds allowed, published as exploratory
+    seen: list[Path] = field(default_factory=list)  # --seen PATH: more stores / claims folders / histories to consult
     embed: bool = True                  # not --link-figures: the page embeds its figures
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
         self.only = list(self.only or [])
         self.registration = None if self.registration is None else Path(self.registration)
+        self.seen = [Path(p) for p in self.seen or []]
+        missing = [str(p) for p in self.seen if not p.exists()]
+        if missing:
+            raise UserError(f"--seen {missing[0]}: no such file or folder; give a study store, a claims --out folder, "
+                            "a claims.json or a history.jsonl")
         if self.seeds < 3:
             raise UserError(f"--seeds={self.seeds}: need at least 3 seeds (fewer is inconclusive by rule)")
         scales = (*SCALES, *self.extra_scales())

@@ -14,7 +14,7 @@ from typing import Any
 import normlab
 from normlab.claims.claim import claim_verdict, resting_parts
 from normlab.claims.figures import CONTEXT_CAPTIONS, effect_figure, quick_context_figures
-from normlab.claims.page_regime import check_rows, regime_rows, regime_sentence
+from normlab.claims.page_regime import check_rows, mode_sentence, regime_rows, regime_sentence
 from normlab.claims.regime import scoped
 from normlab.claims.registered import summary, tag
 from normlab.core.errors import UserError
@@ -59,12 +59,18 @@ def _holm_sentence(fails: list[dict[str, Any]]) -> str:
     return f"rests on parts {', '.join(named[:-1])} and {named[-1]}, which do not survive the Holm adjustment"
 
 
+def headline(r: dict[str, Any]) -> str:
+    """The verdict the tables lead with: the family-adjusted one (Holm over every part of the run)."""
+    return str(r.get("verdict_holm") or r["verdict"])
+
+
 def verdict_text(r: dict[str, Any]) -> str:
-    """The claim's verdict as the tables show it: 'supported', or with the Holm note when the
-    adjustment changes it ('supported, inconclusive after Holm: rests on part ...')."""
+    """The claim's adjusted verdict as the tables show it: 'supported', or, when the adjustment
+    changes it, with the note ('inconclusive after Holm: rests on part ...'). The unadjusted
+    verdict stands in its own column."""
     if not r.get("holm_note"):
-        return str(r["verdict"])
-    return f"{r['verdict']}, {r['verdict_holm']} after Holm: {r['holm_note']}"
+        return headline(r)
+    return f"{headline(r)} after Holm: {r['holm_note']}"
 
 
 def provenance() -> dict[str, Any]:
@@ -87,8 +93,10 @@ def provenance() -> dict[str, Any]:
 
 
 def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any]) -> None:
-    """Append this run's verdicts to OUT/history.jsonl; a claim whose rule hash differs from its
-    last entry gets ``rule_changed`` with the old hash and verdict (old entries are kept)."""
+    """Append this run's verdicts to OUT/history.jsonl (never rewritten: every run stays, so a
+    changed rule stands beside its old verdict), with the run's mode, the seeds each claim was
+    decided on, its scoping hash and the decision code; a claim whose rule hash differs from its
+    last entry gets ``rule_changed`` with the old hash and verdict."""
 
     path = out / HISTORY
     last: dict[str, dict[str, Any]] = {}
@@ -99,9 +107,15 @@ def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any
         if prev and prev["rule_hash"] != r["rule_hash"]:
             r["rule_changed"] = {"from_hash": prev["rule_hash"], "verdict_before": prev["verdict"],
                                  "at": prev["written_at"]}
+        # the seeds this claim was decided on: a later confirmatory run's ledger reads them
+        mine = ["probe"] if r.get("quick") else r.get("studies", [])
+        seeds = {n: s for n, s in (prov.get("seeds") or {}).items() if n in mine}
         append_jsonl(path, {"id": r["id"], "written_at": prov["written_at"], "git_revision": prov["git_revision"],
-                            "normlab": prov["normlab"], "rule_hash": r["rule_hash"], "code_hash": r["code_hash"],
-                            "verdict": r["verdict"], "parts": {p["id"]: p["verdict"] for p in r["parts"]}})
+                            "normlab": prov["normlab"], "mode": prov.get("mode", "exploratory"),
+                            "rule_hash": r["rule_hash"], "code_hash": r["code_hash"],
+                            "scoping_hash": r.get("scoping_hash"), "decision_code": prov.get("decision_code"),
+                            "verdict": r["verdict"], "verdict_holm": r.get("verdict_holm"), "seeds": seeds,
+                            "parts": {p["id"]: p["verdict"] for p in r["parts"]}})
 
 
 def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None,
@@ -124,8 +138,8 @@ def markdown_table(records: list[dict[str, Any]]) -> str:
     """claim | verdict | part: verdict, effect [95% interval], n per side (one row per part); a
     post-hoc part (``claims/registered.py``) is marked with the registered rule's verdict."""
 
-    lines = ["| claim | verdict | part | part verdict | effect [95% interval] | seeds (n per side) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| claim | verdict (Holm-adjusted) | unadjusted | part | part verdict | effect [95% interval] | "
+             "seeds (n per side) |", "|---|---|---|---|---|---|---|"]
     for r in records:
         for i, p in enumerate(r["parts"]):
             e = p["effect"]
@@ -134,14 +148,15 @@ def markdown_table(records: list[dict[str, Any]]) -> str:
             n = f"{e['n_a']}" + (f"/{e['n_b']}" if e["n_b"] is not None else "")
             dag = " †" if p.get("holm_ok") is False else ""
             lines.append(f"| {'`' + r['id'] + '`' if i == 0 else ''} | {verdict_text(r) if i == 0 else ''} | "
+                         f"{r['verdict'] if i == 0 else ''} | "
                          f"{p['id']}: {p['asserts'].replace('|', chr(92) + '|')} | {p['verdict']}{dag}{tag(p)} | {eff} | {n} |")
     return "\n".join(lines) + "\n"
 
 
-def counts(records: list[dict[str, Any]]) -> dict[str, int]:
+def counts(records: list[dict[str, Any]], key: Any = headline) -> dict[str, int]:
     c: dict[str, int] = {}
     for r in records:
-        c[r["verdict"]] = c.get(r["verdict"], 0) + 1
+        c[key(r)] = c.get(key(r), 0) + 1
     return c
 
 
@@ -151,8 +166,8 @@ def _badge(v: str) -> str:
 
 def _verdict_html(r: dict[str, Any]) -> str:
     if not r.get("holm_note"):
-        return _badge(r["verdict"])
-    return f"{_badge(r['verdict'])}<br>{_badge(r['verdict_holm'])} after Holm: {esc(r['holm_note'])}"
+        return _badge(headline(r))
+    return f"{_badge(headline(r))} after Holm: {esc(r['holm_note'])}"
 
 
 def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], embed: bool = True) -> None:
@@ -162,12 +177,16 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
     # verdict colours of this page (the report style knows only supported / inconclusive)
     page.raw("<style>.contradicted{color:#b00000;font-weight:600} .partly-supported{color:#6a1b9a;"
              "font-weight:600}</style>")
-    c = counts(records)
+    if meta.get("superseded"):  # a published run a later rule or run replaces: said before anything else
+        page.raw(f'<p><b>Superseded.</b> {esc(meta["superseded"])}</p>')
+    c, raw = counts(records), counts(records, lambda r: r["verdict"])
     n_parts = sum(len(r["parts"]) for r in records)
     page.text(f"{len(records)} claims in {n_parts} parts, each decided by its rule from a "
-              f"95% interval over seeds: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) + ". "
-              f"{meta['family_size']} parts have a p-value; a decisive verdict that does not survive Holm's "
-              "adjustment over all of them is marked with †.")
+              f"95% interval over seeds. After Holm's adjustment over the {meta['family_size']} parts with a "
+              "p-value (the verdicts the table leads with): " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) +
+              "; unadjusted: " + ", ".join(f"{v} {k}" for k, v in sorted(raw.items())) + ". A decisive part "
+              "verdict that does not survive the adjustment is marked with †.")
+    page.text(mode_sentence(meta))
     page.text(summary(records, meta))  # pre-registration: only what the records show
     page.text(regime_sentence(records))
     for m in meta.get("maps") or []:  # the phase diagrams the depth and warm-up claims read
@@ -182,14 +201,16 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
     for r in records:
         parts = "<br>".join(f"{esc(p['id'])}: {_badge(p['verdict'])}{' †' if p.get('holm_ok') is False else ''}"
                             f"{esc(tag(p))} {esc(p['effect_text'])}" for p in r["parts"])
-        rows.append([f'<a href="#claim-{esc(r["id"])}">{esc(r["id"])}</a>', _verdict_html(r), parts,
-                     esc(r["source"])])
-    page.table(["claim", "verdict", "parts: effect [95% interval], n per side", "source"], rows, raw_cols=(0, 1, 2, 3))
+        rows.append([f'<a href="#claim-{esc(r["id"])}">{esc(r["id"])}</a>', _verdict_html(r), _badge(r["verdict"]),
+                     parts, esc(r["source"])])
+    page.table(["claim", "verdict (Holm-adjusted)", "unadjusted", "parts: effect [95% interval], n per side", "source"],
+               rows, raw_cols=(0, 1, 2, 3, 4))
     page.heading("Claims in full", "details")
     for r in records:
-        page.raw(f'<h3 id="claim-{esc(r["id"])}">{esc(r["id"])}: {_badge(r["verdict"])}</h3>')
+        page.raw(f'<h3 id="claim-{esc(r["id"])}">{esc(r["id"])}: {_badge(headline(r))}</h3>')
         if r.get("holm_note"):
-            page.text(f"After Holm's adjustment: {r['verdict_holm']}; the verdict {r['holm_note']}.")
+            page.text(f"{r['verdict_holm']} after Holm's adjustment (unadjusted: {r['verdict']}); the verdict "
+                      f"{r['holm_note']}.")
         page.table([], [["statement", esc(r["statement"])], ["source", esc(r["source"])],
                         ["experiment", esc(r["experiment"])], ["settings", esc(r["settings"])],
                         ["rule hash", esc(r["rule_hash"])]], raw_cols=(1,))
@@ -212,7 +233,8 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
         page.heading("Checks of the implementation", "checks")
         page.text("True by construction (an identity term of weight 1, a slope fixed by alpha and beta): they test "
                   "the code, not the literature, and are not counted among the verdicts.")
-        page.table(["check", "asserts", "rule", "measured", "result"], checks, raw_cols=(0, 1, 2, 3, 4))
+        page.table(["check", "asserts", "rule", "measured", "result", "registered"], checks,
+                   raw_cols=(0, 1, 2, 3, 4, 5))
     page.heading("Run", "run")
     page.pre(json.dumps(meta, indent=2, default=str))
     page.versions()
@@ -230,7 +252,7 @@ def caption(name: str) -> str:
 
 
 def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path:
-    """Rebuild OUT/index.html and every evidence figure from OUT/claims.json alone, with no
+    """Rebuild OUT/index.html, OUT/claims.md and every evidence figure from OUT/claims.json alone, with no
     measuring or training and no new decision (history.jsonl and claims.json are not touched).
     The quick claims' context figures need the probe grid: they are redrawn only when ``q``
     (``claims.measure.measure``'s QuickData) is given, else the files already there are kept.
@@ -251,6 +273,7 @@ def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path
         quick_context_figures(q, out, records)
     for r in records:
         effect_figure(r, out)  # the same file name claims.json records as effect_figure
+    atomic_write_text(out / "claims.md", markdown_table(records))  # the table, as claims.json gives it
     write_page(records, out, meta, embed)
     return out / "index.html"
 
@@ -259,7 +282,7 @@ def print_table(records: list[dict[str, Any]], width: int = 110, meta: dict[str,
     """claim | verdict | one line per part (effect [interval], n), wrapped to ``width``; then the
     pre-registration line (``meta``: claims.json's, when given)."""
 
-    print(f"{'claim':<26} {'verdict':<17} parts")
+    print(f"{'claim':<26} {'verdict (Holm)':<17} parts")
     print("-" * width)
     for r in records:
         lines = []
@@ -267,8 +290,8 @@ def print_table(records: list[dict[str, Any]], width: int = 110, meta: dict[str,
             lines += textwrap.wrap(f"{p['id']}: {p['verdict']}{' (not after Holm)' if p.get('holm_ok') is False else ''}"
                                    f"{tag(p)}, {p['effect_text']}", width - 45) or [""]
         if r.get("holm_note"):
-            lines += textwrap.wrap(f"claim: {r['verdict_holm']} after Holm: {r['holm_note']}", width - 45)
-        print(f"{r['id']:<26} {r['verdict']:<17} {lines[0]}")
+            lines += textwrap.wrap(f"claim: unadjusted {r['verdict']}; after Holm it {r['holm_note']}", width - 45)
+        print(f"{r['id']:<26} {headline(r):<17} {lines[0]}")
         for line in lines[1:]:
             print(" " * 44 + line)
     if meta is not None:

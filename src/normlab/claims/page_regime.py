@@ -1,5 +1,6 @@
-"""The evidence page's regime table per claim and its section of implementation checks
-(``claims/regime.py``, ``Part(check=True)``): rows for :class:`normlab.report.html.Page` tables."""
+"""The evidence page's regime table per claim, its section of implementation checks
+(``claims/regime.py``, ``Part(check=True)``: rows for :class:`normlab.report.html.Page` tables),
+and its sentences on regimes and on confirmatory vs exploratory runs (``claims/ledger.py``)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,25 @@ def regime_sentence(records: list[dict[str, Any]]) -> str:
 
 
 def check_rows(records: list[dict[str, Any]]) -> list[list[str]]:
-    """Checks of the implementation: true by construction, shown apart from the verdicts."""
+    """Checks of the implementation: true by construction, shown apart from the verdicts, each with
+    its registration mark (``claims/registered.py``: checks are registered like parts)."""
     rows = []
     for r in records:
         for c in r.get("checks", []):
             ok = c.get("rule_verdict", c["verdict"]) == "supported"
             rows.append([esc(f"{r['id']}/{c['id']}"), esc(c["asserts"]), esc(c["rule_text"]), esc(c["effect_text"]),
-                         "passes" if ok else "<b>FAILS</b>"])
+                         "passes" if ok else "<b>FAILS</b>", esc(c.get("registered", "not-registered"))])
     return rows
+
+
+def mode_sentence(meta: dict[str, Any]) -> str:
+    """The page's line on confirmatory vs exploratory (claims/ledger.py)."""
+    mode = meta.get("mode")
+    if mode == "confirmatory":
+        return ("Confirmatory: every seed was registered before the data and none had been trained or decided on "
+                "before (the stores, caches and histories consulted: claims/ledger.py).")
+    if mode == "exploratory":
+        return ("Exploratory: this run was not checked for unseen registered seeds (no registration, or "
+                "--exploratory), so its seeds may be ones earlier runs had seen; a confirmatory run confirms it.")
+    return ("Exploratory: this run predates the check for unseen seeds (claims/ledger.py), so nothing here shows "
+            "that its seeds were unseen by earlier runs.")

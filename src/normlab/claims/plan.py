@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from normlab.claims import ledger
 from normlab.claims.cache import Cache
 from normlab.claims.claim import CLAIMS, Claim
 from normlab.claims.measure import FIGURE_NEEDS, Needs
@@ -38,6 +39,9 @@ class Plan:
     quick: QuickRun | None             # the quick claims' measurements (None: no quick claim chosen)
     figures: list[Needs] = field(default_factory=list)  # the page's context figures: the whole grid
     studies: list[str] = field(default_factory=list)    # the studies the training claims read, each once
+    # "confirmatory": registered, and every registered seed unseen by the sources consulted
+    # (claims/ledger.py); "exploratory": anything else (no registration, or --exploratory)
+    mode: str = "exploratory"
 
     @property
     def quick_claims(self) -> list[Claim]:
@@ -72,19 +76,26 @@ def choose(run: ClaimsRun) -> list[Claim]:
 def plan(run: ClaimsRun) -> Plan:
     """Choose, check the registration (before anything is measured or trained), plan the work."""
     chosen = choose(run)
-    reg = None
+    reg, mode = None, "exploratory"
     if run.registration is not None:
         reg = load(run.registration)
         require_match(reg, chosen, run.scale, run.quick, run.allow_post_hoc)
+    quick_seeds = (reg.quick_seeds() if reg is not None else None) or list(range(run.seeds))
+    if reg is not None and not run.exploratory:
+        seen = ledger.read(ledger.sources(reg, run.out, run.seen), own=run.out, before=reg.committed_at)
+        ledger.require_unseen(reg, chosen, run.scale, quick_seeds, seen)
+        mode = "confirmatory"
     display = run.progress if isinstance(run.progress, Progress) else Progress("claims", enabled=bool(run.progress))
     store = Cache(run.out / "cache" if run.cache else None)
-    ctx = StudyContext(run.out, scale=run.scale, workers=run.workers, train=run.train, display=display)
-    p = Plan(run, chosen, reg, display, store, ctx, None)
+    ctx = StudyContext(run.out, scale=run.scale, workers=run.workers, train=run.train, display=display,
+                       seeds={} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))})
+    p = Plan(run, chosen, reg, display, store, ctx, None, mode=mode)
     try:
         fast = p.quick_claims
         if fast:
             # a registered run measures the quick claims now (their data must not predate the registration)
-            p.quick = QuickRun(run.seeds, run.depths, run.d_model, Cache(None) if reg is not None else store, display)
+            p.quick = QuickRun(len(quick_seeds), run.depths, run.d_model, Cache(None) if reg is not None else store,
+                               display, first_seed=quick_seeds[0])
             # the context figures of the page need the whole grid: only when every quick claim is decided
             p.figures = [FIGURE_NEEDS] if {c.id for c in fast} == {i for i, c in CLAIMS.items() if c.quick} else []
             p.quick.plan(fast, p.figures)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from normlab.claims import registered
+from normlab.claims.decision import decision_code_hash
+from normlab.claims.ledger import PROBE
 from normlab.claims.output import write_outputs
 from normlab.claims.plan import Plan
 from normlab.claims.studies import StudyContext
@@ -21,9 +23,15 @@ def publish(p: Plan, records: list[dict[str, Any]], started: float) -> None:
     """Write the outputs of ``records`` (in ``p.claims``' order); ``started``: the run's start
     (time.time()), the date of the quick claims' data for the registration marks."""
     run, ctx = p.run, p.ctx
-    meta: dict[str, Any] = {"scale": None if run.quick else run.scale, "quick_only": run.quick}
+    meta: dict[str, Any] = {"scale": None if run.quick else run.scale, "quick_only": run.quick, "mode": p.mode,
+                            "decision_code": decision_code_hash(), "headline_verdict": "verdict_holm"}
+    seeds: dict[str, list[int]] = {}
     if p.quick is not None:
         meta["probe"] = p.quick.q.probe
+        seeds[PROBE] = p.quick.q.seed_list
+    for n in ctx.studies_read():  # what this run decided on: the ledger of a later run reads it (claims/ledger.py)
+        seeds[n] = sorted({int(t.params["seed"]) for t in ctx.trials(n) if "seed" in t.params})
+    meta["seeds"] = seeds
     meta["seconds"] = round(time.time() - started, 1)
     meta["cached_claims"] = sorted(h.split("/", 1)[1] for h in p.store.hits if h.startswith("claims/"))
     if ctx.spans:

@@ -19,8 +19,9 @@ from normlab.diagnostics.probe import COLUMNS
 
 
 class QuickRun:
-    def __init__(self, seeds: int, depths: list[int] | None, d_model: int, cache: Cache, display: Any) -> None:
-        self.q = empty(seeds, depths, d_model)
+    def __init__(self, seeds: int, depths: list[int] | None, d_model: int, cache: Cache, display: Any,
+                 first_seed: int = 0) -> None:
+        self.q = empty(seeds, depths, d_model, first_seed)
         self.cache, self.display = cache, display
         self._cells: set[tuple[str, int]] = set()
         self._extras: set[str] = set()
@@ -91,7 +92,7 @@ class QuickRun:
             if e in self._extras:
                 continue
             self.display.item(f"extra measurement {e}")
-            measure_extra(e, self.q.extra, self.q.seeds, self.q.depths, self.q.ref_depth(), tick)
+            measure_extra(e, self.q.extra, self.q.seeds, self.q.depths, self.q.ref_depth(), tick, self.q.first_seed)
             self._extras.add(e)
 
     def record(self, c: Any) -> dict[str, Any]:

@@ -23,6 +23,19 @@ from typing import Any
 FACTORS = ("optimizer", "lr", "schedule", "warm-up", "init", "clipping", "steps", "depth", "width", "precision",
            "data")
 
+# The scoping rule, registered with the rules (``scoping_spec``): every part of every claim is
+# scoped alike. A factor scopes a part where the claim says it matters, and whatever the claim
+# says, REQUIRED[kind] matters for every part of a claim of that kind: numbers at
+# initialisation depend on the init (xavier vs GPT-2's N(0, 0.02)), and a training outcome on
+# the horizon it is read at (a run on the plateau at 200 steps may train by 1000). A required
+# factor the claim does not declare, or whose source setting is "not stated", departs (the
+# lab's setting cannot lie inside a range the source does not give); the horizon counts as
+# inside only at a scale the claim names (never a blanket "*": the lab's horizon changes with
+# the scale).
+SCOPING_RULE = (1, "factors the claim says matter, plus REQUIRED[kind] for every part; an undeclared or unstated "
+                   "required factor departs; steps inside only at a named scale")
+REQUIRED = {"init": ("init",), "training": ("steps",)}
+
 SCOPED = {"supported": "seen at the lab's settings", "contradicted": "not seen at the lab's settings",
           "partly supported": "partly seen at the lab's settings", "inconclusive": "inconclusive"}
 
@@ -46,6 +59,15 @@ class Factor:
         """A factor that matters and whose lab setting is not inside the source's range at ``scale``."""
         return self.matters and not self.inside.get(scale, self.inside.get("*", False))
 
+    def departs_by_rule(self, scale: str, kind: str) -> bool:
+        """:data:`SCOPING_RULE`: whether this factor departs for a claim of ``kind`` ("init" or "training")."""
+        if self.name not in REQUIRED[kind]:
+            return self.departs(scale)
+        if self.source.lower().startswith("not stated"):
+            return True
+        inside = self.inside.get(scale) if self.name == "steps" else self.inside.get(scale, self.inside.get("*"))
+        return not inside
+
 
 @dataclass(frozen=True)
 class Regime:
@@ -54,18 +76,40 @@ class Regime:
     factors: tuple[Factor, ...]
     note: str = ""
 
-    def departures(self, scale: str, part: str | None = None) -> list[str]:
-        """Names of the factors that depart at ``scale`` (for ``part``, or for any part when None)."""
-        return [f.name for f in self.factors if f.departs(scale) and (part is None or not f.parts or part in f.parts)]
+    def departures(self, scale: str, part: str | None = None, kind: str | None = None) -> list[str]:
+        """Names of the factors that depart at ``scale`` (for ``part``, or for any part when None);
+        ``kind`` ("init" or "training"): by :data:`SCOPING_RULE` (a required factor the claim does
+        not declare departs too, for every part), else by the claim's own declarations."""
+        if kind is None:
+            return [f.name for f in self.factors if f.departs(scale) and (part is None or not f.parts or part in f.parts)]
+        out = [f.name for f in self.factors if f.departs_by_rule(scale, kind)
+               and (part is None or not f.parts or part in f.parts or f.name in REQUIRED[kind])]
+        declared = {f.name for f in self.factors}
+        out += [n for n in REQUIRED[kind] if n not in declared]
+        return [n for n in FACTORS if n in out]
 
-    def spec(self, scale: str, lab: dict[str, str]) -> dict[str, Any]:
-        """The claims.json record: every factor with the source's and the lab's setting."""
+    def scoping_spec(self, kind: str) -> dict[str, Any]:
+        """What decides this claim's scoping (hashed and registered with its rules): the rule and
+        every factor's declaration (not the lab's settings, which are read off the studies)."""
+        return {"rule": list(SCOPING_RULE), "required": list(REQUIRED[kind]),
+                "factors": [{"name": f.name, "source": f.source, "matters": f.matters, "inside": dict(sorted(f.inside.items())),
+                             "parts": list(f.parts)} for f in self.factors]}
+
+    def spec(self, scale: str, lab: dict[str, str], kind: str | None = None) -> dict[str, Any]:
+        """The claims.json record: every factor with the source's and the lab's setting (``kind``:
+        scoped by :data:`SCOPING_RULE`, a required factor the claim does not declare listed too)."""
         rows = []
+        required = REQUIRED[kind] if kind else ()
         for f in self.factors:
-            rows.append({"factor": f.name, "source": f.source, "lab": lab.get(f.name, "-"), "matters": f.matters,
-                         "inside": f.inside.get(scale, f.inside.get("*", False)), "departs": f.departs(scale),
-                         "why": f.why, "parts": list(f.parts)})
-        return {"factors": rows, "departures": self.departures(scale), "note": self.note}
+            req = f.name in required
+            departs = f.departs_by_rule(scale, kind) if kind else f.departs(scale)
+            rows.append({"factor": f.name, "source": f.source, "lab": lab.get(f.name, "-"), "matters": f.matters or req,
+                         "inside": not departs if req else f.inside.get(scale, f.inside.get("*", False)),
+                         "departs": departs, "why": f.why, "parts": [] if req else list(f.parts)})
+        rows += [{"factor": n, "source": "not stated", "lab": lab.get(n, "-"), "matters": True, "inside": False,
+                  "departs": True, "why": "required by the scoping rule, not declared by the claim", "parts": []}
+                 for n in required if n not in {f.name for f in self.factors}]
+        return {"factors": rows, "departures": self.departures(scale, kind=kind), "note": self.note}
 
 
 def factor(name: str, source: str, *, matters: bool = True, inside: bool | dict[str, bool] = True, why: str = "",

@@ -8,7 +8,8 @@ Each part of claims.json gets ``registered``:
   counts whole seconds) the first trial start of every study the claim reads (a quick claim:
   the start of the run that measured it; a registered run measures the quick claims afresh,
   never from OUT/cache);
-- ``"post-hoc"``: a rule was registered but changed since, or registered after the data; the
+- ``"post-hoc"``: a rule, the claim's scoping (``scoping_hash``) or the decision code
+  (``claims/decision.py``) was registered but changed since, or registered after the data; the
   part also gets ``registered_verdict``, the verdict of the registered rule on the same effect
   (None when the registration has no such part), and ``registered_rule_text``;
 - ``"not-registered"``: no registration was given, it names no commit, or lacks the claim.
@@ -68,15 +69,16 @@ def mark(records: list[dict[str, Any]], claims: dict[str, Any], reg: Any, studie
         if entry is None:
             why = ("no registration was given to this run" if reg is None else reg.unverified if reg.commit is None
                    else "the registration does not name this claim")
-            for p in r["parts"]:
+            for p in [*r["parts"], *r.get("checks", [])]:
                 p.update(registered=NOT_REGISTERED, registered_note=why)
             continue
         # git times are whole seconds (rounded down): a commit in the same second as the data is not before it
         late = [f"{what} began at {when(t)}" if t is not None else f"{what}: no start time recorded"
                 for what, t in _data_times(c, studies, started_at).items() if t is None or reg.committed_at + 1 > t]
-        changed = reg.changed.get(c.id) or ("" if entry["rule_hash"] == r["rule_hash"] else "rule changed")
+        changed = reg.changed.get(c.id) or ("" if entry["rule_hash"] == r["rule_hash"] else "rule changed") or (
+            "" if entry.get("scoping_hash") in (None, r.get("scoping_hash", entry.get("scoping_hash"))) else "scoping changed")
         registered = {p["id"]: p for p in entry["parts"]}
-        for p in r["parts"]:
+        for p in [*r["parts"], *r.get("checks", [])]:  # a check is registered as a part is
             if not late and not changed:
                 p.update(registered=BEFORE, registered_note=f"registered in {reg.commit[:7]} at "
                                                             f"{when(reg.committed_at)}, before the data")
@@ -142,7 +144,7 @@ def verify(out: str | Path, repo: str | Path | None = None) -> list[str]:
 
     data = json.loads((Path(out) / "claims.json").read_text(encoding="utf-8"))
     meta, records = data["meta"], data["claims"]
-    parts = [(r, p) for r in records for p in r["parts"]]
+    parts = [(r, p) for r in records for p in [*r["parts"], *r.get("checks", [])]]
     problems = [f"{r['id']}/{p['id']}: registered={p.get('registered')!r}, not one of {BEFORE}, {POST_HOC}, "
                 f"{NOT_REGISTERED}" for r, p in parts if p.get("registered") not in (BEFORE, POST_HOC, NOT_REGISTERED)]
     problems += [f"{r['id']}/{p['id']}: post-hoc without registered_verdict" for r, p in parts
@@ -173,7 +175,13 @@ def verify(out: str | Path, repo: str | Path | None = None) -> list[str]:
         if e is None or e["rule_hash"] != r["rule_hash"]:
             problems.append(f"{where}: the registration at {commit[:7]} does not hold rule hash {r['rule_hash']}")
             continue
+        if e.get("scoping_hash") and e["scoping_hash"] != r.get("scoping_hash"):
+            problems.append(f"{where}: scoped by {r.get('scoping_hash')}, registered {e['scoping_hash']}")
+        if doc.get("decision_code") and doc["decision_code"] != meta.get("decision_code"):
+            problems.append(f"{where}: decided by code {meta.get('decision_code')}, registered {doc['decision_code']}")
         spec = {k: p[k] for k in ("id", "asserts", "quantity", "rule", "rule_text", "why")}
+        if p.get("check"):
+            spec["check"] = True  # Part.spec of a check says so, and its hash covers it
         if part_hash(spec) not in {q["part_hash"] for q in e["parts"]}:
             problems.append(f"{where}: its rule is not the registered one")
         times = {"the run's start": meta.get("started_at")} if e["quick"] else \

@@ -15,6 +15,7 @@ decisions :func:`normlab.claims.registered.mark` s every part "before-data", "po
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -24,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from normlab.claims.claim import CLAIMS, rule_spec_hash
+from normlab.claims.decision import decision_code_hash
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
 from normlab.study.presets import SCALES, study_preset
 
-FORMAT, VERSION = "normlab-claims-registration", 1
+FORMAT, VERSION = "normlab-claims-registration", 2  # 2: seeds per study, quick seeds, scoping, decision code
 log = logging.getLogger(__name__)
 
 
@@ -41,16 +43,27 @@ def part_hash(spec: dict[str, Any]) -> str:
     return _sha(json.dumps(spec, sort_keys=True))
 
 
-def study_ids(name: str, scale: str) -> dict[str, Any]:
-    """What identifies study ``name`` at ``scale``: ``spec_hash``, the first 16 hex digits of
-    sha256 of the STORE/spec.json a store of it is created with (``sha256sum STORE/spec.json``),
-    and ``trials_hash`` over its sorted trial ids (each id hashes a trial's whole resolved
-    config, so a changed default shows up too)."""
-
+def study_spec(name: str, scale: str, seeds: list[int] | None = None) -> Any:
+    """Study preset ``name`` at ``scale``, with ``seeds`` instead of the preset's (a registration's)."""
     spec = study_preset(name, scale)
+    return spec if seeds is None else dataclasses.replace(spec, seeds=list(seeds))
+
+
+def shifted(seeds: list[int], first: int | None) -> list[int]:
+    """As many seeds as ``seeds`` from ``first`` on (None: ``seeds`` themselves)."""
+    return list(seeds) if first is None else [first + i for i in range(len(seeds))]
+
+
+def study_ids(name: str, scale: str, seeds: list[int] | None = None) -> dict[str, Any]:
+    """What identifies study ``name`` at ``scale`` (with ``seeds``, else the preset's): ``spec_hash``,
+    the first 16 hex digits of sha256 of the STORE/spec.json a store of it is created with
+    (``sha256sum STORE/spec.json``), ``trials_hash`` over its sorted trial ids (each id hashes a
+    trial's whole resolved config, so a changed default shows up too), and its ``seeds``."""
+
+    spec = study_spec(name, scale, seeds)
     ids = sorted(t.id for t in spec.trials())
     return {"spec_hash": _sha(json.dumps(spec.to_json_data(), indent=2, sort_keys=True)),
-            "trials_hash": _sha("\n".join(ids)), "trials": len(ids)}
+            "trials_hash": _sha("\n".join(ids)), "trials": len(ids), "seeds": list(spec.seeds)}
 
 
 def claim_entry(c: Any, scale: str) -> dict[str, Any]:
@@ -58,7 +71,7 @@ def claim_entry(c: Any, scale: str) -> dict[str, Any]:
     quick claim, as ``Claim.decide`` uses it)."""
     s = None if c.quick else scale
     return {"statement": c.statement, "source": c.source, "experiment": c.experiment_at(s), "quick": c.quick,
-            "studies": list(c.studies), "rule_hash": c.rule_hash(s),
+            "studies": list(c.studies), "rule_hash": c.rule_hash(s), "scoping_hash": c.scoping_hash(),
             "parts": [{**p.spec(), "part_hash": part_hash(p.spec())} for p in c.parts]}
 
 
@@ -80,17 +93,24 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
     return chosen
 
 
-def build(scale: str, only: list[str] | None = None, quick: bool = False) -> dict[str, Any]:
-    """The registration document of the claims ``normlab claims`` with these options decides."""
-    return document(choose(scale, only, quick), scale)
+def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
+          quick_seeds: int = 5) -> dict[str, Any]:
+    """The registration document of the claims ``normlab claims`` with these options decides;
+    ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
+    start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ..."""
+    return document(choose(scale, only, quick), scale, first_seed, quick_seeds)
 
 
-def document(chosen: list[Any], scale: str) -> dict[str, Any]:
-    """The registration document of the claims ``chosen`` at ``scale``."""
+def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5) -> dict[str, Any]:
+    """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`)."""
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
     doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
                            "claims": {c.id: claim_entry(c, scale) for c in chosen},
-                           "studies": {n: study_ids(n, scale) for n in names}}
+                           "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds, first_seed))
+                                       for n in names},
+                           "decision_code": decision_code_hash()}
+    if any(c.quick for c in chosen):
+        doc["quick_seeds"] = shifted(list(range(quick_seeds)), first_seed)
     doc["document_hash"] = document_hash(doc)
     return doc
 
@@ -131,6 +151,16 @@ class Registration:
     committed_at: int | None = None   # the commit's committer time, seconds since the epoch
     unverified: str = ""              # why there is no commit (no git, not in a repository)
     changed: dict[str, str] = field(default_factory=dict)  # claim id -> what changed since registration
+
+    def seeds(self, study: str) -> list[int] | None:
+        """The seeds registered for ``study`` (None: a format-1 file, whose spec hash fixes the preset's)."""
+        got = (self.doc.get("studies", {}).get(study) or {}).get("seeds")
+        return None if got is None else [int(s) for s in got]
+
+    def quick_seeds(self) -> list[int] | None:
+        """The seeds registered for the quick measurements (None: not named, the run's --seeds from 0)."""
+        got = self.doc.get("quick_seeds")
+        return None if got is None else [int(s) for s in got]
 
     def meta(self) -> dict[str, Any] | None:
         """claims.json's ``meta.registration`` (None when no commit dates the file)."""
@@ -200,10 +230,13 @@ def _date(reg: Registration, raw: bytes) -> None:
 
 
 def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
-    """What differs between the registration and the chosen claims now: claim id -> reason."""
+    """What differs between the registration and the chosen claims now: claim id -> reason (a
+    rule, a study, the claim's scoping or the decision code; a format-1 registration recorded
+    neither scoping nor decision code, so those count as changed)."""
     entries = reg.doc["claims"]
     out: dict[str, str] = {}
     study_now: dict[str, dict[str, Any]] = {}
+    code = reg.doc.get("decision_code")
     for c in chosen:
         e = entries.get(c.id)
         if e is None:
@@ -217,10 +250,17 @@ def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
             continue
         for n in c.studies if not c.quick else ():
             if n not in study_now:
-                study_now[n] = study_ids(n, scale)
-            if reg.doc.get("studies", {}).get(n) != study_now[n]:
+                study_now[n] = study_ids(n, scale, reg.seeds(n))
+            was_study = reg.doc.get("studies", {}).get(n) or {}
+            if not was_study or any(study_now[n].get(k) != v for k, v in was_study.items()):
                 out[c.id] = f"study {n} changed"
                 break
+        else:
+            if e.get("scoping_hash") != now["scoping_hash"]:
+                out[c.id] = "scoping (regime factors or the scoping rule) changed" if "scoping_hash" in e \
+                    else "scoping not registered (registration format 1)"
+            elif code != decision_code_hash():
+                out[c.id] = "decision code changed" if code else "decision code not registered (registration format 1)"
     return out
 
 

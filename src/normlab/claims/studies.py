@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from normlab.claims.cache import key
+from normlab.claims.registration import study_spec
 from normlab.core.errors import UserError
 from normlab.data.unigram import data_ce
 from normlab.diagnostics.analyze import analyze_run
@@ -33,7 +34,6 @@ from normlab.run.dir import RunDir
 from normlab.study.executors import default_workers
 from normlab.study.horizons import horizon_cells
 from normlab.study.outcome import classify
-from normlab.study.presets import study_preset
 from normlab.study.runner import run_study
 from normlab.study.store import FINAL, Store
 
@@ -50,6 +50,11 @@ class StudyContext:
     _done: dict[str, list[Any]] = field(default_factory=dict)
     spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # first start, last finish
     _ce: dict[str, Any] = field(default_factory=dict)  # reference losses per data setting
+    seeds: dict[str, list[int]] = field(default_factory=dict)  # a registration's seeds per study (else the preset's)
+
+    def spec(self, name: str) -> Any:
+        """Study preset ``name`` at this scale, with the registered seeds where a registration names them."""
+        return study_spec(name, self.scale, self.seeds.get(name))
 
     def store_dir(self, name: str) -> Path:
         return Path(self.out) / "stores" / name
@@ -60,7 +65,7 @@ class StudyContext:
 
         total = done = 0
         for name in names:
-            ids = {t.id for t in study_preset(name, self.scale).trials()}
+            ids = {t.id for t in self.spec(name).trials()}
             total += len(ids)
             if (self.store_dir(name) / "spec.json").exists():
                 store = Store(self.store_dir(name))
@@ -75,7 +80,7 @@ class StudyContext:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
         if name not in self._done:
             if self.train:
-                store = run_study(study_preset(name, self.scale), self.store_dir(name),
+                store = run_study(self.spec(name), self.store_dir(name),
                                   workers=self.workers or default_workers(1), progress=self.display is not None,
                                   display=self.display)
             elif (self.store_dir(name) / "spec.json").exists():

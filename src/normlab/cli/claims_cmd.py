@@ -40,6 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-post-hoc", action="store_true",
                    help="with --registration: decide claims whose rules changed since, marked post-hoc with the "
                         "registered rule's verdict beside (default: refuse)")
+    p.add_argument("--exploratory", action="store_true",
+                   help="with --registration: run even on seeds earlier runs have seen; published as exploratory "
+                        "(default: a registered run is confirmatory and refuses seen seeds)")
+    p.add_argument("--seen", metavar="PATH", action="append", default=[],
+                   help="with --registration: also consult this study store, claims --out folder, claims.json or "
+                        "history.jsonl for seen seeds (always consulted: --out and the registration repository's "
+                        "docs/evidence)")
+    p.add_argument("--first-seed", type=int, default=None, metavar="N",
+                   help="register: every study's seeds, and the quick measurements' --seeds seeds, start at N "
+                        "(seeds no earlier run used; default: the presets' seeds and 0, 1, ...)")
     p.add_argument("--force", action="store_true", help="register: replace an --out file holding another registration")
     p.add_argument("--link-figures", action="store_true",
                    help="the page links OUT/figures/ instead of embedding each image (for a page published in a "
@@ -61,7 +71,8 @@ def _claims(args: argparse.Namespace) -> int:
     results = run_claims(ClaimsRun(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds,
                                    scale=args.scale, workers=args.workers, train=not args.no_train,
                                    progress=not args.quiet, cache=not args.no_cache, registration=args.registration,
-                                   allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures))
+                                   allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures,
+                                   exploratory=args.exploratory, seen=args.seen))
     from normlab.core.fsutil import read_json
 
     print_table(results, meta=(read_json(Path(args.out) / "claims.json", {}) or {}).get("meta"))
@@ -78,12 +89,16 @@ def _register(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix != ".json" or out.is_dir():
         raise UserError(f"--out {out}: register writes one file; name it, e.g. --out registration-{args.scale}.json")
-    doc = build(args.scale, args.only, quick=args.quick)
+    if args.first_seed is not None and args.first_seed < 0:
+        raise UserError(f"--first-seed={args.first_seed}: seeds are integers >= 0")
+    doc = build(args.scale, args.only, quick=args.quick, first_seed=args.first_seed, quick_seeds=args.seeds)
     wrote = write(out, doc, force=args.force)
     n_parts = sum(len(e["parts"]) for e in doc["claims"].values())
     said = "wrote" if wrote else "unchanged:"
     print(f"{said} {out}: {len(doc['claims'])} claims, {n_parts} parts, {len(doc['studies'])} studies at scale "
           f"{args.scale}; document hash {doc['document_hash']}")
+    seeds = {n: e["seeds"] for n, e in doc["studies"].items()} | ({"probe": doc["quick_seeds"]} if "quick_seeds" in doc else {})
+    print("seeds: " + "; ".join(f"{n} {', '.join(map(str, s))}" for n, s in seeds.items()))
     if wrote:
         print(f"commit it before any training: git add {out} && git commit -m 'Register the claims' ; then run "
               f"normlab claims --scale {args.scale} --registration {out}")

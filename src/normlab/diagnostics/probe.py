@@ -47,7 +47,8 @@ class ProbeConfig(Section):
     d_ff: int | None = doc("FFN width (none = 4*d_model)", None)
     init: str = doc("weight init (Xiong et al. 2020 analyse xavier)", "xavier")
     norm: str = doc("norm used by the placements", "layernorm")
-    seeds: int = doc("seeds 0..seeds-1 per configuration", 5)
+    seeds: int = doc("seeds first_seed..first_seed+seeds-1 per configuration", 5)
+    first_seed: int = doc("the first seed (a confirmatory claims run registers seeds no earlier run used)", 0)
     batches: int = doc("batches per seed (concatenated into one loss)", 1)
     batch_size: int = doc("sequences per batch", 8)
     context: int = doc("tokens per sequence", 64)
@@ -60,6 +61,7 @@ class ProbeConfig(Section):
         self.check(len(self.depths) > 0 and min(self.depths) >= 1, "depths", "list depths >= 1, e.g. 2,4,8")
         for name in ("seeds", "batches", "batch_size", "d_model", "n_head"):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
+        self.check(self.first_seed >= 0, "first_seed", "must be >= 0")
         self.check(self.context >= 2, "context", "must be >= 2 (token cosine needs two positions)")
         self.check(self.n_proj >= 0, "n_proj", "must be >= 0")
         self.check(self.data in ("tinyshakespeare", "random"), "data", "use tinyshakespeare or random")
@@ -166,7 +168,7 @@ def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = Non
 
     tokens, vocab = load_tokens(cfg.data, data_dir)
     rows: list[dict[str, Any]] = []
-    for seed in range(cfg.seeds):
+    for seed in range(cfg.first_seed, cfg.first_seed + cfg.seeds):
         gen = torch.Generator().manual_seed(1_000_003 * seed + 17)
         idx, tgt = sample_batch(tokens, vocab, cfg.batch_size * cfg.batches, cfg.context, gen)
         for placement in cfg.placements:

@@ -236,7 +236,6 @@ class RunDir:
         """The intact checkpoint ``name`` (or its twin after an interrupted swap), else None."""
         from normlab.run import checkpoint
 
-
         return checkpoint.find(self.checkpoint_dir(name))
 
     @staticmethod
@@ -249,7 +248,6 @@ class RunDir:
         twin stands in for its folder. A damaged one is an error naming it, never skipped (a
         series with a hole would read as a smooth curve)."""
         from normlab.run import checkpoint
-
 
         root = self.path / CHECKPOINTS
         steps = sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
@@ -278,7 +276,6 @@ class RunDir:
         """
         from normlab.run import checkpoint
 
-
         other = "latest" if which == "best" else "best"
         for name in (which, other):
             folder = self.checkpoint_dir(name)
@@ -301,7 +298,6 @@ class RunDir:
         from normlab.model.build import build_model
         from normlab.model.io import load_config
         from normlab.run import checkpoint
-
 
         cfg = self.config(label)
         folder = self.pick_checkpoint(which)

@@ -15,6 +15,15 @@ from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
 from normlab.stats.effects import Effect, one_sample, paired, slope_per_seed
 
+# The exact checks of a seed's formula or code: what they measure holds at any weights (a formula on
+# random inputs, a mask's structure, logits of loaded weights), so the init the scoping rule
+# requires is stated, and the lab's inside it.
+EXACT_REGIME = Regime((
+    factor("init", "any weights (an exact check: a formula, a mask, or loaded weights)",
+           why="the quantity is exact at every init; the draws only vary the inputs"),
+    factor("steps", "at or near initialisation", why="no training"),
+))
+
 STEP = ("one Adam step (lr 1e-4, no weight decay) at init on a batch of Tiny Shakespeare, logits measured on "
         "another batch; probe-sized models (xavier, d = d_ff = 128) at L in {2, 4, 8, 16, 32}; 5 seeds")
 
@@ -35,7 +44,7 @@ def jacobian_identity(q: QuickData) -> dict[str, Measured]:
     out = {}
     for p in ("pre", "post"):
         vals = [float(np.mean(r)) for r in ic[p]]
-        out[p] = Measured(one_sample(vals), [f"{p}/L{ic['L']}/seed{s}" for s in range(len(vals))],
+        out[p] = Measured(one_sample(vals), [f"{p}/L{ic['L']}/seed{s}" for s in q.seed_list[:len(vals)]],
                           {"per_block_seed_mean": np.mean(ic[p], 0).round(3).tolist()})
     return out
 
@@ -57,7 +66,7 @@ def jacobian_identity(q: QuickData) -> dict[str, Measured]:
                    "'almost 0' read as below 1% (the seed's formula gives 1.5e-5 at 32)")])
 def seed004_decay(q: QuickData) -> dict[str, Measured]:
     f = np.array(q.extra["identity_path"]["post"])  # (seeds, norms)
-    cells = [f"post/L{q.extra['identity_path']['L']}/seed{s}" for s in range(len(f))]
+    cells = [f"post/L{q.extra['identity_path']['L']}/seed{s}" for s in q.seed_list[:len(f)]]
     return {"factor": Measured(one_sample(np.exp(np.log(f).mean(1)).tolist()), cells),
             "almost-0": Measured(one_sample(np.log10(f).sum(1).tolist()), cells,
                                  {"predicted_log10": float(f.shape[1] * np.log10(2 ** -0.5))})}
@@ -115,7 +124,7 @@ def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
             "shortcut": Measured(one_sample(sh), ["deepnorm/one-step"])}
 
 
-@claim(id="seed001-rms", quick=True, regime=INIT_REGIME, needs=Needs(extra=("rms",)), source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
+@claim(id="seed001-rms", quick=True, regime=EXACT_REGIME, needs=Needs(extra=("rms",)), source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
        experiment="x = s z, z of unit RMS (64 x 128, a new draw per seed), s = 0.1 and 10; 5 seeds",
        settings="exact arithmetic in float32",
        statement="RMSNorm(x) = x / RMS(x) * g, where RMS(x) = (1/n) sum x_i^2.",
@@ -124,11 +133,11 @@ def deepnorm_bounded(q: QuickData) -> dict[str, Measured]:
                    Within(-0.05, 0.05), "a normaliser's output is scale-free (normlab's RMSNorm: 0.000)")])
 def seed001_rms(q: QuickData) -> dict[str, Measured]:
     r = q.extra["rms"]
-    return {"normalises": Measured(one_sample([x["seed_log10_ratio"] for x in r]), [f"draw{i}" for i in range(len(r))],
+    return {"normalises": Measured(one_sample([x["seed_log10_ratio"] for x in r]), [f"draw/seed{i}" for i in q.seed_list[:len(r)]],
                                    {"normlab_log10_ratio": float(np.mean([x["normlab_log10_ratio"] for x in r]))})}
 
 
-@claim(id="seed002-gpt2", quick=True, regime=INIT_REGIME, needs=Needs(extra=("gpt2",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+@claim(id="seed002-gpt2", quick=True, regime=EXACT_REGIME, needs=Needs(extra=("gpt2",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        experiment="random 3-layer transformers GPT-2 models (d = 64, no download, 3 seeds) loaded into normlab's "
                   "post and pre placements", settings="float32, dropout off",
        statement="Example: GPT-2 uses post-norm.",
@@ -140,11 +149,11 @@ def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
     if not r:
         return {"post": Measured(Effect(None, None, None, 0, method="one-sample t"),
                                  note="transformers is not installed (pip install 'normlab[hf]')")}
-    return {"post": Measured(one_sample([x["log10_diff_post"] for x in r]), [f"gpt2/seed{i}" for i in range(len(r))],
+    return {"post": Measured(one_sample([x["log10_diff_post"] for x in r]), [f"gpt2/seed{i}" for i in q.seed_list[:len(r)]],
                              {"log10_diff_pre": [x["log10_diff_pre"] for x in r]})}
 
 
-@claim(id="seed002-code-causal", quick=True, regime=INIT_REGIME, needs=Needs(extra=("causal",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
+@claim(id="seed002-code-causal", quick=True, regime=EXACT_REGIME, needs=Needs(extra=("causal",)), source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt)",
        experiment="the seed's TransformerBlock code (pre-norm branch), d = 64, 4 heads, 16 positions, 3 seeds",
        settings="nn.MultiheadAttention in its default (sequence, batch, d) layout, as the code calls it",
        statement="Pet project: 'implement a simple transformer with a pre/post-norm switch, train it on Tiny "
@@ -155,4 +164,4 @@ def seed002_gpt2(q: QuickData) -> dict[str, Measured]:
                    Direction(-1, -6), "a causal block's earlier outputs do not move at all (float32: < 1e-6)")])
 def seed002_code(q: QuickData) -> dict[str, Measured]:
     r = q.extra["causal"]
-    return {"causal": Measured(one_sample(r), [f"block/seed{i}" for i in range(len(r))])}
+    return {"causal": Measured(one_sample(r), [f"block/seed{i}" for i in q.seed_list[:len(r)]])}
