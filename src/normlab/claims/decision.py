@@ -17,15 +17,14 @@ import hashlib
 import inspect
 from typing import Any
 
+from normlab.claims import claim, holm, regime, rules
+from normlab.stats import effects, exact
+
 
 def _decision_code() -> list[Any]:
-    # imported here: output.py (the Holm step) imports the page code, which imports this module's users
-    from normlab.claims import claim, output, regime, rules
-    from normlab.stats import effects, exact
-
     return [rules, exact, regime.Factor.departs, regime.Factor.departs_by_rule, regime.Regime.departures,
             regime.scoped, regime.SCOPING_RULE, regime.REQUIRED, regime.SCOPED, claim.Claim.decide,
-            claim.claim_verdict, claim.resting_parts, output.adjust, output.holm_verdicts, effects.holm,
+            claim.claim_verdict, claim.resting_parts, holm.adjust, holm.holm_verdicts, effects.holm,
             effects.rate_p, effects.rate_tails]
 
 

@@ -20,6 +20,7 @@ from normlab.core.errors import UserError
 from normlab.core.fscheck import writable_dir
 from normlab.diagnostics.analyze import analyze_run
 from normlab.report.kinds import page_kind
+from normlab.report.load import load_run
 from normlab.report.run_page import analysis_figures, analysis_places
 from normlab.run.dir import RunDir
 
@@ -41,6 +42,7 @@ def prepare(path: str | Path, out: str | Path | None = None, data_dir: str | Non
     if page_kind(run_dir) != "run":
         return
     out_dir = Path(out) if out is not None else run_dir / "report"
+    load_run(run_dir)  # what the page reads first: a damaged run is its one-line error, before any analysis
     keys = [key for key, _, _ in analysis_figures()]
     if any((res := _read(p)) is not None and all(k in res for k in keys) for p in analysis_places(run_dir, out_dir)):
         return

@@ -1,11 +1,12 @@
 """What one process trains, as records: ``Data`` (the corpus of a plan, its validation batches,
-the config with the tokenizer's vocabulary) and ``Job`` (the plan, its data, the model and
-optimizer, its place in DDP). ``train/run.py`` makes them; the ``Trainer`` takes the Job."""
+the config with the tokenizer's vocabulary), ``Job`` (the plan, its data, the model and
+optimizer, its place in DDP) and ``LoopState`` (what a checkpoint keeps of the loop besides
+tensors). ``train/run.py`` makes them; the ``Trainer`` takes the Job."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -42,3 +43,17 @@ class Job:
     @property
     def cfg(self) -> RunConfig:
         return self.data.cfg
+
+
+@dataclass
+class LoopState:
+    """Everything besides tensors needed to continue a run exactly (saved in state.json)."""
+
+    step: int = 0                 # optimizer steps completed
+    best_val: float | None = None
+    last_val: float | None = None
+    wall_time: float = 0.0        # seconds of training across sessions
+    train_time: float = 0.0       # seconds inside optimizer steps (for tokens/s)
+    loss_sum: float = 0.0         # sum of step losses since the last metrics line
+    loss_n: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)

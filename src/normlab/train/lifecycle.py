@@ -15,12 +15,11 @@ from torch import nn
 from normlab.data.tokenizers import Tokenizer
 from normlab.run.config import RunConfig
 from normlab.run.dir import RunDir
+from normlab.train.job import LoopState
 from normlab.train.loggers import Logger, make_loggers
 
-if TYPE_CHECKING:  # the loop imports this module
+if TYPE_CHECKING:
     import torch
-
-    from normlab.train.loop import LoopState
 
 
 def finite(v: float) -> float | None:

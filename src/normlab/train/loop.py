@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,7 +21,7 @@ from normlab.diagnostics.training import TrainingDiagnostics
 from normlab.run import checkpoint
 from normlab.run.dir import RunDir
 from normlab.train.cadence import Cadence
-from normlab.train.job import Job
+from normlab.train.job import Job, LoopState
 from normlab.train.lifecycle import diverged_row, metrics_line, save, validated, window_row
 from normlab.train.progress import Progress
 from normlab.train.replay import localise
@@ -30,20 +30,6 @@ from normlab.train.window import Window
 
 if TYPE_CHECKING:
     pass
-
-
-@dataclass
-class LoopState:
-    """Everything besides tensors needed to continue a run exactly (saved in state.json)."""
-
-    step: int = 0                 # optimizer steps completed
-    best_val: float | None = None
-    last_val: float | None = None
-    wall_time: float = 0.0        # seconds of training across sessions
-    train_time: float = 0.0       # seconds inside optimizer steps (for tokens/s)
-    loss_sum: float = 0.0         # sum of step losses since the last metrics line
-    loss_n: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
