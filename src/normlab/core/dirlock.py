@@ -74,15 +74,41 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _probe(lock: Path) -> bool | None:
+    """Whether a process holds ``lock`` now: a shared lock tried without waiting and let go at
+    once (it never blocks a writer for longer than the probe). None when it cannot be opened."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def holder(lock: Path) -> Holder | None:
-    """Who writes the folder of ``lock`` now, without taking the lock (what readers ask): the
-    recorded holder while its process lives (on another host, as recorded), else None."""
+    """Who writes the folder of ``lock`` now, without holding the lock (what readers ask): the
+    recorded holder while the lock is held (a process killed without letting go leaves its
+    record, but the kernel has released its lock; its pid may even be another process's, in
+    another PID namespace such as a Ray node's), else None. On another host, as recorded."""
     rec = _record(lock)
     if not rec or not isinstance(rec.get("pid"), int):
         return None
     h = Holder(rec["pid"], rec.get("host"), rec.get("command"), rec.get("since"))
-    if h.host in (None, socket.gethostname()) and not _alive(rec["pid"]):
-        return None  # killed without letting go: the kernel released the lock already
+    if h.host in (None, socket.gethostname()):
+        held_now = _probe(lock)
+        if held_now is False or (held_now is None and not _alive(rec["pid"])):
+            return None
     return h
 
 

@@ -16,8 +16,7 @@ import numpy as np
 from normlab.data.unigram import DataCE
 from normlab.report import figures as F
 from normlab.report.demo_answer import Demo, answer, collect, plateau
-from normlab.report.html import Page
-from normlab.report.kinds import heading, study_question
+from normlab.report.kinds import open_study_page
 from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
 from normlab.report.style import color, figure, integer_ticks, legend
@@ -133,15 +132,10 @@ def _arm_rows(demo: Demo, ce: DataCE) -> list[list[Any]]:
 
 
 def build(study: StudyData, progress: bool = False, out: Path | None = None) -> Path:
-    spec = study.spec
-    question, _ = study_question(spec)
-    head = heading("demo", name=spec.get("name", study.path.name), question=question)
-    page = Page(head.title, out or study.path / "report", progress=progress)
-    finished = [t for t in study.trials if t.status in ("completed", "diverged")]
+    page, head, finished = open_study_page(study, "demo", progress, out, "No trial has finished yet.")
     if not finished:
-        page.lead(head.question, "No trial has finished yet.")
-        page.versions()
         return page.write()
+    spec = study.spec
     ce = study_data_ce(finished)
     demo = collect(study)
     ans, notes = answer(demo, ce)

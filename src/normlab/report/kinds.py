@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normlab.report.html import Page
 from normlab.report.load import detect
 from normlab.run.dir import folder_kind
 
@@ -143,4 +144,20 @@ def heading(kind: str, **facts: Any) -> Heading:
 
 
 __all__ = ["DEMO_STUDIES", "KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected",
-           "page_kind", "still_written", "study_question"]
+           "open_study_page", "page_kind", "still_written", "study_question"]
+
+
+def open_study_page(study: Any, kind: str, progress: bool, out: Path | None,
+                    none_yet: str) -> tuple[Page, Heading, list[Any]]:
+    """The start every study page shares: its heading, its Page (OUT or STORE/report) and the
+    trials with an outcome; with none, the page says ``none_yet`` (the caller checks
+    ``finished`` and writes it)."""
+    spec = study.spec
+    question, _ = study_question(spec)
+    head = heading(kind, name=spec.get("name", study.path.name), question=question)
+    page = Page(head.title, out or study.path / "report", progress=progress)
+    finished = [t for t in study.trials if t.status in ("completed", "diverged")]
+    if not finished:
+        page.lead(head.question, none_yet)
+        page.versions()
+    return page, head, finished

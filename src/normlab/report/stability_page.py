@@ -14,8 +14,7 @@ from typing import Any
 
 from normlab.data.unigram import SMOOTHING, DataCE
 from normlab.report.frontier_page import add_frontier
-from normlab.report.html import Page
-from normlab.report.kinds import heading, study_question
+from normlab.report.kinds import open_study_page
 from normlab.report.load import StudyData
 from normlab.report.numbers import duration, num
 from normlab.report.phase import ordered, phase_diagram
@@ -92,15 +91,10 @@ def _order(k: CellKey) -> tuple[Any, ...]:
 
 
 def build(study: StudyData, progress: bool = False, out: Path | None = None) -> Path:
-    spec = study.spec
-    question, _ = study_question(spec)
-    head = heading("stability", name=spec.get("name", study.path.name), question=question)
-    page = Page(head.title, out or study.path / "report", progress=progress)
-    finished = [t for t in study.trials if t.status in ("completed", "diverged")]
+    page, head, finished = open_study_page(study, "stability", progress, out, "No trial has an outcome yet.")
     if not finished:
-        page.lead(head.question, "No trial has an outcome yet.")
-        page.versions()
         return page.write()
+    spec = study.spec
     ce = study_data_ce(finished)
     cells = map_cells(study.trials, ce)
     horizon = horizon_text(o for t in finished if (o := judge(t, ce)) is not None)
