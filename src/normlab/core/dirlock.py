@@ -8,8 +8,11 @@ record lock is dropped when *any* descriptor of the file closes in the process, 
 reader opening the file would silently release its own writer's lock.
 
 The file records its holder (pid, host, command, start) for the refusal's message and for
-readers, which never lock: :func:`holder` reads the record and checks that the pid is
-alive. The holder deletes the file when it lets go, while still holding it; an acquirer
+readers, which never hold the lock: :func:`holder` probes it (a shared ``flock`` tried
+without waiting and let go at once, on its own open file description, so it touches no
+writer's lock) and names the recorded holder only while the lock is held; a recorded pid
+alone is no proof (a killed writer leaves its record, and in another PID namespace, a Ray
+node's, the number may be another process's). The holder deletes the file when it lets go, while still holding it; an acquirer
 that locked a file deleted meanwhile notices (the path no longer names the inode it
 locked) and tries again, so a folder that nobody writes carries no lock file.
 
