@@ -75,6 +75,7 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                           ("ro", ["report", "--quiet", "{run}", "--out", "{ro}/new"], 2)],
     ("claims", "--registration"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{new}",
                                               "--registration", "{bad}"], 2)],
+    ("claims", "--seen"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{new}", "--seen", "{bad}"], 2)],
     ("claims", "--out"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{bad}"], 2),
                           ("ro", ["claims", "--quick", "--seeds", "3", "--out", "{ro}/new"], 2)],
     ("probe", "--data-dir"): [("wrong", ["probe", "--out", "{new}", "--data-dir", "{bad}", *PROBE], 2)],

@@ -62,11 +62,17 @@ def _claims(args: argparse.Namespace) -> int:
 
     from normlab.claims import ClaimsRun, run_claims
     from normlab.claims.output import print_table
+    from normlab.core.errors import UserError
     from normlab.core.fscheck import writable_dir
 
     if args.action == "register":
         return _register(args)
     writable_dir(args.out, "--out")  # before any measurement
+    for seen in args.seen:  # what the ledger of seen seeds reads (normlab.claims.ledger)
+        p = Path(seen)
+        if not p.is_dir() and not (p.is_file() and p.suffix in (".json", ".jsonl")):
+            raise UserError(f"--seen {seen}: {'no such file or directory' if not p.exists() else 'not a folder, a claims.json or a history.jsonl'}; "
+                            "give a study store, a claims --out folder, a claims.json or a history.jsonl")
 
     results = run_claims(ClaimsRun(quick=args.quick, out=Path(args.out), only=args.only, seeds=args.seeds,
                                    scale=args.scale, workers=args.workers, train=not args.no_train,

@@ -24,6 +24,7 @@ from normlab.core.fsutil import atomic_write_json
 from normlab.data.tokenizers import tokenizer_from_state
 from normlab.model.hf_export import family_for, max_logit_diff, to_hf
 from normlab.model.transformer import TransformerLM
+from normlab.run import checkpoint as checkpoint_files  # (callers name their argument `checkpoint`)
 from normlab.run.dir import RunDir
 
 TOLERANCE = 1e-4  # float32 logits; observed differences are ~1e-6 (docs/inspect.md)
@@ -88,13 +89,9 @@ def _load(src: Path, checkpoint: str) -> tuple[Any, Any, Path | None]:
     if (src / "model_config.json").is_file():  # a checkpoint or a `normlab import` / save_model dir
 
         model = TransformerLM.load(src).eval()
-        state = src / "state.json"
-        if state.is_file():
-            import json
-
-            tok_state = json.loads(state.read_text(encoding="utf-8")).get("tokenizer")
-            if tok_state:
-                return model, tokenizer_from_state(tok_state), None
+        tok_state = checkpoint_files.tokenizer_state(src)
+        if tok_state:
+            return model, tokenizer_from_state(tok_state), None
         if (src / "tokenizer.json").is_file():
             return model, None, src
         raise UserError(f"{src}: no tokenizer (neither state.json from a training run nor tokenizer.json); "

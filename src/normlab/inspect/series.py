@@ -34,6 +34,7 @@ from normlab.diagnostics.rows import COLUMNS, write_csv
 from normlab.inspect import inspect_subject, read_text
 from normlab.inspect.subject import DTYPES, is_hf_dir, load_subject
 from normlab.report.pages import series_page
+from normlab.run import checkpoint as checkpoint_files  # (callers name their argument `checkpoint`)
 from normlab.run.dir import RunDir, note_if_written
 from normlab.run.outdir import SERIES_CSV, SERIES_JSON, STEPS, OutDir
 
@@ -61,14 +62,7 @@ def _is_model_dir(p: Path) -> bool:
 
 
 def _one(p: Path) -> Member:
-    state = p / "state.json"
-    step = None
-    if state.is_file():
-        try:
-            loop = json.loads(state.read_text(encoding="utf-8")).get("loop") or {}
-            step = loop.get("step") if isinstance(loop.get("step"), int) else None
-        except (OSError, ValueError):
-            step = None
+    step = checkpoint_files.step_of(p)  # the checkpoint's own record, else the number in its name
     step = step if step is not None else _step_of_name(p)
     if step is None:
         raise UserError(f"--series {p}: cannot tell its training step (no state.json, no number in its name); "

@@ -24,6 +24,7 @@ from normlab.diagnostics.families import Family, family_of
 from normlab.diagnostics.subject import Subject, find_blocks, subject_from_module
 from normlab.inspect.hub import hub_source
 from normlab.model.transformer import TransformerLM
+from normlab.run import checkpoint as checkpoint_files  # (callers name their argument `checkpoint`)
 from normlab.run.dir import RunDir, note_if_written
 
 # Files transformers reads a tokenizer from (fast, BPE, WordPiece, SentencePiece).
@@ -78,8 +79,7 @@ def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject
 
 
 def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir: Path | None = None) -> Subject:
-    state = folder / "state.json"
-    tok_state = _read_json(state).get("tokenizer") if state.is_file() else None
+    tok_state = checkpoint_files.tokenizer_state(folder)
     if tok_state:
         encode = tokenizer_from_state(tok_state).encode
     elif (folder / "tokenizer.json").is_file():  # a `normlab import` directory

@@ -157,6 +157,28 @@ def read_state(folder: Path) -> dict[str, Any]:
     return json.loads((Path(folder) / "state.json").read_text(encoding="utf-8"))
 
 
+def _state_or_none(folder: Path) -> dict[str, Any] | None:
+    """A folder's state.json (a training checkpoint's), or None: absent (an imported or saved
+    model) or unreadable (the callers fall back to what else the folder holds)."""
+    try:
+        state = read_state(folder) if (Path(folder) / "state.json").is_file() else None
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def step_of(folder: Path) -> int | None:
+    """The training step a checkpoint folder holds, from its state.json; None without one."""
+    loop = (_state_or_none(folder) or {}).get("loop") or {}
+    return loop.get("step") if isinstance(loop.get("step"), int) else None
+
+
+def tokenizer_state(folder: Path) -> dict[str, Any] | None:
+    """The tokenizer a checkpoint folder was trained with (its state.json), None without one."""
+    tok = (_state_or_none(folder) or {}).get("tokenizer")
+    return tok if isinstance(tok, dict) and tok else None
+
+
 def load(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
          restore_rng: bool = True) -> dict[str, Any]:
     """Load weights (and optimizer, RNG) from a checkpoint; returns its ``state.json``."""
