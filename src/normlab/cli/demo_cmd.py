@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", default="studies/pre-vs-post-demo", metavar="DIR",
                    help="study store (rerunning resumes it; completed trials are not repeated)")
     p.add_argument("--scale", default="cpu", help="study size: smoke (seconds), cpu (default; 24 runs of 300 steps, "
-                   "about 5 min on 2 idle cores, estimated)")
+                   "about 3 min on 2 idle cores, measured from a fresh clone)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel trials (default: one per core)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt (else download)")
     p.set_defaults(func=_demo)
