@@ -34,10 +34,15 @@ def _sweep(rng: np.random.Generator, c: float = TRUE, slope: float | None = None
 
 def test_every_lr_trains_is_censored_above_and_none_below() -> None:
     up = critical_lr(LRS, [5] * 8, [5] * 8)
-    assert (up.censored, up.bound, up.lr, up.lo, up.hi) == ("above", max(LRS), None, None, None)
-    assert up.text().startswith("> 0.022")
+    # the 95% limit: one lr of 5 seeds is not enough (1/32 > 0.025), two are (1/1024)
+    assert (up.censored, up.bound, up.lr, up.lo, up.hi) == ("above", max(LRS), None, LRS[-2], None)
+    assert up.text() == "> 0.022 (every lr trains; 95%: > 0.01)"
     down = critical_lr(LRS, [0] * 8, [5] * 8)
-    assert (down.censored, down.bound, down.lr) == ("below", min(LRS), None)
+    assert (down.censored, down.bound, down.lr, down.lo, down.hi) == ("below", min(LRS), None, None, LRS[1])
+    # with 6 seeds one lr is enough (1/64 < 0.025); with 2 seeds at 2 lrs nothing is (1/16)
+    assert critical_lr(LRS, [6] * 8, [6] * 8).lo == max(LRS)
+    thin = critical_lr(LRS[:2], [2, 2], [2, 2])
+    assert thin.censored == "above" and thin.lo is None and "no 95% limit" in thin.text()
     # an lr without seeds is left out, not read as a failure
     part = critical_lr(LRS, [5] * 7 + [0], [5] * 7 + [0])
     assert part.censored == "above" and part.bound == LRS[6]
@@ -123,13 +128,17 @@ def test_a_censored_side_makes_the_difference_censored() -> None:
     every = critical_lr(LRS, [5] * 8, [5] * 8)
     none = critical_lr(LRS, [0] * 8, [5] * 8)
     mid = critical_lr(LRS, [5, 5, 4, 3, 1, 0, 1, 0], [5] * 8)
-    d = log_ratio(every, mid)  # a > max lr, b < mid.hi: a - b > log max - log mid.hi
+    # a > every.lo (its 95% limit, not the last lr), b < mid.hi: a - b > log every.lo - log mid.hi
+    d = log_ratio(every, mid)
     assert d.censored == "above" and d.estimate is None and d.hi is None
-    assert d.lo == pytest.approx(math.log10(max(LRS)) - math.log10(mid.hi))
+    assert d.lo == pytest.approx(math.log10(LRS[-2]) - math.log10(mid.hi))
     r = log_ratio(mid, every)
-    assert r.censored == "below" and r.hi == pytest.approx(math.log10(mid.hi) - math.log10(max(LRS)))
+    assert r.censored == "below" and r.hi == pytest.approx(math.log10(mid.hi) - math.log10(LRS[-2]))
     both = log_ratio(every, none)
-    assert both.censored == "above" and both.lo == pytest.approx(math.log10(max(LRS) / min(LRS)))
+    assert both.censored == "above" and both.lo == pytest.approx(math.log10(LRS[-2] / LRS[1]))
+    # a censored frontier without a 95% limit gives no bound at all
+    thin = critical_lr(LRS[:2], [2, 2], [2, 2])
+    assert log_ratio(thin, mid).censored == "unknown"
     same = log_ratio(every, every)
     assert same.censored == "unknown" and same.lo is None and same.hi is None
 

@@ -137,7 +137,7 @@ def test_the_extension_option_is_checked_and_leaves_other_specs_unchanged(tmp_pa
     from normlab.study.grow import growth_refusal
     from normlab.study.presets import study_preset
 
-    assert "extend_stalled_to" not in study_preset("stability-map").to_json_data()  # the published spec.json holds
+    assert "extend_stalled_to" not in study_preset("pre-vs-post").to_json_data()  # its published spec.json holds
     with pytest.raises(ConfigError, match="extend_stalled_to.*must exceed train.steps=12"):
         _smoke_spec(12, [1e-3]).trials()
     cosine = _smoke_spec(24, [1e-3])

@@ -7,6 +7,10 @@ into claims.json, and applied the same way to every effect:
   below it (sign -1). supported: the 95% interval lies entirely on the predicted side;
   contradicted: entirely on the other side; inconclusive: it contains ``ref``.
   A non-inferiority statement ("at or below, within a margin m") is Direction(-1, ref=m).
+  An interval open on one side (a difference of critical lrs, where a frontier's interval is
+  unbounded) is decided by the side it has. A censored effect (no estimate, one side known:
+  a frontier beyond the lrs tested) likewise; its p is 0.05, the level of the one limit
+  known, so it never survives a Holm family of two or more.
 - ``Within(lo, hi)``: the statement predicts a value inside [lo, hi] (an equivalence margin,
   or a theory's bounds). supported: the interval lies inside; contradicted: it lies
   entirely outside; inconclusive: it straddles a bound. "Not shown different" is never
@@ -43,16 +47,22 @@ class Direction:
                 f"inconclusive if it contains {self.ref:g}")
 
     def verdict(self, e: Effect) -> str:
-        if not _decidable(e) or e.lo is None or e.hi is None:  # (decidable implies both are set)
+        # an interval open on one side (a critical lr's) is decided by the side it has
+        if e.n_min < MIN_SEEDS or (e.estimate is None and not _censored(e)):
             return INCONCLUSIVE
-        if e.lo > self.ref:
+        return self._side(e.lo, e.hi)
+
+    def _side(self, lo: float | None, hi: float | None) -> str:
+        if lo is not None and lo > self.ref:
             return SUPPORTED if self.sign > 0 else CONTRADICTED
-        if e.hi < self.ref:
+        if hi is not None and hi < self.ref:
             return SUPPORTED if self.sign < 0 else CONTRADICTED
         return INCONCLUSIVE
 
     def p(self, e: Effect) -> float | None:
-        if not _decidable(e) or e.estimate is None:
+        if _censored(e):  # only "below 0.05" is known of a decisive one; nothing of the others
+            return 0.05 if self.verdict(e) != INCONCLUSIVE else 1.0
+        if e.estimate is None or e.n_min < MIN_SEEDS or (e.lo is None and e.hi is None):
             return None
         if e.counts is not None:  # a rate: the exact test its interval inverts
             return rate_p(e, self.ref)
@@ -124,13 +134,22 @@ class Outside:
 Rule = Direction | Within | Outside
 
 
+def _censored(e: Effect) -> bool:
+    """No estimate, exactly one side of the interval, enough seeds: a censored difference."""
+    return e.estimate is None and (e.lo is None) != (e.hi is None) and e.n_min >= MIN_SEEDS
+
+
 def _decidable(e: Effect) -> bool:
     return e.estimate is not None and e.lo is not None and e.hi is not None and e.n_min >= MIN_SEEDS
 
 
 def _two_sided(diff: float, e: Effect) -> float:
-    if e.se is None or e.df is None:
+    if e.se is None:
         return 1.0
+    if e.df is None:  # a normal approximation (an se without degrees of freedom)
+        from scipy.stats import norm
+
+        return 0.0 if e.se == 0 and diff != 0 else 1.0 if e.se == 0 else min(1.0, 2 * float(norm.sf(abs(diff) / e.se)))
     if e.se == 0:
         return 0.0 if diff != 0 else 1.0
     return min(1.0, 2 * t_sf(abs(diff) / e.se, e.df))

@@ -111,7 +111,8 @@ class StudyContext:
                 self.display.item(f"deciding {c.id}")
             got = cache.put("claims", c.id, k, c.decide(self))
         for p in [*got["parts"], *got.get("checks", [])]:  # read off the trials, so a cached record gets it too
-            p["horizon"] = self.horizon(p.get("trials", []))
+            # a part read at another horizon (a critical lr at the long one) names it in its numbers
+            p["horizon"] = (p.get("numbers") or {}).get("horizon") or self.horizon(p.get("trials", []))
         return got
 
     def horizon(self, ids: list[str]) -> int | list[int] | None:

@@ -32,7 +32,7 @@ KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "se
 
 # Studies whose page is the stability map (``report.stability_page``): by the spec's name, as
 # the questions below are (a preset's spec carries its name; a TOML study may take it too).
-STABILITY_STUDIES = ("stability-map", "stability-frontier")
+STABILITY_STUDIES = ("stability-map", "stability-frontier", "frontier-ends")
 # Studies whose page is the demo's (``report.demo_page``): per-step curves, a verdict by rule.
 DEMO_STUDIES = ("pre-vs-post-demo",)
 

@@ -61,7 +61,11 @@ class Effect:
     def text(self, fmt: str = "+.3g") -> str:
         """'+0.12 [+0.05, +0.19], n 3/3' (or 'n 5' one-sample; 'n/a' without data)."""
         n = f"n {self.n_a}" + (f"/{self.n_b}" if self.n_b is not None else "")
-        if self.estimate is None:
+        if self.estimate is None:  # censored: only one side of the interval is known
+            if self.lo is not None and self.hi is None:
+                return f"> {self.lo:{fmt}} (censored), {n}"
+            if self.hi is not None and self.lo is None:
+                return f"< {self.hi:{fmt}} (censored), {n}"
             return f"n/a, {n}"
         if self.lo is None or self.hi is None:
             return f"{self.estimate:{fmt}} (no interval), {n}"

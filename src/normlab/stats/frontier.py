@@ -16,7 +16,12 @@ horizon a small lr can stall because it is slow; ``left_out`` counts them).
 Three outcomes need more than the fit:
 
 * **Censored.** Every lr (from that peak up) trains: c lies above the largest lr tested
-  (``censored = "above"``), nothing more is known. No lr trains: below the smallest (``"below"``).
+  (``censored = "above"``, ``bound`` that lr). No lr trains: below the smallest (``"below"``).
+  That ``bound`` is where the data stop, not a 95% limit: 4 seeds that all train at an lr
+  where P(trains) is 1/2 happen one time in 16. The 95% limit on the known side (``lo`` when
+  censored above, ``hi`` below) comes from the exact tests of the separated case: the lrs
+  nearest the censored end, taken until 0.5^(their seeds) < 0.025 (None when all of them are
+  not enough). Differences of censored frontiers use that limit.
 * **Perfect (or quasi-complete) separation.** All seeds train up to x_k and none from x_{k+1}
   on (at most one lr with mixed outcomes between them): the likelihood grows without bound as
   the slope steepens, so there is no MLE slope and the profile interval is only the gap. The
@@ -50,8 +55,8 @@ class Frontier:
     lr / no lr trains (then ``lr`` is None and ``bound`` the lr it lies beyond)."""
 
     lr: float | None
-    lo: float | None            # None: unbounded below (or censored)
-    hi: float | None            # None: unbounded above (or censored)
+    lo: float | None            # None: unbounded below; censored "above": its 95% limit (or None)
+    hi: float | None            # None: unbounded above; censored "below": its 95% limit (or None)
     censored: str | None = None  # None, "above" or "below"
     bound: float | None = None
     method: str = ""
@@ -68,9 +73,11 @@ class Frontier:
     def text(self) -> str:
         """'2.1e-03 [1.4e-03, 3e-03]', '> 1e-02 (every lr trains)', '< 1e-04 (no lr trains)'."""
         if self.censored == "above":
-            return f"> {self.bound:.2g} (every lr trains)"
+            limit = "no 95% limit" if self.lo is None else f"95%: > {self.lo:.2g}"
+            return f"> {self.bound:.2g} (every lr trains; {limit})"
         if self.censored == "below":
-            return f"< {self.bound:.2g} (no lr trains)"
+            limit = "no 95% limit" if self.hi is None else f"95%: < {self.hi:.2g}"
+            return f"< {self.bound:.2g} (no lr trains; {limit})"
         if self.lr is None:
             return "n/a"
         lo = "unbounded" if self.lo is None else f"{self.lo:.2g}"
@@ -162,15 +169,18 @@ def critical_lr(lrs: Sequence[float], trains: Sequence[int], seeds: Sequence[int
     common: dict[str, Any] = {"lrs": lr, "trains": k_t, "seeds": n_t}
     if not keep:
         return Frontier(None, None, None, method="no seed has an outcome", **common)
-    if not any(k_t):
-        return Frontier(None, None, None, "below", min(lr), "censored: no lr trains", **common)
+    if not any(k_t):  # the 95% limit: c >= x_j would make x_1..x_j train with P >= 1/2 each
+        j = _exact_bound(list(n_t))
+        return Frontier(None, None, None if j is None else lr[j], "below", min(lr), "censored: no lr trains",
+                        **common)
     rates = [a / b for a, b in zip(k_t, n_t)]
     peak = rates.index(max(rates))
     common["left_out"] = peak
     x, k, n = (np.array(v[peak:], float) for v in (np.log10(lr), k_t, n_t))
-    if all(k == n):
-        return Frontier(None, None, None, "above", max(lr), "censored: every lr trains"
-                        + (f" from the {peak + 1}th up" if peak else ""), **common)
+    if all(k == n):  # the 95% limit: c <= x_j would make x_j..x_top train with P <= 1/2 each
+        j = _exact_bound([int(v) for v in n[::-1]])
+        return Frontier(None, None if j is None else lr[len(lr) - 1 - j], None, "above", max(lr),
+                        "censored: every lr trains" + (f" from the {peak + 1}th up" if peak else ""), **common)
     if len(x) < 2:
         return Frontier(None, None, None, method="too few lrs above the one where most seeds train", **common)
     sep = _separated(x, k, n, True)
@@ -230,12 +240,8 @@ def _lg(v: float | None) -> float | None:
 
 
 def _side(f: Frontier) -> tuple[float | None, float | None, float | None]:
-    """(estimate, lo, hi) in log10 lr; a censored frontier is (None, bound, None) above or
-    (None, None, bound) below."""
-    if f.censored == "above":
-        return None, _lg(f.bound), None
-    if f.censored == "below":
-        return None, None, _lg(f.bound)
+    """(estimate, lo, hi) in log10 lr; a censored frontier is (None, lo, None) above or
+    (None, None, hi) below: its 95% limit, not the last lr tested (which is no 95% statement)."""
     return _lg(f.lr), _lg(f.lo), _lg(f.hi)
 
 

@@ -23,6 +23,7 @@ presets.STUDY_PRESETS.add("collapse", presets.collapse)
 presets.STUDY_PRESETS.add("stability-map", presets.stability_map)
 presets.STUDY_PRESETS.add("recipe-variants", presets.recipe_variants)
 presets.STUDY_PRESETS.add("stability-frontier", frontier_preset.stability_frontier)
+presets.STUDY_PRESETS.add("frontier-ends", frontier_preset.frontier_ends)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.study.presets import _map_base, _pick, _placements
+from normlab.study.presets import STABILITY_GRID, _map_base, _pick, _placements
 from normlab.study.spec import StudySpec
 
 NAME = "stability-frontier"
@@ -52,4 +52,28 @@ def stability_frontier(scale: str = "cpu") -> StudySpec:
                                  "seeds train, at each horizon")
 
 
-__all__ = ["FRONTIER_GRID", "NAME", "stability_frontier"]
+# ``frontier-ends``: the map's Post-LN and Pre-LN cells at 6 blocks carried to higher lrs, so that
+# with the map's own lrs (5e-4, 1e-3, 3e-3) each line has six, and its transition lies inside:
+# Post-LN without warm-up stalled at 3e-3 and trained at 1e-3 (2e-3 splits that gap), Post-LN
+# with warm-up and Pre-LN trained at 3e-3 (6e-3, 1.2e-2 find where they stop). The seeds and the
+# horizon are the map's, so the claims read both studies as one sweep.
+ENDS_GRID: dict[str, dict[str, Any]] = {
+    "smoke": {"placements": ["post", "pre"], "lr": [2e-3, 1e-2], "n_layer": [2]},
+    "cpu": {"placements": ["post", "pre"], "lr": [2e-3, 6e-3, 1.2e-2], "n_layer": [6]},
+    "gpu": {"placements": ["post", "pre"], "lr": [2e-2, 5e-2], "n_layer": [6]},
+}
+
+
+def frontier_ends(scale: str = "cpu") -> StudySpec:
+    """Post-LN and Pre-LN at the stability map's shallow depth and warm-ups, at lrs beyond the
+    map's (``ENDS_GRID``), with the map's base, seeds and long horizon: cpu 2 x 3 lrs x 2 warm-ups
+    x 4 seeds = 48 runs."""
+    g, m = _pick(scale, ENDS_GRID, "frontier-ends"), _pick(scale, STABILITY_GRID, "frontier-ends")
+    return StudySpec(name="frontier-ends", base=_map_base(scale), seeds=list(m["seeds"]),
+                     axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
+                           "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(m["warmup"])},
+                     extend_stalled_to=m.get("extend_to"),
+                     description="Where Post-LN and Pre-LN stop training above the stability map's lrs")
+
+
+__all__ = ["ENDS_GRID", "FRONTIER_GRID", "NAME", "frontier_ends", "stability_frontier"]

@@ -224,8 +224,10 @@ STABILITY_GRID: dict[str, dict[str, Any]] = {
               "n_layer": [2, 4], "warmup": [0, 5], "seeds": [0, 1], "steps": 12},
     "cpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"], "lr": [5e-4, 1e-3, 3e-3],
             # 18 blocks: Liu et al.'s (Admin's) deep setting, inside seed 002's "12-24 layers";
-            # 24 would cost 16 more minutes of the run's 150 (docs/studies.md, sizing)
-            "n_layer": [6, 18], "warmup": [0, 50], "seeds": [0, 1, 2, 3, 4], "steps": 200},
+            # 24 would cost 16 more minutes of the run's 150 (docs/studies.md, sizing).
+            # 4 seeds and stalled runs resumed to 400: the confirmatory run's size (docs/studies.md,
+            # "Critical learning rates"): a fifth seed costs ~16 minutes, a horizon of 1000 ~80
+            "n_layer": [6, 18], "warmup": [0, 50], "seeds": [0, 1, 2, 3], "steps": 200, "extend_to": 400},
     "gpu": {"placements": ["post", "pre", "deepnorm", "admin", "sandwich", "pre_post"],
             "lr": [3e-4, 1e-3, 3e-3, 1e-2], "n_layer": [6, 24, 48], "warmup": [0, 300], "seeds": [0, 1, 2],
             "steps": 3000},
@@ -251,7 +253,7 @@ def recipe_variants(scale: str = "cpu") -> StudySpec:
     cell of the same config otherwise as its control (same base, same seeds): GPT-2's init for
     Post-LN (warm-up 0 and W) and Pre-LN (warm-up 0) at the shallow depth (seed 002's init
     claim, and whether Xiong et al.'s warm-up verdict depends on the init), and Pre-LN without
-    its final norm at the deep depth, warm-up W (seed 000). cpu: 4 variants x 5 seeds."""
+    its final norm at the deep depth, warm-up W (seed 000). cpu: 4 variants x 4 seeds."""
     g = _pick(scale, STABILITY_GRID, "recipe-variants")
     lo, hi, w = min(g["n_layer"]), max(g["n_layer"]), max(g["warmup"])
     rows = [("post", "gpt2", None, lo, 0), ("post", "gpt2", None, lo, w), ("pre", "gpt2", None, lo, 0),
@@ -268,11 +270,12 @@ def stability_map(scale: str = "cpu") -> StudySpec:
     Constant lr after linear warm-up, no gradient clipping (a clip would mask divergence),
     xavier init (the papers' setting). cpu: d=64, context 64, batch 16, 200 steps,
     post/pre/deepnorm/admin/sandwich/pre_post x lr {5e-4, 1e-3, 3e-3} x L {6, 18} x warm-up
-    {0, 50} x 5 seeds: 360 runs. The grid is ``STABILITY_GRID``."""
+    {0, 50} x 4 seeds: 288 runs, stalled ones resumed to step 400. The grid is ``STABILITY_GRID``."""
     g = _pick(scale, STABILITY_GRID, "stability-map")
     return StudySpec(name="stability-map", base=_map_base(scale), seeds=list(g["seeds"]),
                      axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
                            "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(g["warmup"])},
+                     extend_stalled_to=g.get("extend_to"),
                      description="Where in lr x depth x warm-up does each placement train, stall or diverge?")
 
 

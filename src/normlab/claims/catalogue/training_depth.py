@@ -17,7 +17,7 @@ from normlab.claims.studies import StudyContext
 from normlab.study.outcome import STALL_MARGIN
 
 EXP = ("study 'stability-map': post/pre/deepnorm/admin/sandwich/pre_post x lr {5e-4, 1e-3, 3e-3} x depth {6, 18} "
-       "x warm-up {0, 50}, d=64, 200 steps, constant lr after warm-up, 5 seeds")
+       "x warm-up {0, 50}, d=64, 200 steps, constant lr after warm-up, 4 seeds")
 SET = "xavier init; no gradient clipping (the claims are about training failing, which a clip can mask)"
 INTER = ("(gain at 18 blocks minus gain at 6) for {a} minus the same for {b}, lr {lr}, warm-up 50; gain = best val "
          "loss minus ln 65 (nats; diverged = 0)")

@@ -17,7 +17,7 @@ GAIN = "best val loss minus ln 65, the uniform prediction's loss (nats; diverged
 MARGIN = ("0.05 nats per character is a 5% change in perplexity, the smallest difference that would make a "
           "practitioner choose one recipe over the other (docs/theory.md, 'Margins')")
 EXP = ("study 'stability-map' at 6 blocks: placement x lr {5e-4, 1e-3, 3e-3} x warm-up {0, 50}, d=64, 200 steps, "
-       "constant lr after warm-up, xavier init, no clipping, 5 seeds; 'recipe-variants' for the gpt2-init arms")
+       "constant lr after warm-up, xavier init, no clipping, 4 seeds; 'recipe-variants' for the gpt2-init arms")
 SET = "xavier init (Xiong et al.'s setting); no gradient clipping (a clip hides the divergence warm-up prevents)"
 
 XIONG = Regime((

@@ -1,0 +1,132 @@
+"""Training claims about critical learning rates: where half the seeds of a placement x depth x
+warm-up train (``normlab.study.frontier``), compared as differences of log10 critical lr against
+a control (no warm-up, the shallow depth, the other placement), each with its 95% interval.
+
+A cell's count of stalls sits on a knife edge; where the boundary lies is a stable quantity
+(docs/studies.md, "Critical learning rates"). The lrs are the stability map's (5e-4, 1e-3,
+3e-3) and, at 6 blocks for Post-LN and Pre-LN, those of ``frontier-ends`` (2e-3, 6e-3, 1.2e-2),
+whose runs share the map's base. Outcomes are read at the map's long horizon: stalled runs are
+resumed to it (``extend_stalled_to``), so a slow start is not read as a failure. A frontier
+with every lr training (or none) is censored: its 95% limit on the known side is all a
+difference can use, and the rule decides from that side alone (``claims/rules.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from normlab.claims.catalogue.map_cells import MAP, L, P, W, deep, shallow, warm
+from normlab.claims.claim import Measured, Part, claim
+from normlab.claims.regime import Regime, factor
+from normlab.claims.rules import Direction
+from normlab.claims.studies import StudyContext, where
+from normlab.stats.effects import Effect
+from normlab.stats.frontier import LogRatio, log_ratio
+from normlab.study.frontier import Line, frontiers
+
+ENDS = "frontier-ends"
+Z95 = 1.959963984540054
+EXP = ("studies 'stability-map' (placement x lr {5e-4, 1e-3, 3e-3} x depth {6, 18} x warm-up {0, 50}) and "
+       "'frontier-ends' (post, pre x lr {2e-3, 6e-3, 1.2e-2} x 6 blocks x warm-up {0, 50}), d=64, 200 steps, stalled "
+       "runs resumed to 400, constant lr after warm-up, xavier init, no clipping, 4 seeds; outcomes read at step 400")
+SET = "xavier init; no gradient clipping; outcomes at the long horizon (400 steps), stalled runs resumed to it"
+CRIT = "log10 of the critical lr (where half the seeds train by the horizon; logistic in log lr) "
+WHY = ("a direction: the 95% interval of the difference (MOVER, from the two frontiers' own intervals) decides it; the "
+       "lr grid's spacing (a factor 1.5 to 2) limits how small a shift can be seen, and the interval carries that")
+
+
+def horizon(ctx: StudyContext) -> int:
+    """The map's long horizon: its ``extend_stalled_to``, else its runs' length."""
+    spec = ctx.spec(MAP)
+    return int(spec.extend_stalled_to or spec.base["train"]["steps"])
+
+
+def _lines(ctx: StudyContext) -> dict[tuple[str, int, int], Line]:
+    trials = [t for n in (MAP, ENDS) for t in ctx.trials(n)]
+    return {(x.placement, x.depth, x.warmup): x for x in frontiers(trials, ctx.reference(), horizon(ctx))}
+
+
+def _ids(ctx: StudyContext, key: tuple[str, int, int]) -> list[str]:
+    cell = {P: key[0], L: key[1], W: key[2]}
+    return [t.id for n in (MAP, ENDS) for t in where(ctx.trials(n), cell)]
+
+
+def ratio(ctx: StudyContext, a: tuple[str, int, int], b: tuple[str, int, int]) -> Measured:
+    """log10(critical lr of line a) - log10(critical lr of line b) at the long horizon."""
+    lines = _lines(ctx)
+    la, lb = lines.get(a), lines.get(b)
+    ids = _ids(ctx, a) + _ids(ctx, b)
+    if la is None or lb is None:
+        return Measured(Effect(None, None, None, 0, 0, method="a line has fewer than two lrs with an outcome"), ids,
+                        {"horizon": horizon(ctx)})
+    r = log_ratio(la.frontier, lb.frontier)
+    e = ratio_effect(r, min(la.frontier.seeds or (0,)), min(lb.frontier.seeds or (0,)))
+    return Measured(e, ids, {"a": la.record(), "b": lb.record(), "log10_ratio": r.as_dict(), "horizon": horizon(ctx)},
+                    note="" if r.censored is None else f"censored ({r.censored}): {r.text()}")
+
+
+def ratio_effect(r: LogRatio, n_a: int, n_b: int) -> Effect:
+    """The rules' Effect of a difference of log10 critical lrs (``n_*``: the fewest seeds at
+    any lr of each line). Censored: no estimate, one side known. ``se`` is a normal
+    approximation for the Holm p only: the half-width of the interval's side facing 0 over
+    1.96 (None when that side is unbounded), so that p < 0.05 exactly when it excludes 0."""
+    side = None
+    if r.estimate is not None:
+        facing = r.lo if r.estimate > 0 else r.hi
+        side = None if facing is None else abs(r.estimate - facing) / Z95
+    return Effect(r.estimate, r.lo, r.hi, n_a, n_b, method=r.method, se=side)
+
+
+def _regime(*extra: Any) -> Regime:
+    return Regime((
+        factor("lr", "swept", matters=False, why="the lr is the axis the critical lr is read from"),
+        factor("init", "Xavier", why="xavier init, as the theories assume"),
+        factor("steps", "early training (the failures are in the first hundreds of updates)", inside={"cpu": True},
+               why="a run that fails in these papers fails early; the lab reads 400 steps, resuming stalled runs "
+                   "to it so that a slow start is not a failure"),
+        *extra))
+
+
+@claim(id="frontier-warmup", quick=False, studies=[MAP, ENDS], experiment=EXP, settings=SET,
+       regime=_regime(factor("depth", "6 layers and deeper", why="6 and 18 blocks")),
+       source="Xiong et al. 2020, Sec. 3 (warm-up is what lets Post-LN train at a useful lr)",
+       statement="Learning-rate warm-up raises the learning rate up to which Post-LN trains.",
+       parts=[Part("post-L6", "at 6 blocks, Post-LN's critical lr is higher with warm-up than without",
+                   CRIT + "post, 6 blocks: warm-up 50 minus warm-up 0", Direction(+1), WHY),
+              Part("post-L18", "at 18 blocks, the same", CRIT + "post, 18 blocks: warm-up 50 minus warm-up 0",
+                   Direction(+1), WHY)])
+def frontier_warmup(ctx: StudyContext) -> dict[str, Measured]:
+    w, lo, hi = warm(ctx), shallow(ctx), deep(ctx)
+    return {"post-L6": ratio(ctx, ("post", lo, w), ("post", lo, 0)),
+            "post-L18": ratio(ctx, ("post", hi, w), ("post", hi, 0))}
+
+
+@claim(id="frontier-placement", quick=False, studies=[MAP, ENDS], experiment=EXP, settings=SET,
+       regime=_regime(factor("warm-up", "with and without", matters=False, why="the statement names no warm-up"),
+                      factor("depth", "not stated", matters=False, why="the statement names no depth")),
+       source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), practical advice",
+       statement="Pre-norm allows a higher learning rate (3e-4 instead of 1e-4).",
+       parts=[Part("L6-w0", "at 6 blocks without warm-up, Pre-LN's critical lr is above Post-LN's",
+                   CRIT + "pre minus post, 6 blocks, warm-up 0", Direction(+1), WHY),
+              Part("L6-w50", "at 6 blocks with warm-up, the same", CRIT + "pre minus post, 6 blocks, warm-up 50",
+                   Direction(+1), WHY),
+              Part("L18-w50", "at 18 blocks with warm-up, the same", CRIT + "pre minus post, 18 blocks, warm-up 50",
+                   Direction(+1), WHY)])
+def frontier_placement(ctx: StudyContext) -> dict[str, Measured]:
+    w, lo, hi = warm(ctx), shallow(ctx), deep(ctx)
+    return {"L6-w0": ratio(ctx, ("pre", lo, 0), ("post", lo, 0)),
+            "L6-w50": ratio(ctx, ("pre", lo, w), ("post", lo, w)),
+            "L18-w50": ratio(ctx, ("pre", hi, w), ("post", hi, w))}
+
+
+@claim(id="frontier-depth", quick=False, studies=[MAP, ENDS], experiment=EXP, settings=SET,
+       regime=_regime(factor("warm-up", "tuned warm-up", why="the map's warm-up cell (50 of 200 steps)"),
+                      factor("depth", "6 layers against 18 or more", why="6 and 18 blocks (Liu et al.'s 18-layer "
+                             "setting)")),
+       source="Liu et al. 2020, 'Understanding the Difficulty of Training Transformers', Sec. 3; seed 002",
+       statement="Post-LN becomes harder to train as it gets deeper.",
+       parts=[Part("post", "with warm-up, Post-LN's critical lr is lower at 18 blocks than at 6",
+                   CRIT + "post, warm-up 50: 18 blocks minus 6 blocks", Direction(-1), WHY)])
+def frontier_depth(ctx: StudyContext) -> dict[str, Measured]:
+    w = warm(ctx)
+    return {"post": ratio(ctx, ("post", deep(ctx), w), ("post", shallow(ctx), w))}
