@@ -42,6 +42,7 @@ def write_run(d: Path, params: dict[str, Any], q: dict[str, Any]) -> None:
     lines = [{"step": 0, "val/loss": INIT}]
     if "first" in q:
         lines.append({"step": 100, "val/loss": q["first"]})
+    lines += [{"step": st, "val/loss": v} for st, v in q.get("curve", [])]  # (step, val loss) evaluations
     lines += [{"step": i + 1, "train/loss": 3.0, "grad_norm": g} for i, g in enumerate(q.get("grad", []))]
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     status = q.get("status", "completed")

@@ -38,7 +38,7 @@ def test_every_training_claim_has_a_synthetic_world() -> None:
 @pytest.mark.parametrize("cid", sorted(WD.WORLDS))
 def test_training_claim_outcomes(cid: str, outcome: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
-    rec = decide(cid, WD.WORLDS[cid](outcome), tmp_path)
+    rec = decide(cid, WD.WORLDS[cid](outcome), tmp_path, seeds=WD.WORLD_SEEDS.get(cid))
     got = {p["id"]: p["rule_verdict"] for p in rec["parts"]}
     assert set(got.values()) == {WANT[outcome]}, {p["id"]: (p["rule_verdict"], p["effect_text"], p["note"])
                                                  for p in rec["parts"]}
