@@ -45,9 +45,11 @@ def effect_fig(record: dict[str, Any]) -> Any:
                     label="mean of A − seeds of B")
         elif a.size:
             ax.plot(a, np.zeros(a.size), "o", ms=6, color=c, alpha=0.8, label="per seed")
-        if e["lo"] is not None and e["hi"] is not None:
+        if e["estimate"] is not None and e["lo"] is not None and e["hi"] is not None:
             ax.errorbar([e["estimate"]], [0.35], xerr=[[e["estimate"] - e["lo"]], [e["hi"] - e["estimate"]]],
                         fmt="D", color=c, capsize=4, lw=2, label="effect (the table's), 95% interval")
+        elif e["lo"] is not None or e["hi"] is not None:  # one side open: a critical lr beyond the lrs tried
+            _one_sided(ax, e, c)
         elif e["estimate"] is not None:
             ax.plot([e["estimate"]], [0.35], "D", color=c, label="effect (no interval)")
         if rule["kind"] == "direction":
@@ -65,6 +67,23 @@ def effect_fig(record: dict[str, Any]) -> Any:
     fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=2, fontsize=TEXT_PT, frameon=False)
     fig.suptitle(f"{record['id']}: {record['verdict']}", fontsize=TEXT_PT + 1.5)
     return fig
+
+
+def _one_sided(ax: Any, e: dict[str, Any], c: str) -> None:
+    """An interval with one known side: a bar to it from the estimate (if any), an arrow the
+    other way to the axis' edge (nothing bounds that side)."""
+    known = e["lo"] if e["lo"] is not None else e["hi"]
+    start = e["estimate"] if e["estimate"] is not None else known
+    if e["estimate"] is not None:
+        ax.plot([e["estimate"]], [0.35], "D", color=c, label="effect (the table's), 95% interval")
+        ax.plot([known, start], [0.35, 0.35], color=c, lw=2)
+    lo, hi = ax.get_xlim()
+    span = max(abs(start - known), hi - lo, 0.5) * 0.5
+    end = start + span if e["lo"] is not None else start - span
+    ax.plot([known], [0.35], "|" , ms=14, mew=2, color=c,
+            label="censored: the one 95% limit known" if e["estimate"] is None else None)
+    ax.annotate("", xy=(end, 0.35), xytext=(start, 0.35), arrowprops={"arrowstyle": "->", "color": c, "lw": 2})
+    ax.set_xlim(min(lo, known, end) - 0.05 * span, max(hi, known, end) + 0.05 * span)
 
 
 def effect_figure(record: dict[str, Any], out: Path) -> str:
