@@ -12,6 +12,7 @@ these modules is its definition and its test. A new module of claims is one entr
   the extra measurements of ``claims/measure_beyond_grid.py``);
 - ``training_warmup.py``, ``training_depth.py``: cells of the stability map (``map_cells.py``);
 - ``training_frontier.py``: critical learning rates of the map and ``frontier-ends``;
+- ``training_long.py``: where training ends (study ``shallow-long``);
 - ``training.py``, ``training_statistics.py``: the other training studies and the in-training
   statistics.
 """
@@ -26,13 +27,15 @@ from normlab.claims.catalogue import (
     training,
     training_depth,
     training_frontier,
+    training_long,
     training_statistics,
     training_warmup,
 )
 from normlab.claims.claim import CLAIMS, Claim
 
 # In this order on the page and in claims.json.
-MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training_frontier, training, training_statistics)
+MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training_frontier, training_long, training,
+           training_statistics)
 
 
 def defined(module: ModuleType) -> list[Claim]:
