@@ -21,6 +21,7 @@ PINNED = {
     "xiong-thm1": {"pre": "supported", "post": "supported"},
     "forward-norms": {"post": "supported", "pre": "supported"},
     "xiong-direction": {"post-rises": "supported", "pre-flatter": "contradicted"},
+    "seed000-grad-scale": {"pre-stabler": "not seen at the lab's settings"},
     "seed001-lower-layers": {"params": "not seen at the lab's settings",
                              "stream": "seen at the lab's settings",
                              "linear": "not seen at the lab's settings"},
