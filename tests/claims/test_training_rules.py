@@ -118,7 +118,8 @@ def test_a_part_outside_the_regime_does_not_scope_the_claim(tmp_path: Path, monk
 
 
 def test_resi_dual_parts_read_their_own_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """x stream moving, d stream collapsed: the two ResiDual parts must disagree."""
+    """x stream moving, d stream collapsed: the two ResiDual parts must disagree. The lines use the
+    keys of runs written before one key per quantity ("angle", "angle_aux"): they are still read."""
     monkeypatch.setattr(training_statistics, "_deletion", S.deletion_from_file)
     cells = [c for c in WD.pre_collapse("S") if c[1][P] != "resi_dual"]
 

@@ -183,7 +183,7 @@ def pre_collapse(o: str) -> list:
 
     def run(angle: Any, aux: Any = None, dl: float | None = None) -> Any:
         def f(s: int) -> dict:
-            last = {"angle": angle(s), **({"angle_aux": aux(s)} if aux else {})}
+            last = {"angular_distance": angle(s), **({"angular_distance_aux": aux(s)} if aux else {})}
             return {**S.gain_run(-1.5), "diag": S.diag_lines(last, last),
                     **({"deletion": dl + S.jit(s, 4 * sig)} if dl is not None else {})}
         return f

@@ -67,7 +67,7 @@ def test_one_line_per_active_step_with_hand_checked_values(tmp_path) -> None:
     assert [r["step"] for r in lines] == [0, 2] == [r["step"] for r in recs]
     r = lines[0]
     assert len(r["grad_norm"]) == len(r["update_ratio"]) == 4           # embeddings, 2 blocks, final
-    assert len(r["rms"]) == len(r["max_abs"]) == 3 and len(r["cos"]) == len(r["angle"]) == 2
+    assert len(r["rms"]) == len(r["max_abs"]) == 3 and len(r["cos"]) == len(r["angular_distance"]) == 2
     assert all(a > 0 for a in r["attn_max_logit"]) and r["output_change"] > 0
     assert all(not b._forward_hooks for b in model.blocks)                # hooks removed
     assert all(not b.attn.branch.record for b in model.blocks)             # fast path restored

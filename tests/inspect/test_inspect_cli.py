@@ -65,7 +65,7 @@ def test_inspect_each_family(family: str, corpus: str, tmp_path: Path, capsys: p
         assert all((m, "stream", layer) in have for m in PER_STREAM), layer
     for layer in (1, 2):
         assert all((m, "block", layer) in have for m in PER_BLOCK), layer
-        assert ("max_logit", "attn", layer) in have and ("cos_next", "stream", layer - 1) in have
+        assert ("max_logit", "attn", layer) in have and ("cos", "block", layer) in have
     assert ("log_z", "model", 0) in have and ("loss", "model", 0) in have
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tokens"] == 96 and summary["n_layer"] == 2 and 3.0 < summary["loss"] < 7.0
@@ -119,7 +119,7 @@ def test_imported_model_measures_like_the_original(corpus: str, tmp_path: Path) 
     ra, rb = (json.loads((tmp_path / d / "analysis" / "analysis.json").read_text()) for d in "ab")
     for key in ("loss", "log_z"):
         assert ra[key] == pytest.approx(rb[key], abs=1e-5)
-    for key in ("deletion_loss", "rms", "cos_next", "attn_max_logit", "grad_norm_block", "grad_norm_stream"):
+    for key in ("deletion_loss", "rms", "cos", "attn_max_logit", "grad_norm_block", "grad_norm_stream"):
         assert ra[key] == pytest.approx(rb[key], rel=1e-4, abs=1e-6), key
 
 

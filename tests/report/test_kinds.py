@@ -128,14 +128,14 @@ def _write_inspect(d: Path) -> Path:
             for p, m, v in (("loss", "loss", 3.2), ("logits", "log_z", 4.0))]
     angle = [[abs(i - j) * 0.1 for j in range(L + 1)] for i in range(L + 1)]
     stream = {"rms": [1.0, 2.0, 3.0, 5.0], "mean_sq": [1.0, 4.0, 9.0, 25.0], "max_abs": [2.0] * 4,
-              "token_cos": [0.1] * 4, "grad_norm": [0.5] * 4, "angular_distance_to_last": [a[L] for a in angle],
-              "cos_next": [0.9] * L}
+              "token_cos": [0.1] * 4, "grad_norm": [0.5] * 4, "angular_distance_to_last": [a[L] for a in angle]}
     for li in range(L + 1):
         rows += [{**base, "layer": li, "sublayer": "stream", "param": "x", "metric": m, "value": v[li]}
                  for m, v in stream.items() if li < len(v)]
     deletion = [4.0, 3.3, 3.5]
     block = {"grad_norm": [0.3, 0.2, 0.1], "deletion_loss": deletion, "deletion_delta": [x - 3.2 for x in deletion],
-             "block_influence": [0.2] * L, "angular_distance": [angle[i][i + 1] for i in range(L)]}
+             "block_influence": [0.2] * L, "angular_distance": [angle[i][i + 1] for i in range(L)],
+             "cos": [0.9] * L}
     for li in range(1, L + 1):
         rows += [{**base, "layer": li, "sublayer": "block", "param": "all", "metric": m, "value": v[li - 1]}
                  for m, v in block.items()]

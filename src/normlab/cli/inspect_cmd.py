@@ -71,8 +71,8 @@ def _inspect(args: argparse.Namespace) -> int:
           + ("" if s["importable"] else "; inspect-only"))
     print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens of {s['text']}, mean log Z {s['log_z']:.3f}")
     print(f"{'layer':>5} {'rms':>9} {'cos':>7} {'angle':>7} {'delete+':>9} {'grad':>10} {'max_logit':>9}")
-    for li in range(1, len(r["cos_next"]) + 1):
-        print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos_next'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "
+    for li in range(1, len(r["cos"]) + 1):
+        print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "
               f"{r['deletion_loss'][li - 1] - r['loss']:>+9.4f} {r['grad_norm_block'][li - 1]:>10.3g} "
               f"{r['attn_max_logit'][li - 1]:>9.3g}")
     logging.getLogger(__name__).info(f"wrote {out}/probe.csv, summary.json, probe_config.json, analysis/ "

@@ -181,17 +181,16 @@ STATISTICS.add("state_grad_norm", Statistic("state_grad_norm", "states", frozens
 STATISTICS.add("angular_distance_to_last", Statistic("angular_distance_to_last", "states", _STREAM, "arccos(cos(x_l, x_L)) / π, mean over tokens",
                                                      lambda c: [_stats().angular_distance(x, c.stream.states[-1]) for x in c.stream.states],
                                                      "angle to x_L", INSPECT, draw=("none",)))
+# One key per quantity for every tool: the cosine and the angle across block l are the same
+# numbers whether training, the probe, inspect or analyze asks (they were "cos"/"cos_next" and
+# "angle"/"angular_distance" before).
 STATISTICS.add("cos", Statistic("cos", "blocks", _STREAM, "mean_t cos(x_{l-1}, x_l) of block l's input and output",
-                                lambda c: _cos(c.stream), "cos(block input, output)", TRAINING))
-STATISTICS.add("cos_next", Statistic("cos_next", "inputs", _STREAM, "mean_t cos(x_l, x_{l+1})",
-                                     lambda c: [_stats().cosine(a, b) for a, b in zip(c.stream.states[:-1], c.stream.states[1:])],
-                                     "cos(x_l, x_l+1)", PROBE | INSPECT, draw=("none",)))
-STATISTICS.add("angle", Statistic("angle", "blocks", _STREAM, "mean_t arccos(cos(x_{l-1}, x_l)) / π (Gromov et al. 2024)",
-                                  lambda c: _angle(c.stream), "arccos(cos)/π", TRAINING))
+                                lambda c: _cos(c.stream), "cos(block input, output)", TRAINING | PROBE | INSPECT))
 STATISTICS.add("cos_aux", Statistic("cos_aux", "blocks", _AUX, "cos of the second stream (ResiDual's d) across block l",
                                     lambda c: _cos(c.aux), "cos(d_{l-1}, d_l)", TRAINING))
-STATISTICS.add("angle_aux", Statistic("angle_aux", "blocks", _AUX, "angle of the second stream across block l",
-                                      lambda c: _angle(c.aux), "arccos(cos)/π of d", TRAINING))
+STATISTICS.add("angular_distance_aux", Statistic("angular_distance_aux", "blocks", _AUX,
+                                                 "angular distance of the second stream (ResiDual's d) across block l",
+                                                 lambda c: _angle(c.aux), "arccos(cos(d_{l-1}, d_l))/π", TRAINING))
 STATISTICS.add("rms_aux", Statistic("rms_aux", "states", _AUX, "RMS of the second stream d_l", lambda c: _rms(c.aux), "RMS of d_l",
                                     TRAINING))
 STATISTICS.add("attn_max_logit", Statistic("attn_max_logit", "blocks", frozenset({"attention"}), "max |q·k| * scale per block",
@@ -233,7 +232,7 @@ STATISTICS.add("angular_distance_pairs", Statistic("angular_distance_pairs", "pa
                                                    _pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
                                                    draw=(Figure("matrix", "layer_similarity", "angular distance between layer outputs"),)))
 STATISTICS.add("angular_distance", Statistic("angular_distance", "blocks", _STREAM, "arccos(cos(x_{l-1}, x_l)) / π of block l (Gromov et al. 2024)",
-                                             _adjacent(lambda a, b: _stats().angular_distance(a, b)), "arccos(cos(x_{l-1}, x_l)) / π", BOTH,
+                                             lambda c: _angle(c.stream), "arccos(cos(x_{l-1}, x_l)) / π", TRAINING | BOTH,
                                              draw=(Figure("layers", "layers_angle", "angular distance between each block's input and output"),)))
 STATISTICS.add("cka", Statistic("cka", "pairs", _STREAM, "linear CKA between stream states, tokens as samples (Kornblith et al. 2019)",
                                 _pairs(lambda a, b: _stats().linear_cka(a.flatten(0, 1), b.flatten(0, 1))), "linear CKA", ANALYZE,

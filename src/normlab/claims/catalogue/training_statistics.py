@@ -167,9 +167,19 @@ def _halves(vals: list[float | None]) -> float | None:
     return float(np.mean(hi) - np.mean(lo)) if lo and hi else None
 
 
-def _deep_angle(t: Any, key: str = "angle") -> float | None:
-    d = last_diag(t.run_dir)
-    v = [x for x in (d or {}).get(key, [])[len((d or {}).get(key, [])) // 2:] if x is not None]
+# The diagnostics keys of the angle across a block, and their names in runs written before the
+# statistics had one key per quantity (read, never written).
+_OLD_KEYS = {"angular_distance": "angle", "angular_distance_aux": "angle_aux"}
+
+
+def _diag_list(d: dict[str, Any] | None, key: str) -> list[Any]:
+    d = d or {}
+    return d.get(key) or d.get(_OLD_KEYS.get(key, key)) or []
+
+
+def _deep_angle(t: Any, key: str = "angular_distance") -> float | None:
+    vals = _diag_list(last_diag(t.run_dir), key)
+    v = [x for x in vals[len(vals) // 2:] if x is not None]
     return float(np.mean(v)) if v else None
 
 
@@ -221,13 +231,14 @@ SANDWICH = Regime((
                    "construction")])
 def pre_collapse(ctx: StudyContext) -> dict[str, Measured]:
     def halves(t: Any) -> float | None:
-        d = last_diag(t.run_dir)
-        return _halves(d["angle"]) if d and d.get("angle") else None
+        vals = _diag_list(last_diag(t.run_dir), "angular_distance")
+        return _halves(vals) if vals else None
 
     pre, ip = _per(ctx, "collapse", {P: "pre"}, _deep_angle)
     out = {"deep-similar": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, halves)[0]), ip),
            "deletion": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, lambda t: _deletion(ctx, t))[0]), ip)}
-    for part, p, key in (("resi_dual-x", "resi_dual", "angle"), ("resi_dual-d", "resi_dual", "angle_aux")):
+    for part, p, key in (("resi_dual-x", "resi_dual", "angular_distance"),
+                         ("resi_dual-d", "resi_dual", "angular_distance_aux")):
         v, i = _per(ctx, "collapse", {P: p}, lambda t, k=key: _deep_angle(t, k))
         out[part] = Measured(welch(v, pre), i + ip, {p: v, "pre": pre})
     lns, il = _per(ctx, "collapse", {P: "lns"}, lambda t: _deletion(ctx, t))
