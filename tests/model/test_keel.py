@@ -87,6 +87,22 @@ def test_keel_composes_per_layer() -> None:
     assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
 
 
+def test_the_ports_block_1_is_a_per_layer_list() -> None:
+    """docs/placements.md: third-party ports run block 1 as x + F(LN(x)), then LN_out(x + F(LN_in(x)))
+    (no alpha), every later block as Keel with alpha = 2L, and a final norm."""
+    model = build([{"attn": "pre", "ffn": "pre_post"}, "keel", "keel"], L=3, norm="rmsnorm", bias=False,
+                  final_norm=True)
+    idx = torch.randint(0, 11, (2, 6))
+    b1 = model.blocks[0]
+    x = model.embed(idx)
+    x = x + F_(b1.attn, ln(x, b1.attn.norm))
+    x = ln(x + F_(b1.ffn, ln(x, b1.ffn.norm_in)), b1.ffn.norm_out)
+    for block in model.blocks[1:]:
+        x = keel_by_hand(block.ffn, keel_by_hand(block.attn, x, 6.0), 6.0)
+    assert torch.allclose(run_model(model, idx), x, atol=TOL, rtol=0)
+    assert torch.allclose(model(idx)[0], ln(x, model.norm_f) @ model.wte.weight.T, atol=TOL, rtol=0)
+
+
 def test_keel_needs_a_norm_and_changes_no_weight_at_init() -> None:
     with pytest.raises(ConfigError, match=r"^model\.norm='none': placement keel rescales the shortcut"):
         resolve_model(ModelConfig(n_layer=2, placement="keel", norm="none", **SMALL))
