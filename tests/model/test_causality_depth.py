@@ -82,8 +82,9 @@ def test_finite_forward_backward(placement: str, init: str, depth: int, norm: st
     # alpha^(2L) is 10^47 at 48 blocks, past float32, under any init.
     if norm == "none" and placement != "ngpt" and (init == "xavier" or placement == "deepnorm"):
         depth = min(depth, 12)
-    if norm == "none" and placement == "admin":  # refused with a reason: omega needs the norm
-        with pytest.raises(ConfigError, match=r"model\.norm='none': placement admin rescales the shortcut"):
+    # refused with a reason: admin's omega and keel's alpha need the norm after the add
+    if norm == "none" and placement in PLACEMENTS and PLACEMENTS.get(placement).needs_norm:
+        with pytest.raises(ConfigError, match=rf"model\.norm='none': placement {placement} rescales the shortcut"):
             resolve_model(ModelConfig(n_layer=depth, placement=placement, norm=norm, **SMALL))
         return
     if qk_norm is not None and placement in PLACEMENTS and PLACEMENTS.get(placement).sets_qk_norm:

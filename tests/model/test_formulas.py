@@ -151,6 +151,7 @@ SINGLE = {
     "normformer": lambda s, x: (x + ln(F_(s, ln(x, s.norm)), s.norm_out) if s.site.kind == "attn"
                                 else x + F_(s, ln(x, s.norm))),
     "subln": lambda s, x: x + F_(s, ln(x, s.norm)),  # the inner norms are the branches' pre_proj
+    "keel": lambda s, x: ln(2 * 2 * x + F_(s, ln(x, s.norm_in)), s.norm_out),  # alpha = 2L sub-layers, L = 2
 }
 
 

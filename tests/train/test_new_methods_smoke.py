@@ -21,6 +21,8 @@ CASES = {  # id -> (--set items, a tensor only this method has, its value at ini
     "subln": (('model.placement="subln"', "model.n_kv_head=1"), "blocks.1.ffn.branch.pre_proj.weight", 1.0),
     "peri_ln_embed_norm": (('model.placement={name="sandwich",embed_norm=true}',), "blocks.0.attn.embed_norm.weight",
                            1.0),
+    "keel": (('model.placement={name="keel",alpha="sublayers"}', "model.norm=rmsnorm", "model.bias=false"),
+             "blocks.0.attn.norm_in.weight", 1.0),
     "derf": (("model.norm=derf",), "blocks.0.attn.norm.shift", 0.0),
     "seednorm": (("model.norm=seednorm",), "blocks.0.ffn.norm.beta", 0.0),
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from normlab.core import plugins
-from normlab.model import attention, impls, init, layout, norms, placements, placements_inner, streams
+from normlab.model import attention, impls, init, layout, norms, placements, placements_inner, placements_keel, streams
 from normlab.model.placement import Placement
 from normlab.model.registries import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
@@ -33,6 +33,7 @@ PLACEMENTS.add("hybridnorm", placements_inner.HybridNorm)
 PLACEMENTS.add("hybridnorm_star", placements_inner.HybridNormStar)
 PLACEMENTS.add("normformer", placements_inner.NormFormer)
 PLACEMENTS.add("subln", placements_inner.SubLN)
+PLACEMENTS.add("keel", placements_keel.Keel)
 
 LAYOUTS.add("mix", layout.Mix)
 

@@ -50,6 +50,7 @@ _NOT_EXPRESSED = {
                   "(NormFormer)",
     "subln": f"none of {_WRITTEN} normalises the input of W_O and W_2 (Sub-LN; transformers' BitNet does, "
              "with ternary BitLinear weights the lab model lacks)",
+    "keel": f"none of {_WRITTEN} up-weights the shortcut and normalises the stream after the add (Keel)",
 }
 _EXEMPT = ("init", "dropout", "impl")
 
