@@ -11,6 +11,7 @@ from typing import Any
 
 import synthetic as S
 import worlds_frontier
+import worlds_new_methods
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
 INIT_, FN = "model.init", "model.final_norm"
@@ -242,7 +243,7 @@ WORLDS = {
     "seed001-early-gradients": seed001_early_gradients, "seed002-higher-lr": seed002_higher_lr,
     "zloss-logz": zloss_logz, "lr-sensitivity": lr_sensitivity, "seed004-lr-sensitive": seed004_lr_sensitive,
     "pre-collapse": pre_collapse, "sandwich-max-abs": sandwich_max_abs,
-    **worlds_frontier.WORLDS,
+    **worlds_frontier.WORLDS, **worlds_new_methods.WORLDS,
 }
 # worlds that need another number of seeds per study than the presets' (FakeContext's ``seeds``)
 WORLD_SEEDS: dict[str, dict[str, int]] = {**worlds_frontier.WORLD_SEEDS}

@@ -13,7 +13,9 @@ these modules is its definition and its test. A new module of claims is one entr
 - ``training_warmup.py``, ``training_depth.py``: cells of the stability map (``map_cells.py``);
 - ``training_frontier.py``: critical learning rates of the map and ``frontier-ends``;
 - ``training.py``, ``training_statistics.py``: the other training studies and the in-training
-  statistics.
+  statistics;
+- ``training_new_methods.py``: the placements and norms of 2021-2026, one claim each, on the
+  study ``new-methods``.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from normlab.claims.catalogue import (
     training,
     training_depth,
     training_frontier,
+    training_new_methods,
     training_statistics,
     training_warmup,
 )
 from normlab.claims.claim import CLAIMS, Claim
 
 # In this order on the page and in claims.json.
-MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training_frontier, training, training_statistics)
+MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training_frontier, training, training_statistics,
+           training_new_methods)
 
 
 def defined(module: ModuleType) -> list[Claim]:
