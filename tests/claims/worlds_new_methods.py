@@ -54,7 +54,7 @@ def _grad_run(ratio: float, sig: float) -> Callable[[int], dict[str, Any]]:
 
 
 def normformer_early_grad(o: str) -> list:
-    pre, nf = {"S": (1.0, 0.1), "C": (0.0, 1.0), "I": (0.3, 0.3)}[o]
+    pre, nf = {"S": (1.0, 0.1), "C": (0.0, 1.0), "I": (0.301, 0.301)}[o]
     sig = WIDE if o == "I" else TINY
     return [(NM, arm("pre"), _grad_run(pre, sig)), (NM, arm("normformer"), _grad_run(nf, sig))]
 

@@ -128,8 +128,9 @@ def early_grad_ratio(t: Any) -> float | None:
                  "by our proposed NormFormer architecture.",
        parts=[Part("pre-mismatch", "in Pre-LN, the first block's gradient is much larger than the last's",
                    "log10(||grad of block 1|| / ||grad of block 18||), mean over the diagnostic steps of the first "
-                   "half of training (20 to 100), pre, per seed", Direction(+1, 0.3),
-                   "'much larger' = at least twice as large (log10 2 = 0.3); the paper gives no factor"),
+                   "half of training (20 to 100), pre, per seed", Direction(+1, 0.301),
+                   "'much larger' = at least twice as large (log10 2 = 0.301), as the quick claim normformer-pre-early "
+                   "reads it at initialisation; the paper gives no factor"),
               Part("normformer-less", "NormFormer's mismatch is smaller than Pre-LN's",
                    "that log ratio, normformer minus pre", Direction(-1),
                    "alleviated = a smaller ratio of the first block's gradient to the last's")])
