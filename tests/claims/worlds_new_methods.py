@@ -64,7 +64,7 @@ def _var_run(slope: float, sig: float) -> Callable[[int], dict[str, Any]]:
     1e-6 that the quantity must leave out), after a first line of flat variances."""
     def f(s: int) -> dict[str, Any]:
         k = slope + S.jit(s, sig)
-        last = {"act_var": [1e-6] + [10 ** (k * l) for l in range(1, L + 1)]}
+        last = {"act_var": [1e-6] + [10 ** (k * i) for i in range(1, L + 1)]}
         return {"best": T, "diag": S.diag_lines({"act_var": [1.0] * (L + 1)}, last)}
     return f
 

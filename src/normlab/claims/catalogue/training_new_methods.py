@@ -57,11 +57,12 @@ def _steps(source: str) -> Factor:
     return factor("steps", source, inside=False, why=STEPS_WHY)
 
 
-def _vs_pre(a: str, lower_why: str) -> list[Part]:
-    """The two parts of "a outperforms Pre-LN": not worse within the margin, and lower."""
+def _vs_pre(name: str, a: str, lower_why: str) -> list[Part]:
+    """The two parts of "``name`` (arm ``a``) outperforms Pre-LN": not worse within the margin, and lower."""
     q = GAIN.format(a=a, b="pre (LayerNorm)")
-    return [Part("not-worse", f"{a} ends at or below Pre-LN, within the lab's margin", q, Direction(-1, 0.05), MARGIN),
-            Part("lower", f"{a} ends below Pre-LN", q, Direction(-1), lower_why)]
+    return [Part("not-worse", f"{name} ends at or below Pre-LN, within the lab's margin", q, Direction(-1, 0.05),
+                 MARGIN),
+            Part("lower", f"{name} ends below Pre-LN", q, Direction(-1), lower_why)]
 
 
 def _per(ctx: StudyContext, cell: dict[str, Any], fn: Any) -> tuple[list[float], list[str]]:
@@ -84,7 +85,7 @@ def _per(ctx: StudyContext, cell: dict[str, Any], fn: Any) -> tuple[list[float],
               "Normalization', arXiv 2503.04598, abstract",
        statement="While Pre-Norm structures facilitate more stable training owing to their stronger identity path, "
                  "they often lead to suboptimal performance compared to Post-Norm. [...] HybridNorm consistently "
-                 "outperforms both Pre-Norm and Post-Norm approaches.",
+                 "outperforms both Pre-Norm and Post-Norm approaches across multiple benchmarks.",
        parts=[Part("trains", "HybridNorm trains at 18 blocks, where Post-LN stalls",
                    "best val loss minus the unigram cross-entropy of the corpus, hybridnorm, 18 blocks, lr 1e-3, "
                    "warm-up 50, per seed", Direction(-1, -STALL_MARGIN),
@@ -93,7 +94,7 @@ def _per(ctx: StudyContext, cell: dict[str, Any], fn: Any) -> tuple[list[float],
               Part("vs-post", "HybridNorm ends below Post-LN", GAIN.format(a="hybridnorm", b="post"), Direction(-1),
                    "outperforms Post-Norm = a lower loss; at this cell Post-LN stalls, so this is Pre-Norm's "
                    "stability carried over"),
-              *_vs_pre("hybridnorm", "outperforms Pre-Norm = a lower loss, by any amount")])
+              *_vs_pre("HybridNorm", "hybridnorm", "outperforms Pre-Norm = a lower loss, by any amount")])
 def hybridnorm_depth(ctx: StudyContext) -> dict[str, Measured]:
     h = arm("hybridnorm")
     m = below_plateau(ctx, h)
@@ -153,7 +154,7 @@ def normformer_early_grad(ctx: StudyContext) -> dict[str, Measured]:
                  "derived from DeepNet for stable scaling up. Extensive experiments demonstrate its superior "
                  "performance and better stability than the de facto Transformer variants designed for various "
                  "applications, including language modeling (i.e., BERT, and GPT).",
-       parts=_vs_pre("subln", "superior performance than GPT's Pre-LN = a lower loss, by any amount"))
+       parts=_vs_pre("Sub-LN", "subln", "superior performance than GPT's Pre-LN = a lower loss, by any amount"))
 def subln_vs_pre(ctx: StudyContext) -> dict[str, Measured]:
     return {"not-worse": diff(ctx, arm("subln"), PRE), "lower": diff(ctx, arm("subln"), PRE)}
 
