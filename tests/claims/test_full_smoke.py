@@ -40,7 +40,8 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
             assert p["trials"], (r["id"], p["id"])
     data = json.loads((tmp_path / "claims.json").read_text())
     assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
-        "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse"}
+        "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse", "frontier-ends",
+        "new-methods"}
     assert data["meta"]["maps"] == ["maps/stability-map/index.html"]  # the map page the evidence links
     # each training part states its horizon (the runs' length), each map cell its outcomes at each horizon
     from normlab.study.presets import study_preset

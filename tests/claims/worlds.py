@@ -12,6 +12,7 @@ from typing import Any
 import synthetic as S
 import worlds_frontier
 import worlds_long
+import worlds_new_methods
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
 INIT_, FN = "model.init", "model.final_norm"
@@ -237,6 +238,7 @@ WORLDS = {
     "pre-collapse": pre_collapse, "sandwich-max-abs": sandwich_max_abs,
     **worlds_frontier.WORLDS,
     **worlds_long.WORLDS,
+    **worlds_new_methods.WORLDS,
 }
 # worlds that need another number of seeds per study than the presets' (FakeContext's ``seeds``)
 WORLD_SEEDS: dict[str, dict[str, int]] = {**worlds_frontier.WORLD_SEEDS}

@@ -8,7 +8,8 @@ from normlab.core.errors import ConfigError
 from normlab.study.presets import STUDY_PRESETS, study_preset
 
 NAMES = ["pre-vs-post", "pre-vs-post-demo", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth",
-         "deep-stability", "collapse", "stability-map", "recipe-variants", "stability-frontier"]
+         "deep-stability", "collapse", "stability-map", "recipe-variants", "stability-frontier", "frontier-ends",
+         "new-methods"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:

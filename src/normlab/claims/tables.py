@@ -27,6 +27,7 @@ TITLES = {
     "training_long": "Where training ends",
     "training": "Training runs of the seed's pet project",
     "training_statistics": "Statistics logged in training",
+    "training_new_methods": "The placements and norms of 2021-2026",
 }
 # What a module's table needs said beside its rows (the experiments, where they differ per claim).
 NOTES = {
@@ -37,6 +38,16 @@ NOTES = {
                          "random 3-layer `transformers` GPT-2 models for `seed002-gpt2`; the seed's block code for "
                          "`seed002-code-causal`), listed in claims.json.",
     "training_depth": "Every depth part is a contrast against the 6-block control (2b).",
+    "training_new_methods": "Experiment: study 'new-methods' (`study/new_methods_preset.py`): post, pre, hybridnorm, "
+                            "hybridnorm_star, normformer, subln, sandwich with `embed_norm` (Peri-LN), pre + derf, "
+                            "pre + seednorm and keel + rmsnorm at the stability map's deep cell, where Post-LN stalls "
+                            "at 200 steps and Pre-LN trains: 18 blocks, d=64, xavier, lr 1e-3 constant after warm-up "
+                            "50, unclipped, 200 steps, 5 seeds, in-training diagnostics every 20 steps; 50 runs at "
+                            "cpu. One claim per method, quoted from its paper's abstract. Where the paper says "
+                            "\"outperforms\" the claim has two parts, `not-worse` (at or below Pre-LN within the "
+                            "0.05-nat margin) and `lower` (strictly below), so it is supported only where the method "
+                            "is strictly better; Derf's claim has `not-worse` only (its abstract leaves language out). "
+                            "`hybridnorm_star` is an arm without a claim (no retrievable statement of its own).",
     "training_frontier": "Each part is a difference of log10 critical lrs with its 95% interval, read at the map's "
                          "long horizon (step 400, stalled runs resumed to it); a censored side decides alone (2b, "
                          "critical learning rates).",

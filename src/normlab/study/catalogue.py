@@ -6,7 +6,7 @@ The only module that fills ``presets.STUDY_PRESETS``, ``trials.TRIALS`` and
 
 from __future__ import annotations
 
-from normlab.study import demo_preset, executors, frontier_preset, long_preset, presets, trials
+from normlab.study import demo_preset, executors, frontier_preset, long_preset, new_methods_preset, presets, trials
 
 executors.EXECUTORS.add("local", executors.run_local)
 executors.EXECUTORS.add("ray", executors.run_ray)
@@ -25,6 +25,7 @@ presets.STUDY_PRESETS.add("recipe-variants", presets.recipe_variants)
 presets.STUDY_PRESETS.add("stability-frontier", frontier_preset.stability_frontier)
 presets.STUDY_PRESETS.add("frontier-ends", frontier_preset.frontier_ends)
 presets.STUDY_PRESETS.add("shallow-long", long_preset.shallow_long)
+presets.STUDY_PRESETS.add("new-methods", new_methods_preset.new_methods)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

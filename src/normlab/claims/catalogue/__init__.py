@@ -14,7 +14,9 @@ these modules is its definition and its test. A new module of claims is one entr
 - ``training_frontier.py``: critical learning rates of the map and ``frontier-ends``;
 - ``training_long.py``: where training ends (study ``shallow-long``);
 - ``training.py``, ``training_statistics.py``: the other training studies and the in-training
-  statistics.
+  statistics;
+- ``training_new_methods.py``: the placements and norms of 2021-2026, one claim each, on the
+  study ``new-methods``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from normlab.claims.catalogue import (
     training_depth,
     training_frontier,
     training_long,
+    training_new_methods,
     training_statistics,
     training_warmup,
 )
@@ -35,7 +38,7 @@ from normlab.claims.claim import CLAIMS, Claim
 
 # In this order on the page and in claims.json.
 MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training_frontier, training_long, training,
-           training_statistics)
+           training_statistics, training_new_methods)
 
 
 def defined(module: ModuleType) -> list[Claim]:

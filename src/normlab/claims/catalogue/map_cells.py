@@ -89,8 +89,10 @@ def interaction(ctx: StudyContext, a1: dict[str, Any], a0: dict[str, Any], b1: d
 
 
 def below_plateau(ctx: StudyContext, cell: dict[str, Any]) -> Measured:
-    """best val loss minus the unigram cross-entropy, per seed (a diverged run counts as ln V)."""
-    ce = ctx.reference()
+    """best val loss minus the unigram cross-entropy, per seed (a diverged run counts as ln V). The
+    reference is that of the cell's own study (a cell of another study than the map must not
+    make the map train only to read its corpus)."""
+    ce = ctx.reference(cell.get("study", MAP))
     ref = float(ce.unigram)
 
     def gap(t: Any) -> float | None:
