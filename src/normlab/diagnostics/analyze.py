@@ -23,10 +23,11 @@ import torch
 from normlab.core.fsutil import atomic_write_text
 from normlab.data.batches import val_batches
 from normlab.data.record import load_located
+from normlab.diagnostics.capture import deletion_losses, mean_loss, stream_states
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
-from normlab.model.capture import main_stream
+from normlab.diagnostics.subject import as_subject
 from normlab.run.dir import RunDir, note_if_written
 from normlab.run.outdir import ANALYSIS_CSV, ANALYSIS_JSON, PAIRS_CSV, OutDir
 
@@ -42,28 +43,21 @@ def load_run_model(run_dir: str | Path, checkpoint: str = "best") -> tuple[Any, 
 def analyze_values(model: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> list[tuple[Any, ...]]:
     """Every registered ``analyze`` statistic of ``model`` over ``batches``, as
     (layer, sublayer, param, metric, value): what one no-grad forward per batch (stream
-    x_0..x_L, loss) and one more per block (that block skipped: deletion loss) capture."""
+    x_0..x_L, loss) and one more per block (that block skipped: deletion loss) capture,
+    through inspect's capture (``diagnostics/capture.py``): the model as a Subject, its
+    targets already shifted (the run's own next-token batches)."""
 
-    L = len(model.blocks)
+    subject = as_subject(model)
+    L = len(subject.layers)
 
-    def loss_without(skip: int | None) -> float:
-        tot = 0.0
-        for idx, tgt in batches:
-            logits = model.run(idx, skip=() if skip is None else (skip,))
-            tot += torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten()).item()
-        return tot / len(batches)
+    def ce(logits: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten())
 
-    base = loss_without(None)
-    deletion = [loss_without(i) for i in range(L)]
-    xs: list[list[torch.Tensor]] = [[] for _ in range(L + 1)]
-    for idx, _ in batches:
-        states: list = []
-        model.run(idx, states=states)
-        for i, h in enumerate(states):
-            xs[i].append(main_stream(h))
+    base = mean_loss(subject, batches, ce)
+    deletion = deletion_losses(subject, batches, ce)
     # the loss in float64, so that the deletion deltas are the differences of the floats
-    c = Captured(n_layer=L, stream=StreamStates([torch.cat(x) for x in xs]), loss=torch.tensor(base, dtype=torch.float64),
-                 measured={"deletion": deletion})
+    c = Captured(n_layer=L, stream=StreamStates(stream_states(subject, batches)),
+                 loss=torch.tensor(base, dtype=torch.float64), measured={"deletion": deletion})
     c.provided = {"stream", "loss", "deletion"}
     stats = chosen([s for _, s in STATISTICS.items()], "analyze", c.provided)
     return computed(stats, c, by_layer=True, double=True)

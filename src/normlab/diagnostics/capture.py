@@ -57,6 +57,45 @@ def loss_of(subject: Subject, logits: torch.Tensor, y: torch.Tensor) -> torch.Te
     return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100)
 
 
+Batches = list[tuple[torch.Tensor, torch.Tensor]]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@torch.no_grad()
+def mean_loss(subject: Subject, batches: Batches, loss: LossFn, skip: int | None = None) -> float:
+    """Mean of ``loss(logits, y)`` over ``batches``, block ``skip`` (0-based) passed over."""
+    tot = 0.0
+    with _hooks(subject, skip=skip):
+        for x, y in batches:
+            tot += float(loss(subject.forward(x), y).item())
+    return tot / len(batches)
+
+
+def deletion_losses(subject: Subject, batches: Batches, loss: LossFn,
+                    progress: Callable[[int, int], None] | None = None) -> list[float]:
+    """The loss with each block skipped in turn, its input passed on (layer deletion, Gromov et
+    al. 2024): the one implementation inspect and analyze both use."""
+    L = len(subject.layers)
+    out = []
+    for i in range(L):
+        out.append(mean_loss(subject, batches, loss, skip=i))
+        if progress:
+            progress(i + 1, L)
+    return out
+
+
+@torch.no_grad()
+def stream_states(subject: Subject, batches: Batches) -> list[torch.Tensor]:
+    """x_0..x_L of the main stream over ``batches``, concatenated along the batch, detached in float32."""
+    xs: list[list[torch.Tensor]] = []
+    for x, _ in batches:
+        stream: list[Any] = []
+        with _hooks(subject, stream):
+            subject.forward(x)
+        xs.append([s.detach().float().cpu() for s in stream])
+    return [torch.cat(col) for col in zip(*xs)]
+
+
 @contextlib.contextmanager
 def _hooks(subject: Subject, stream: list[Any] | None = None, skip: int | None = None) -> Iterator[None]:
     """Record block inputs/outputs into ``stream`` (x_0..x_L); make block ``skip`` the identity."""
@@ -133,13 +172,7 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
     xs = [s.detach().float().cpu() for s in stream]
     del stream
     base = loss.item()
-    deletion = []
-    with torch.no_grad():
-        for i in range(L):
-            with _hooks(subject, skip=i):
-                deletion.append(loss_of(subject, subject.forward(x), y).item())
-            if progress:
-                progress(i + 1, L)
+    deletion = deletion_losses(subject, [(x, y)], lambda logits, t: loss_of(subject, logits, t), progress)
     raw = {"loss": base, "log_z": log_z, "deletion_loss": deletion, "grad_norm_block": sq.sqrt().tolist(),
            "grad_norm_stream": sgrad, "attn_max_logit": max_logit,
            "tokens": int(x.numel()), "sequences": int(x.size(0)), "context": int(x.size(1))}
