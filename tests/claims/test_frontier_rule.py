@@ -82,3 +82,18 @@ def test_the_holm_p_is_below_005_exactly_when_the_interval_excludes_0(est: float
     assert RAISES.p(e) < 0.05
     edge = ratio_effect(LogRatio(est, 0.0 if ref_side == "lo" else lo, 0.0 if ref_side == "hi" else hi), 5, 5)
     assert RAISES.p(edge) == pytest.approx(0.05, abs=1e-9)
+
+
+def test_tables_show_open_and_censored_intervals() -> None:
+    """The claims table and a part's text show a side nothing bounds as an infinity, and a
+    censored difference by its one known limit (neither may fail to format)."""
+    from normlab.claims.output import effect_cell
+    from normlab.stats.effects import Effect
+
+    assert effect_cell({"estimate": 0.3, "lo": 0.1, "hi": None}) == "+0.3 [+0.1, +inf]"
+    assert effect_cell({"estimate": -0.3, "lo": None, "hi": -0.1}) == "-0.3 [-inf, -0.1]"
+    assert effect_cell({"estimate": None, "lo": 0.2, "hi": None}) == "> +0.2 (censored)"
+    assert effect_cell({"estimate": None, "lo": None, "hi": -0.2}) == "< -0.2 (censored)"
+    assert effect_cell({"estimate": None, "lo": None, "hi": None}) == "n/a"
+    assert Effect(0.3, 0.1, None, 4, 4).text() == "+0.3 [+0.1, +inf], n 4/4"
+    assert Effect(None, None, -0.2, 4, 4).text() == "< -0.2 (censored), n 4/4"

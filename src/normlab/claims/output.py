@@ -106,15 +106,29 @@ def markdown_table(records: list[dict[str, Any]]) -> str:
              "seeds (n per side) |", "|---|---|---|---|---|---|---|"]
     for r in records:
         for i, p in enumerate(r["parts"]):
+            eff = effect_cell(p["effect"])
             e = p["effect"]
-            eff = "n/a" if e["estimate"] is None else (f"{e['estimate']:+.3g}" + (
-                f" [{e['lo']:+.3g}, {e['hi']:+.3g}]" if e["lo"] is not None else ""))
             n = f"{e['n_a']}" + (f"/{e['n_b']}" if e["n_b"] is not None else "")
             dag = " †" if p.get("holm_ok") is False else ""
             lines.append(f"| {'`' + r['id'] + '`' if i == 0 else ''} | {verdict_text(r) if i == 0 else ''} | "
                          f"{r['verdict'] if i == 0 else ''} | "
                          f"{p['id']}: {p['asserts'].replace('|', chr(92) + '|')} | {p['verdict']}{dag}{tag(p)} | {eff} | {n} |")
     return "\n".join(lines) + "\n"
+
+
+def effect_cell(e: dict[str, Any]) -> str:
+    """'+0.12 [+0.05, +0.19]'; an open side '-inf' / '+inf'; a censored effect '> +0.3 (censored)'."""
+    lo = None if e["lo"] is None else f"{e['lo']:+.3g}"
+    hi = None if e["hi"] is None else f"{e['hi']:+.3g}"
+    if e["estimate"] is None:
+        if lo is not None and hi is None:
+            return f"> {lo} (censored)"
+        if hi is not None and lo is None:
+            return f"< {hi} (censored)"
+        return "n/a"
+    if lo is None and hi is None:
+        return f"{e['estimate']:+.3g}"
+    return f"{e['estimate']:+.3g} [{lo or '-inf'}, {hi or '+inf'}]"
 
 
 def counts(records: list[dict[str, Any]], key: Any = headline) -> dict[str, int]:

@@ -67,8 +67,12 @@ class Effect:
             if self.hi is not None and self.lo is None:
                 return f"< {self.hi:{fmt}} (censored), {n}"
             return f"n/a, {n}"
-        if self.lo is None or self.hi is None:
+        if self.lo is None and self.hi is None:
             return f"{self.estimate:{fmt}} (no interval), {n}"
+        if self.lo is None or self.hi is None:  # one side unbounded (a critical lr's profile)
+            lo = "-inf" if self.lo is None else f"{self.lo:{fmt}}"
+            hi = "+inf" if self.hi is None else f"{self.hi:{fmt}}"
+            return f"{self.estimate:{fmt}} [{lo}, {hi}], {n}"
         return f"{self.estimate:{fmt}} [{self.lo:{fmt}}, {self.hi:{fmt}}], {n}"
 
 
