@@ -77,7 +77,9 @@ def test_frontier_page_draws_critical_lrs_with_intervals_and_censored_arrows(
         if key == MIXED:
             k[crit] = 1
         assert rows[key] == critical_lr(LRS, k, [3] * len(LRS)).text(), key
-    assert rows[("pre", 6, 0)] == "> 0.016 (every lr trains)" and rows[("post", 18, 0)] == "< 0.001 (no lr trains)"
+    # censored: the last lr tried, and the 95% limit (3 seeds an lr: two lrs from the end, 0.5^6 < 0.025)
+    assert rows[("pre", 6, 0)] == "> 0.016 (every lr trains; 95%: > 0.008)"
+    assert rows[("post", 18, 0)] == "< 0.001 (no lr trains; 95%: < 0.002)"
     assert rows[MIXED].startswith("0.004 [")  # quasi-separated: centred on the mixed lr
     # the contrasts: warm-up against none at 6 blocks for Post-LN is two gaps apart (0.6 decades); Pre-LN's
     # warm-up at 6 blocks compares two censored-above frontiers: nothing is known
