@@ -39,6 +39,8 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
             if "log10_ratio" in p["numbers"]:  # a critical lr: 12 steps train (almost) nothing: no line has its transition inside
                 assert e["estimate"] is None and p["numbers"]["log10_ratio"]["censored"] and "censored" in p["note"], \
                     (r["id"], p["id"], e)
+            elif "SpikeScore" in p["quantity"]:  # OLMo-core scores no step before its 128-step window: smoke runs are shorter
+                assert e["estimate"] is None and e["n_a"] == 0, (r["id"], p["id"], e)
             else:
                 assert e["estimate"] is not None and e["lo"] is not None and e["hi"] is not None, (r["id"], p["id"], e)
             assert p["trials"], (r["id"], p["id"])
