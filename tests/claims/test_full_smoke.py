@@ -41,6 +41,7 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
                     (r["id"], p["id"], e)
             elif "SpikeScore" in p["quantity"]:  # OLMo-core scores no step before its 128-step window: smoke runs are shorter
                 assert e["estimate"] is None and e["n_a"] == 0, (r["id"], p["id"], e)
+                continue  # (and no trial gave a value)
             else:
                 assert e["estimate"] is not None and e["lo"] is not None and e["hi"] is not None, (r["id"], p["id"], e)
             assert p["trials"], (r["id"], p["id"])
