@@ -229,6 +229,6 @@ def test_the_published_results_it_cites_match_their_files() -> None:
     page = (ROOT / "docs/evidence/pre-vs-post/index.html").read_text()
     k, n = KNIFE["page"]
     assert f"post warmup_steps=0: {k} of {n} seeds stalled" in page
-    claims = {c["id"]: c for c in json.loads((ROOT / "docs/evidence/claims.json").read_text())["claims"]}
+    claims = {c["id"]: c for c in json.loads((ROOT / "docs/evidence/exploratory/claims.json").read_text())["claims"]}
     outcomes = next(p for p in claims["seed002-pet-project"]["parts"] if p["id"] == "post-fails")["numbers"]["outcomes"]
     assert (outcomes.count("stalls"), len(outcomes)) == KNIFE["claims"]

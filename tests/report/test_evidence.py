@@ -19,8 +19,9 @@ EVIDENCE = Path(__file__).parents[2] / "docs" / "evidence"
 
 
 def _claims_dir(tmp: Path) -> Path:
-    """A claims output of two published records (one-sample slopes; two-sample and rate parts)."""
-    data = json.loads((EVIDENCE / "claims.json").read_text())
+    """A claims output of two published records (one-sample slopes; two-sample and rate parts), from the
+    exploratory run, which has both kinds."""
+    data = json.loads((EVIDENCE / "exploratory" / "claims.json").read_text())
     keep = [r for r in data["claims"] if r["id"] in ("xiong-thm1", "seed002-pet-project")]
     for r in keep:
         r.pop("figure", None)  # the context figure needs the probe grid, not in claims.json

@@ -4,11 +4,11 @@ Seed 002's pet project asks whether Pre-LN trains faster and lower than Post-LN 
 hyper-parameters, and whether Post-LN needs warm-up. ``pre-vs-post`` (36 runs, lr 1e-3
 cosine) answers it at a learning rate where Post-LN without warm-up is a knife edge: which
 seeds stall depends on the CPU's float kernels. This preset sits away from the edge, in a
-cell of the lab's own stability map (``stability-map``, the published run,
-docs/evidence/maps/stability-map/): the map's base (d=64, context 64, batch 16, xavier init,
-constant lr after linear warm-up, no clipping) at 6 blocks and lr 3e-3, where Post-LN
-without warm-up stalled in 5 of 5 seeds and with warm-up 50 trained in 5 of 5, and Pre-LN
-trained in every seed either way. One seed more or less on either side moves no verdict.
+cell of the lab's own stability map (``stability-map``; docs/evidence/maps/stability-map/):
+the map's base (d=64, context 64, batch 16, xavier init, constant lr after linear warm-up, no
+clipping) at 6 blocks and lr 3e-3, where Post-LN without warm-up stalled at step 200 in 5 of 5
+seeds of the exploratory run and 4 of 4 of the confirmatory one, with warm-up 50 trained in
+every seed of both, and Pre-LN trained in every seed either way. One seed more or less on either side moves no verdict.
 
 It logs the training loss at every step and validates every ``eval_every`` steps, so the
 page draws per-step training curves and a validation curve (``report.demo_page``).
