@@ -95,3 +95,19 @@ def test_frontier_page_draws_critical_lrs_with_intervals_and_censored_arrows(
     assert not layout["errors"], layout["errors"]
     assert layout["n"] == 3 and layout["bad"] == 0
     assert layout["wide"] == 0 and not layout["hscroll"], layout
+
+
+@pytest.mark.parametrize("study", ["stability-map", "frontier-ends"])
+def test_the_published_map_pages_open_with_their_critical_lrs(study: str, tmp_path: Path) -> None:
+    """docs/evidence/maps/: the confirmatory run's map pages, with their critical lrs at both
+    horizons, open in headless Chromium with no console error and every image decoded."""
+    import shutil
+
+    root = Path(__file__).parents[2] / "docs" / "evidence" / "maps" / study
+    html = (root / "index.html").read_text()
+    assert "Critical learning rates" in html or "critical lr" in html
+    assert "frontier_200.png" in html and "frontier_400.png" in html  # the base horizon and the long one
+    page = tmp_path / study
+    shutil.copytree(root, page)
+    lay = browse(page / "index.html", tmp_path, f"published-{study}")
+    assert not lay["errors"] and lay["bad"] == 0 and lay["n"] >= 2, lay
