@@ -96,10 +96,16 @@ def _per(ctx: StudyContext, cell: dict[str, Any], fn: Any) -> tuple[list[float],
                    "stability carried over"),
               *_vs_pre("HybridNorm", "hybridnorm", "outperforms Pre-Norm = a lower loss, by any amount")])
 def hybridnorm_depth(ctx: StudyContext) -> dict[str, Measured]:
-    h = arm("hybridnorm")
-    m = below_plateau(ctx, h)
+    return _trains_where_post_stalls(ctx, arm("hybridnorm"))
+
+
+def _trains_where_post_stalls(ctx: StudyContext, cell: dict[str, Any]) -> dict[str, Measured]:
+    """The four parts of a method said to train at depth and to beat Pre-LN: below the plateau,
+    against Post-LN, and against Pre-LN (not worse within the margin; lower)."""
+    m = below_plateau(ctx, cell)
     m.numbers["stall_margin"] = STALL_MARGIN
-    return {"trains": m, "vs-post": diff(ctx, h, POST), "not-worse": diff(ctx, h, PRE), "lower": diff(ctx, h, PRE)}
+    return {"trains": m, "vs-post": diff(ctx, cell, POST), "not-worse": diff(ctx, cell, PRE),
+            "lower": diff(ctx, cell, PRE)}
 
 
 def early_grad_ratio(t: Any) -> float | None:
@@ -257,7 +263,4 @@ def seednorm_vs_layernorm(ctx: StudyContext) -> dict[str, Measured]:
                    "the highway skip is what separates Keel from the Post-LN that stalls here"),
               *_vs_pre("Keel", "keel", "improves perplexity over Pre-LN = a lower loss, by any amount")])
 def keel_depth(ctx: StudyContext) -> dict[str, Measured]:
-    k = arm("keel", "rmsnorm")
-    m = below_plateau(ctx, k)
-    m.numbers["stall_margin"] = STALL_MARGIN
-    return {"trains": m, "vs-post": diff(ctx, k, POST), "not-worse": diff(ctx, k, PRE), "lower": diff(ctx, k, PRE)}
+    return _trains_where_post_stalls(ctx, arm("keel", "rmsnorm"))
