@@ -24,7 +24,9 @@ from normlab.claims.rules import Within  # noqa: E402
 from normlab.core.errors import UserError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-EVIDENCE = [ROOT / "docs" / "evidence", ROOT / "docs" / "evidence" / "seed"]
+# every published run: the confirmatory ones, the exploratory run they supersede, the seed-scale run
+RUNS = {"evidence": "", "confirm-2a": "confirm-2a", "exploratory": "exploratory", "seed": "seed"}
+EVIDENCE = [ROOT / "docs" / "evidence" / d for d in RUNS.values()]
 SMALL = {"seeds": 3, "depths": [2, 4, 8], "d_model": 32}
 QUICK = "xiong-thm1"
 
@@ -81,7 +83,7 @@ def test_a_run_with_a_changed_rule_stops_before_measuring(tmp_path: Path, monkey
     assert not (root / "out" / "claims.json").exists()
 
 
-@pytest.mark.parametrize("root", EVIDENCE, ids=["evidence", "seed"])
+@pytest.mark.parametrize("root", EVIDENCE, ids=list(RUNS))
 def test_published_evidence_states_its_registration(root: Path) -> None:
     """Every part is marked; unregistered evidence says so on its page and in claims.json."""
     data = json.loads((root / "claims.json").read_text())
@@ -97,7 +99,7 @@ def test_published_evidence_states_its_registration(root: Path) -> None:
         assert registered.summary(data["claims"], data["meta"]) in page
 
 
-@pytest.mark.parametrize("root", EVIDENCE, ids=["evidence", "seed"])
+@pytest.mark.parametrize("root", EVIDENCE, ids=list(RUNS))
 def test_published_registrations_are_in_this_repositorys_history(root: Path) -> None:
     """A before-data mark of the committed evidence holds against this repository's git history
     (CI runs on a clone with history: NORMLAB_REQUIRE_GIT=1 there makes a missing one fail)."""
