@@ -41,7 +41,7 @@ def horizon(ctx: StudyContext) -> int:
     return int(spec.extend_stalled_to or spec.base["train"]["steps"])
 
 
-def _lines(ctx: StudyContext) -> dict[tuple[str, int, int], Line]:
+def _lines(ctx: StudyContext) -> dict[tuple[str, int | None, int | None], Line]:
     trials = [t for n in (MAP, ENDS) for t in ctx.trials(n)]
     return {(x.placement, x.depth, x.warmup): x for x in frontiers(trials, ctx.reference(), horizon(ctx))}
 
