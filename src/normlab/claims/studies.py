@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from normlab.claims.cache import key
+from normlab.claims.claim import Measured
 from normlab.claims.registration import study_spec
 from normlab.core.errors import UserError
 from normlab.data.unigram import data_ce
 from normlab.diagnostics.analyze import analyze_run
 from normlab.diagnostics.sensitivity import run_point
 from normlab.run.dir import RunDir
+from normlab.stats.effects import welch
 from normlab.study.executors import default_workers
 from normlab.study.horizons import horizon_cells
 from normlab.study.outcome import classify
@@ -246,6 +248,24 @@ def grad_norms(t: Any) -> list[float] | None:
     return [r["grad_norm"] for r in RunDir(t.run_dir).metrics() if r.get("grad_norm") is not None and r.get("step", 0) > 0]
 
 
+def spike_ratio(t: Any) -> float | None:
+    """log10 of the largest logged pre-clip gradient norm over its median (steps > 0): an
+    explosion is a spike far above the run's typical norm."""
+    g = grad_norms(t)
+    med = statistics.median(g) if g else 0.0
+    return math.log10(max(g) / med) if g and med > 0 else None
+
+
+def spike_score(t: Any) -> float | None:
+    """OLMo-core's SpikeScore at the run's last diagnostics line: spike steps / steps, a spike a
+    loss or gradient norm 6 sigma above the trailing 128 steps (``normlab.diagnostics.spikes``);
+    None before the window has passed (a run shorter than 128 steps)."""
+    if t.status != "completed":
+        return None
+    v = (last_diag(t.run_dir) or {}).get("spike_score")
+    return None if v is None else float(v)
+
+
 def clip_fraction(t: Any, clip: float = 1.0) -> float | None:
     """Share of the logged training steps (step > 0) whose pre-clip gradient norm exceeds ``clip``."""
     g = grad_norms(t)
@@ -270,3 +290,12 @@ def series_mean(run_dir: Path, key: str, frac: float = 0.25, file: str = "metric
         return None
     k = max(1, int(len(vals) * frac))
     return float(statistics.fmean(vals[-k:] if last else vals[:k]))
+
+
+def welch_cells(ctx: StudyContext, study: str, a: dict[str, Any], b: dict[str, Any], fn: Callable[[Any], float | None] = gain,
+                labels: tuple[str, str] = ("a", "b")) -> Measured:
+    """fn over the seeds of cell ``a`` minus cell ``b`` of ``study`` (Welch); the per-seed values
+    under ``labels`` in the numbers."""
+    va, ia = values(where(ctx.trials(study), a), fn)
+    vb, ib = values(where(ctx.trials(study), b), fn)
+    return Measured(welch(va, vb), ia + ib, {labels[0]: va, labels[1]: vb})

@@ -16,20 +16,13 @@ from typing import Any
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
-from normlab.claims.studies import StudyContext, first_eval, gain, grad_norms, last_diag, values, where
+from normlab.claims.studies import StudyContext, first_eval, spike_ratio, spike_score, values, welch_cells, where
 from normlab.run.dir import RunDir
-from normlab.stats.effects import one_sample, rate, welch
+from normlab.stats.effects import one_sample, rate
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
 IMPL = "model.impl"  # pre-vs-post's cells are the lab's arms, never its transformers baseline
 GAIN = "best val loss minus ln 65, the uniform prediction's loss (nats; diverged = 0), "
-
-
-def _diff(ctx: StudyContext, study: str, a: dict[str, Any], b: dict[str, Any], fn: Any = gain) -> Measured:
-    """Welch effect of fn over seeds: cell a minus cell b."""
-    va, ia = values(where(ctx.trials(study), a), fn)
-    vb, ib = values(where(ctx.trials(study), b), fn)
-    return Measured(welch(va, vb), ia + ib, {"a": va, "b": vb})
 
 
 PVP = ("study 'pre-vs-post': post/pre x warm-up {0, 50}, 6 blocks d=128, lr 1e-3 cosine, 500 steps, batch 16, "
@@ -71,27 +64,9 @@ def seed002_pet_project(ctx: StudyContext) -> dict[str, Measured]:
     post0 = where(ctx.trials("pre-vs-post"), {P: "post", IMPL: "normlab", W: 0})
     got = [ctx.outcome(t) for t in post0]
     fails = sum(o in ("stalls", "diverged") for o in got)
-    return {"faster": _diff(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}, first_eval),
-            "lower": _diff(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}),
+    return {"faster": welch_cells(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}, first_eval),
+            "lower": welch_cells(ctx, "pre-vs-post", {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}),
             "post-fails": Measured(rate(fails, len(got)), [t.id for t in post0], {"outcomes": got})}
-
-
-def _spike(t: Any) -> float | None:
-    """log10 of the largest pre-clip gradient norm over its median (step > 0): an explosion is a spike."""
-    import math
-    import statistics
-
-    g = grad_norms(t)
-    return math.log10(max(g) / statistics.median(g)) if g and statistics.median(g) > 0 else None
-
-
-def _spike_score(t: Any) -> float | None:
-    """OLMo-core's SpikeScore at the run's last diagnostics line: spike steps / steps, a spike a
-    loss or gradient norm 6 sigma above the trailing 128 steps (``normlab.diagnostics.spikes``)."""
-    if t.status != "completed":
-        return None
-    v = (last_diag(t.run_dir) or {}).get("spike_score")
-    return None if v is None else float(v)
 
 
 @claim(id="seed002-clipping", quick=False, studies=["pre-vs-post"], settings="no gradient clipping in any arm",
@@ -110,8 +85,8 @@ def _spike_score(t: Any) -> float | None:
                    Direction(-1), "'do not explode' = no spike far above the run's typical norm")])
 def seed002_clipping(ctx: StudyContext) -> dict[str, Measured]:
     pre, post = {P: "pre", IMPL: "normlab", W: 0}, {P: "post", IMPL: "normlab", W: 0}
-    return {"vs-post": _diff(ctx, "pre-vs-post", pre, post, _spike_score),
-            "no-spikes": _diff(ctx, "pre-vs-post", pre, post, _spike)}
+    return {"vs-post": welch_cells(ctx, "pre-vs-post", pre, post, spike_score),
+            "no-spikes": welch_cells(ctx, "pre-vs-post", pre, post, spike_ratio)}
 
 
 def _grad_ratio(t: Any, step: int) -> float | None:

@@ -10,8 +10,7 @@ from typing import Any
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Within
-from normlab.claims.studies import StudyContext, first_eval, gain, last_diag, values, where
-from normlab.stats.effects import welch
+from normlab.claims.studies import StudyContext, first_eval, gain, spike_score, welch_cells
 
 LONG, P = "shallow-long", "model.placement"
 EXP = ("study 'shallow-long': post, pre x 6 seeds, 6 blocks d=64, lr 1e-3 with a 50-step warm-up and cosine decay to "
@@ -23,17 +22,7 @@ MARGIN = ("0.05 nats per character is a 5% change in perplexity, the smallest di
 
 
 def _diff(ctx: StudyContext, a: str, b: str, fn: Any) -> Measured:
-    va, ia = values(where(ctx.trials(LONG), {P: a}), fn)
-    vb, ib = values(where(ctx.trials(LONG), {P: b}), fn)
-    return Measured(welch(va, vb), ia + ib, {a: va, b: vb})
-
-
-def spike_score(t: Any) -> float | None:
-    """OLMo-core's SpikeScore at the run's last diagnostics line (spike steps / steps)."""
-    if t.status != "completed":
-        return None
-    v = (last_diag(t.run_dir) or {}).get("spike_score")
-    return None if v is None else float(v)
+    return welch_cells(ctx, LONG, {P: a}, {P: b}, fn, labels=(a, b))
 
 
 @claim(id="seed002-post-shallow-long", quick=False, studies=[LONG], experiment=EXP, settings=SET,

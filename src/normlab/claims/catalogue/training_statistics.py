@@ -13,7 +13,16 @@ import numpy as np
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
-from normlab.claims.studies import StudyContext, final_capped, grad_norms, last_diag, series_mean, values, where
+from normlab.claims.studies import (
+    StudyContext,
+    final_capped,
+    last_diag,
+    series_mean,
+    spike_ratio,
+    values,
+    welch_cells,
+    where,
+)
 from normlab.diagnostics.sensitivity import sensitivity
 from normlab.stats.effects import one_sample, paired, welch
 
@@ -140,23 +149,10 @@ LRS_EXP = ("study 'lr-sensitivity': lr {3e-4 .. 3e-2} x (pre, pre + QK-norm, pos
 def seed004_lr_sensitive(ctx: StudyContext) -> dict[str, Measured]:
     a, b = _sensitivity(ctx, "post", None), _sensitivity(ctx, "pre", None)
     post, pre = {P: "post", QK: None}, {P: "pre", QK: None}
-    return {"explode": _welch_of(ctx, {**post, LR: 1e-2}, {**pre, LR: 1e-2}, _spike_ratio),
+    return {"explode": welch_cells(ctx, "lr-sensitivity", {**post, LR: 1e-2}, {**pre, LR: 1e-2}, spike_ratio),
             "post-more": Measured(welch(list(a.values()), list(b.values())),
                                   [t.id for t in where(ctx.trials("lr-sensitivity"), {QK: None})], {"post": a, "pre": b}),
-            "converges": _welch_of(ctx, {**post, LR: 1e-3}, {**pre, LR: 1e-3}, final_capped)}
-
-
-def _spike_ratio(t: Any) -> float | None:
-    """log10 of the largest logged pre-clip gradient norm over its median (steps > 0)."""
-    g = grad_norms(t)
-    med = float(np.median(g)) if g else 0.0
-    return float(np.log10(max(g) / med)) if g and med > 0 else None
-
-
-def _welch_of(ctx: StudyContext, a: dict[str, Any], b: dict[str, Any], fn: Any) -> Measured:
-    va, ia = values(where(ctx.trials("lr-sensitivity"), a), fn)
-    vb, ib = values(where(ctx.trials("lr-sensitivity"), b), fn)
-    return Measured(welch(va, vb), ia + ib, {"a": va, "b": vb})
+            "converges": welch_cells(ctx, "lr-sensitivity", {**post, LR: 1e-3}, {**pre, LR: 1e-3}, final_capped)}
 
 
 def _halves(vals: list[float | None]) -> float | None:
