@@ -47,6 +47,14 @@ def test_failing_trial_is_retried_then_failed_while_others_finish(tmp_path, fake
     # rerunning the same study runs nothing again: final states are final
     run_study(_spec(f"{fake_path}:flaky"), store.root, workers=1)
     assert _calls(store.root) == calls
+    assert "--retry-failed" in status_text(store)  # the way out is named
+    # asked to retry, only the failed ones run again (3 more tries each); finished ones stay
+    again = run_study(_spec(f"{fake_path}:flaky"), store.root, workers=1, retry_failed=True)
+    after = _calls(again.root)
+    assert {i: after[i] - calls[i] for i in calls} == {t.id: 3 if t.status == "failed" else 0 for t in by.values()}
+    assert again.counts() == {"failed": 4, "completed": 2, "diverged": 2}
+    requeued = [e for e in again.events() if e["event"] == "requeue"]
+    assert len(requeued) == 4 and all("boom" in e["detail"] for e in requeued)
 
 
 def test_claims_are_fenced_by_attempt(tmp_path, fake_path) -> None:
@@ -153,3 +161,25 @@ def test_a_trial_that_keeps_killing_its_worker_is_failed_eventually(tmp_path, fa
     (t,) = store.trials()
     # retries=2: up to 2 + MAX_DEATHS(3) = 5 deaths are tolerated; the 6th ends it
     assert t.status == "failed" and t.attempts == 6 and "died 6 times" in t.error
+
+
+def test_a_claims_run_decides_nothing_on_a_study_with_failed_trials(tmp_path, fake_path, monkeypatch) -> None:
+    # every trial of the first launch of a confirmatory run once failed (no corpus) and the
+    # claims were decided on none of them; now the run stops, naming the study and the way out
+    from normlab.claims.studies import StudyContext
+
+    ctx = StudyContext(out=tmp_path, workers=1)
+    monkeypatch.setattr(ctx, "spec", lambda name: _spec(f"{fake_path}:flaky"))
+    with pytest.raises(UserError) as e:
+        ctx.trials("fake")
+    text = str(e.value)
+    assert "4 of 8 trials of study 'fake' failed" in text and "boom" in text and "rerun the same command" in text
+    assert "fake" not in ctx.studies_read()  # nothing half-read is served to a later claim
+    first = _calls(tmp_path / "stores" / "fake")
+    with pytest.raises(UserError):  # rerun as told: the failed trials are tried again, the others not
+        ctx.trials("fake")
+    again = _calls(tmp_path / "stores" / "fake")
+    assert sorted(again[i] - first[i] for i in first) == [0, 0, 0, 0, 3, 3, 3, 3]
+    read = StudyContext(out=tmp_path, train=False)
+    with pytest.raises(UserError, match="rerun without --no-train"):
+        read.trials("fake")

@@ -81,16 +81,25 @@ class StudyContext:
     def trials(self, name: str) -> list[Any]:
         """The trial records of study ``name`` at this scale, training whatever is missing."""
         if name not in self._done:
-            if self.train:
+            if self.train:  # a claims run needs every trial: ones that failed before are tried again
                 store = run_study(self.spec(name), self.store_dir(name),
                                   workers=self.workers or default_workers(1), progress=self.display is not None,
-                                  display=self.display)
+                                  display=self.display, retry_failed=True)
             elif (self.store_dir(name) / "spec.json").exists():
                 store = Store(self.store_dir(name))
             else:
                 raise UserError(f"{self.store_dir(name)}: no store for study {name!r}; run `normlab claims` "
                                 "without --no-train to train it")
             self._done[name] = store.trials()
+            failed = [t for t in self._done[name] if t.status == "failed"]
+            if failed:  # a verdict on part of a study would be read as one on all of it
+                store.close()
+                first = (failed[0].error or "?").strip().splitlines()[0]
+                again = "rerun the same command (failed trials are tried again)" if self.train else \
+                    "rerun without --no-train (failed trials are tried again)"
+                raise UserError(f"{self.store_dir(name)}: {len(failed)} of {len(self._done.pop(name))} trials of "
+                                f"study {name!r} failed, so no claim on it is decided; first error: {first}. "
+                                f"Fix the cause, then {again}")
             row = store.conn.execute("SELECT MIN(started_at), MAX(finished_at) FROM trials").fetchone()
             if row and row[0] is not None and row[1] is not None:
                 self.spans[name] = (float(row[0]), float(row[1]))

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a base run option, e.g. --set train.device=cuda (repeatable)")
     r.add_argument("--dry-run", action="store_true", help="validate and list the trials; run nothing")
+    r.add_argument("--retry-failed", action="store_true",
+                   help="run the store's failed trials again (after fixing their cause; `study status` shows it)")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr (a bar on a terminal, else lines)")
     r.set_defaults(func=_run)
     s = ssub.add_parser("status", help="counts by status and the results table of a store")
@@ -100,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
                           threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
-                          batch=args.batch, progress=not args.quiet)
+                          batch=args.batch, progress=not args.quiet, retry_failed=args.retry_failed)
     except KeyboardInterrupt:
         return interrupted("study", resume_study(args))
     if store.counts().get("interrupted"):  # Ctrl-C reached the trials first; they checkpointed

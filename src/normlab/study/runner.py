@@ -37,7 +37,7 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
               workers: int | None = None, threads: int = 1, address: str | None = None,
               lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0,
               progress: bool | None = None, batch: int | None = None,
-              display: "Display | None" = None) -> Store:
+              display: "Display | None" = None, retry_failed: bool = False) -> Store:
     """Run every unfinished trial of the study in ``store_root``; returns the store.
 
     Safe to rerun after any crash, and to run twice at once on the same store: trials are
@@ -49,6 +49,7 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
     batching measured 1.0x and one trial per core is faster (docs/performance.md). A spec with
     ``extend_stalled_to`` then resumes its stalled trials to that horizon (``normlab.study.extend``).
+    ``retry_failed``: put the store's failed trials back to pending first (``Store.requeue_failed``).
     """
 
     run = EXECUTORS.get(executor)
@@ -68,6 +69,8 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
 
         batch = 8 if executor == "local" and torch.cuda.is_available() else 1
     store = open_store(spec, store_root)
+    if retry_failed:
+        store.requeue_failed()
     resolved = store.spec
     beat = heartbeat_s if heartbeat_s is not None else max(0.2, min(5.0, lease_s / 6))
     opts = WorkerOptions(threads=threads, lease_s=lease_s, heartbeat_s=beat, poll_s=poll_s,
@@ -198,6 +201,7 @@ def status_text(store: Store) -> str:
         for t in failed:
             first = (t.error or "").strip().splitlines()[0] if t.error else "?"
             lines.append(f"  {t.id} {t.params}: {first}")
+        lines.append("fix the cause, then `normlab study run --store DIR --retry-failed` runs them again")
     return "\n".join(lines)
 
 

@@ -255,6 +255,19 @@ class Store:
                     break
         return out
 
+    def requeue_failed(self) -> int:
+        """Put every failed trial back to pending with its failure count reset (a rerun after the
+        cause was fixed: a missing corpus, an extra not installed); its attempts and events stay, so
+        the audit log shows the earlier failure. Returns how many were requeued."""
+        now = time.time()
+        with _immediate(self.conn) as c:
+            rows = c.execute("SELECT id, attempts, error FROM trials WHERE status='failed'").fetchall()
+            for tid, attempts, error in rows:
+                c.execute("UPDATE trials SET status='pending', failures=0, finished_at=NULL, error=NULL WHERE id=?",
+                          (tid,))
+                _event(c, tid, attempts, "requeue", worker_id(), now, f"retried after: {(error or '').splitlines()[0]}")
+        return len(rows)
+
     def heartbeat(self, ids_attempts: list[tuple[str, int]]) -> None:
         """Renew the leases of trials this worker runs."""
         now = time.time()
