@@ -1,4 +1,5 @@
-"""Capture hooks: every placement, main stream of two-stream placements, hooks removed."""
+"""The one capture path (diagnostics/hooks.py): every placement, the second stream of
+two-stream placements, norm inputs, a skipped block, sites in order, hooks removed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 import torch
 
 from normlab import ModelConfig, TransformerLM
-from normlab.model.capture import capture
+from normlab.diagnostics.hooks import recording
+from normlab.diagnostics.subject import as_subject
 from normlab.model.catalogue import PLACEMENTS
 
 
@@ -17,69 +19,93 @@ def _model(placement: str, n_layer: int = 3) -> TransformerLM:
     return TransformerLM(cfg)
 
 
-def _placements() -> list[str]:
-    return PLACEMENTS.names()
+def _by_hand(model: TransformerLM, idx: torch.Tensor) -> list:
+    """The block states x_0..x_L with the model's pieces, block after block."""
+    h = [model.stream.begin(model.embed(idx))]
+    for b in model.blocks:
+        h.append(b(h[-1]))
+    return h
 
 
-@pytest.mark.parametrize("placement", _placements())
-def test_capture_matches_piecewise_forward(placement: str) -> None:
+@pytest.mark.parametrize("placement", PLACEMENTS.names())
+def test_recording_matches_piecewise_forward(placement: str) -> None:
     model = _model(placement)
     idx = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(1))
-    with capture(model) as cap:
+    with recording(as_subject(model)) as rec:
         logits, _ = model(idx)
-    # Recompute by hand with the piecewise API of the model contract.
-    h = model.stream.begin(model.embed(idx))
-    manual_in, manual_out = [], []
-    for b in model.blocks:
-        manual_in.append(h[0] if isinstance(h, tuple) else h)
-        h = b(h)
-        manual_out.append(h[0] if isinstance(h, tuple) else h)
-    torch.testing.assert_close(model.head(h), logits)
-    assert len(cap.block_in) == len(cap.block_out) == 3
-    for a, b in zip(cap.block_in + cap.block_out, manual_in + manual_out):
-        assert a.shape == (2, 6, 8)
-        torch.testing.assert_close(a, b)
-    for li in range(2):
-        assert cap.block_in[li + 1] is cap.block_out[li]  # blocks are chained
-    assert set(cap.branch_out) == {(li, k) for li in range(3) for k in ("attn", "ffn")}
+    manual = _by_hand(model, idx)
+    torch.testing.assert_close(model.head(manual[-1]), logits)
+    assert len(rec.stream) == 4
+    for got, h in zip(rec.stream, manual):
+        assert got.shape == (2, 6, 8)
+        torch.testing.assert_close(got, h[0] if isinstance(h, tuple) else h)
+    two = all(isinstance(h, tuple) for h in manual)
+    aux = rec.aux_stream()
+    assert (aux is not None) == two  # a second stream exactly for the two-stream placements
+    if two:
+        for got, h in zip(aux, manual):
+            torch.testing.assert_close(got, h[1])
     # autograd-connected: the loss reaches the first block's input
-    g = torch.autograd.grad(logits.square().mean(), cap.block_in[0])[0]
+    g = torch.autograd.grad(logits.square().mean(), rec.stream[0])[0]
     assert g.abs().sum() > 0
 
 
-def test_branch_and_norm_inputs_are_the_formula_terms() -> None:
+def test_norm_inputs_are_the_formula_terms() -> None:
     model = _model("post", n_layer=2)
     idx = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(2))
-    with capture(model) as cap:
+    with recording(as_subject(model), norms=True) as rec:
         model(idx)
     # Post-LN: x_out = LN(x + F(x)); the norm's input is exactly x + F(x) of the attention sub-layer.
-    x = cap.block_in[0]
-    f = cap.branch_out[(0, "attn")]
-    torch.testing.assert_close(f, model.blocks[0].attn.branch(x))
-    torch.testing.assert_close(cap.norm_in["blocks.0.attn.norm"], x + f)
+    x = rec.stream[0]
+    torch.testing.assert_close(rec.norm_in["blocks.0.attn.norm"], x + model.blocks[0].attn.branch(x))
+    # Post-LN has no final norm (its last block ends in one)
+    assert sorted(rec.norm_in) == ["blocks.0.attn.norm", "blocks.0.ffn.norm", "blocks.1.attn.norm", "blocks.1.ffn.norm"]
 
 
-def test_resi_dual_records_main_stream_x() -> None:
+def test_resi_dual_main_stream_is_x_and_the_second_is_d() -> None:
     model = _model("resi_dual", n_layer=2)
     idx = torch.randint(0, 11, (1, 6), generator=torch.Generator().manual_seed(3))
-    with capture(model) as cap:
+    with recording(as_subject(model)) as rec:
         model(idx)
     x0 = model.embed(idx)
-    torch.testing.assert_close(cap.block_in[0], x0)
+    torch.testing.assert_close(rec.stream[0], x0)
     x, d = model.blocks[0]((x0, x0))
-    torch.testing.assert_close(cap.block_out[0], x)
+    torch.testing.assert_close(rec.stream[1], x)
+    torch.testing.assert_close(rec.aux_stream()[1], d)
     assert not torch.allclose(x, d)  # so recording d instead of x would have been caught
+
+
+def test_a_skipped_block_passes_its_input_on() -> None:
+    model = _model("pre", n_layer=3)
+    idx = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        with recording(as_subject(model), skip=1) as rec:
+            logits, _ = model(idx)
+        h = _by_hand(model, idx)
+        want = model.head(model.blocks[2](h[1]))  # block 2 (0-based 1) deleted
+    torch.testing.assert_close(logits, want)
+    torch.testing.assert_close(rec.stream[2], rec.stream[1])
+    assert not torch.allclose(logits, model(idx)[0])  # outside the context the block runs again
+
+
+def test_sites_come_in_the_order_the_forward_ran() -> None:
+    model = _model("pre", n_layer=2)
+    with recording(as_subject(model), stream=False, sites=True) as rec:
+        model(torch.zeros(1, 6, dtype=torch.long))
+    assert [n for n, _ in rec.sites] == ["embed", "blocks.0.attn", "blocks.0.ffn", "blocks.0",
+                                         "blocks.1.attn", "blocks.1.ffn", "blocks.1"]
+    torch.testing.assert_close(rec.sites[3][1], rec.sites[2][1])  # a block's output is its FFN sub-layer's
 
 
 def test_hooks_removed_on_exit_and_on_error() -> None:
     model = _model("pre", n_layer=2)
     idx = torch.zeros(1, 6, dtype=torch.long)
-    with capture(model) as cap:
+    with recording(as_subject(model), norms=True) as rec:
         model(idx)
     model(idx)
-    assert len(cap.block_in) == 2 and len(cap.norm_in) == 5  # 2 per block + final norm
-    with pytest.raises(RuntimeError), capture(model) as cap2:
+    assert len(rec.stream) == 3 and len(rec.norm_in) == 5  # 2 per block + final norm
+    with pytest.raises(RuntimeError), recording(as_subject(model), norms=True) as rec2:
         raise RuntimeError("boom")
     model(idx)
-    assert cap2.block_in == []
-    assert all(not b._forward_hooks and not b._forward_pre_hooks for b in model.blocks)
+    assert rec2.stream == []
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())

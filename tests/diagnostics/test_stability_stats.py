@@ -125,9 +125,10 @@ def test_training_gap_statistics_by_hand(tmp_path) -> None:
     assert r["param_var"][1] == pytest.approx(w.var().item(), rel=1e-5)   # after the update
     assert r["param_max"][1] == pytest.approx(w.abs().max().item(), rel=1e-6)
     assert len(r["param_var"]) == len(r["grad_var"]) == 4                # embeddings, 2 blocks, head
-    states: list = []
-    with torch.no_grad():
-        model.run(fixed[0][:2], states=states)
+    with torch.no_grad():  # the stream by hand, block after block
+        states = [model.stream.begin(model.embed(fixed[0][:2]))]
+        for b in model.blocks:
+            states.append(b(states[-1]))
     x2 = states[2]
     assert r["act_var"][2] == pytest.approx((x2[0].var().item() + x2[1].var().item()) / 2, rel=1e-5)
     assert r["act_mean"][0] == pytest.approx(states[0].mean().item(), abs=1e-6)

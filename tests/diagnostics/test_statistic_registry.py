@@ -50,9 +50,10 @@ def test_registered_statistic_is_in_probe_rows(throwaway) -> None:
     rows = {(li, s, p, m): v for li, s, p, m, v in probe_model(model, idx, tgt, n_proj=0)}
     mine = {k: v for k, v in rows.items() if k[3] == "test_mean"}
     assert sorted(mine) == [(li, "stream", "x", "test_mean") for li in range(3)]  # x_0..x_L
-    states: list = []
-    with torch.no_grad():
-        model.run(idx, states=states)
+    with torch.no_grad():  # the stream by hand, block after block
+        states = [model.stream.begin(model.embed(idx))]
+        for b in model.blocks:
+            states.append(b(states[-1]))
     for li, x in enumerate(states):
         assert mine[(li, "stream", "x", "test_mean")] == pytest.approx(x.mean().item(), rel=1e-5, abs=1e-7)
     assert rows[(0, "model", "test_logit_max", "test_logit_max")] == pytest.approx(model(idx)[0].max().item(),

@@ -10,7 +10,8 @@ import torch
 
 from normlab import ModelConfig, TransformerLM
 from normlab.diagnostics.probe import probe_model
-from normlab.model.capture import capture
+from normlab.diagnostics.hooks import recording
+from normlab.diagnostics.subject import as_subject
 from normlab.stats import tensors as stats
 
 
@@ -85,9 +86,9 @@ def test_jacobian_estimate_matches_exact_jacobian(placement: str) -> None:
     J = torch.autograd.functional.jacobian(lambda x: model.blocks[0](x), x0)  # (1,4,8,1,4,8)
     N = x0.numel()
     exact = torch.linalg.matrix_norm(J.reshape(N, N)).item() / math.sqrt(N)
-    with capture(model) as cap:
+    with recording(as_subject(model)) as rec:
         model(idx)
-    est = stats.jacobian_rms(cap.block_out[-1], cap.block_in, n_proj=256,
+    est = stats.jacobian_rms(rec.stream[-1], rec.stream[:-1], n_proj=256,
                              generator=torch.Generator().manual_seed(0))
     assert est[0].item() == pytest.approx(exact, rel=0.05)
     assert abs(exact - 1.0) > 0.05  # the block is not norm-preserving, so a constant 1 would fail

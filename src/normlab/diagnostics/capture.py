@@ -16,12 +16,12 @@ tensors of B x T x d) for the layer x layer matrix.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
+from normlab.diagnostics.hooks import recording
 from normlab.diagnostics.statistic import Captured, StreamStates
 from normlab.diagnostics.subject import Subject
 from normlab.stats.tensors import Moments, moments
@@ -65,7 +65,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 def mean_loss(subject: Subject, batches: Batches, loss: LossFn, skip: int | None = None) -> float:
     """Mean of ``loss(logits, y)`` over ``batches``, block ``skip`` (0-based) passed over."""
     tot = 0.0
-    with _hooks(subject, skip=skip):
+    with recording(subject, stream=False, skip=skip):
         for x, y in batches:
             tot += float(loss(subject.forward(x), y).item())
     return tot / len(batches)
@@ -89,44 +89,10 @@ def stream_states(subject: Subject, batches: Batches) -> list[torch.Tensor]:
     """x_0..x_L of the main stream over ``batches``, concatenated along the batch, detached in float32."""
     xs: list[list[torch.Tensor]] = []
     for x, _ in batches:
-        stream: list[Any] = []
-        with _hooks(subject, stream):
+        with recording(subject) as rec:
             subject.forward(x)
-        xs.append([s.detach().float().cpu() for s in stream])
+        xs.append([s.detach().float().cpu() for s in rec.stream])
     return [torch.cat(col) for col in zip(*xs)]
-
-
-@contextlib.contextmanager
-def _hooks(subject: Subject, stream: list[Any] | None = None, skip: int | None = None) -> Iterator[None]:
-    """Record block inputs/outputs into ``stream`` (x_0..x_L); make block ``skip`` the identity."""
-    handles = []
-
-    def pre(i: int) -> Callable:
-        def hook(_m, args, kwargs):
-            h = args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values()), None))
-            if stream is not None and i == 0:
-                stream.append(subject.state_of(h))
-            if i == skip:
-                _m._normlab_in = h
-        return hook
-
-    def post(i: int) -> Callable:
-        def hook(_m, _args, _kwargs, out):
-            if i == skip:
-                out = subject.with_state(out, _m.__dict__.pop("_normlab_in"))
-            if stream is not None:
-                stream.append(subject.state_of(out))
-            return out
-        return hook
-
-    try:
-        for i, layer in enumerate(subject.layers):
-            handles.append(layer.register_forward_pre_hook(pre(i), with_kwargs=True))
-            handles.append(layer.register_forward_hook(post(i), with_kwargs=True))
-        yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _block_params(subject: Subject) -> dict[int, int]:
@@ -153,10 +119,10 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
                     gap[i].add(q.grad)
                 q.grad = None  # reduced: never keep a second copy of the weights
             handles.append(p.register_post_accumulate_grad_hook(reduce))
-    stream: list[torch.Tensor] = []
     sgrad = [float("nan")] * (L + 1)
     try:
-        with torch.enable_grad(), _hooks(subject, stream), subject.attention() as attn:
+        with torch.enable_grad(), recording(subject) as rec, subject.attention() as attn:
+            stream = rec.stream
             logits = subject.forward(x)
             loss = loss_of(subject, logits, y)
             log_z = torch.logsumexp(logits.detach().float(), dim=-1).mean().item()
@@ -170,7 +136,7 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
         for h in handles:
             h.remove()
     xs = [s.detach().float().cpu() for s in stream]
-    del stream
+    del stream, rec
     base = loss.item()
     deletion = deletion_losses(subject, [(x, y)], lambda logits, t: loss_of(subject, logits, t), progress)
     raw = {"loss": base, "log_z": log_z, "deletion_loss": deletion, "grad_norm_block": sq.sqrt().tolist(),
@@ -208,68 +174,21 @@ def take_moments(c: Captured, layers: Any) -> None:
 
 def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_proj: int,
                   gen: torch.Generator | None, needs: set[str]) -> Captured:
-    """What ``normlab.diagnostics.probe.probe_model`` captures, for any subject: the stream
-    x_0..x_L from block hooks, the logits and loss of ``subject.forward``, the inputs of the
-    norm modules inside the blocks (and of those running after the last block: ``final``),
-    and one backward for every gradient. A block parameter ``attn.c_attn.weight`` of block
-    l is the row (l, attn, c_attn.weight); a parameter directly on the block, (l, block, name)."""
-    stream: list[torch.Tensor] = []
-    norm_in: dict[str, torch.Tensor] = {}
-    handles = []
-    if "norm_inputs" in needs:
-        handles = _norm_hooks(subject, norm_in)
-    try:
-        with torch.enable_grad(), _hooks(subject, stream):
-            logits = subject.forward(idx)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-    finally:
-        for h in handles:
-            h.remove()
-    c = Captured(n_layer=len(subject.layers), stream=StreamStates([x.detach() for x in stream]),
-                 logits=logits.detach(), loss=loss, norm_inputs=norm_in, n_proj=n_proj, generator=gen)
+    """What ``normlab.diagnostics.probe.probe_model`` captures, for any subject (the lab model
+    included): the stream x_0..x_L (and a second stream beside it, ResiDual's d), the logits
+    and loss of ``subject.forward``, the inputs of the norm modules, and one backward for
+    every gradient of the block weights (``Subject.block_weights``) and the stream."""
+    with torch.enable_grad(), recording(subject, norms="norm_inputs" in needs) as rec:
+        logits = subject.forward(idx)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+    c = Captured(n_layer=len(subject.layers), stream=StreamStates([x.detach() for x in rec.stream]),
+                 logits=logits.detach(), loss=loss, norm_inputs=rec.norm_in, n_proj=n_proj, generator=gen)
     c.provided = {"stream", "logits", "loss", "norm_inputs"}
-    keys: list[tuple[int, str, str]] = []
-    params: list[torch.Tensor] = []
-    if needs & {"param_grads", "stream_grads"}:
-        for li, block in enumerate(subject.layers, start=1):
-            for pname, p in block.named_parameters():
-                if p.requires_grad:
-                    head, _, rest = pname.partition(".")
-                    keys.append((li, head, rest) if rest else (li, "block", pname))
-                    params.append(p)
-    c.take_grads(loss, params, keys, stream, needs)
+    aux = rec.aux_stream()
+    if aux is not None:
+        c.aux = StreamStates([a.detach() for a in aux])
+        c.provided.add("aux")
+    params, keys = subject.block_weights() if needs & {"param_grads", "stream_grads"} else ([], [])
+    c.take_grads(loss, params, keys, rec.stream, needs)
     take_moments(c, subject.layers)
     return c
-
-
-def _is_norm(m: torch.nn.Module) -> bool:
-    return "norm" in type(m).__name__.lower() and not any(True for _ in m.children())
-
-
-def _norm_hooks(subject: Subject, into: dict[str, torch.Tensor]) -> list[Any]:
-    """Hooks writing each norm module's input into ``into``: ``blocks.{i}.{sub}.{name}`` inside
-    block i (``sub`` the first part of its path, ``block`` when it sits on the block), and its
-    own path for a norm outside the blocks that runs after the last block (the final norm)."""
-    inside: set[int] = set()
-    handles = []
-    done = [False]  # the last block has run: a norm outside the blocks now is a final one
-
-    def keep(name: str, final: bool = False) -> Callable:
-        def hook(_m, args):
-            if args and isinstance(args[0], torch.Tensor) and (not final or done[0]):
-                into[name] = args[0].detach()
-        return hook
-
-    for i, block in enumerate(subject.layers):
-        for path, m in block.named_modules():
-            if path and _is_norm(m):
-                inside.add(id(m))
-                head, _, rest = path.partition(".")
-                handles.append(m.register_forward_pre_hook(keep(f"blocks.{i}.{head}.{rest}" if rest
-                                                                else f"blocks.{i}.block.{path}")))
-    handles.append(subject.layers[-1].register_forward_hook(lambda *_: done.__setitem__(0, True)))
-    handles.append(subject.layers[0].register_forward_pre_hook(lambda *_: done.__setitem__(0, False)))
-    for path, m in subject.model.named_modules():
-        if path and id(m) not in inside and _is_norm(m):
-            handles.append(m.register_forward_pre_hook(keep(path, final=True)))
-    return handles

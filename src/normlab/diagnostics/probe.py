@@ -22,15 +22,14 @@ import torch
 from normlab.core.schema import Section, doc
 from normlab.data import load_corpus
 from normlab.data.config import DataConfig
-from normlab.diagnostics.capture import probe_capture, take_moments
+from normlab.diagnostics.capture import probe_capture
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import COLUMNS as COLUMNS  # the probe's columns (others import them from here)
 from normlab.diagnostics.rows import computed
 from normlab.diagnostics.rows import write_csv as write
-from normlab.diagnostics.statistic import Captured, StreamStates, chosen
+from normlab.diagnostics.statistic import chosen
 from normlab.diagnostics.subject import as_subject
 from normlab.model.build import resolve_model
-from normlab.model.capture import capture, main_stream
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
 
@@ -110,53 +109,10 @@ def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: in
 
     wanted = [s for _, s in STATISTICS.items() if "probe" in s.tools]
     needs = set().union(*(s.needs for s in wanted))
-    if hasattr(model, "run") and hasattr(model, "blocks"):  # a lab TransformerLM: its own one forward
-        c = _capture(model, idx, targets, n_proj, gen, needs)
-    else:
-        c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
+    c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
     # the statistics of the backward pass one after another, then the others position by
     # position: the order probe.csv has always had
     return computed(chosen(wanted, "probe", c.provided), c, frozenset({"param_grads", "stream_grads", "jacobian"}))
-
-
-def _capture(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int, gen: torch.Generator | None,
-             needs: set[str]) -> Any:
-    """One forward (norm-input hooks when a statistic needs them) and one backward for every
-    gradient (weights and residual stream together); what came out, as a ``Captured``."""
-    import torch.nn.functional as F
-
-    states: list[Any] = []
-    with capture(model, blocks=False, branches=False, norms="norm_inputs" in needs) as cap:
-        logits = model.run(idx, states=states)  # the model's one forward; tokens come from sample_batch
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))  # as model(idx, targets)
-    main = [main_stream(h) for h in states]  # x_0..x_L as autograd sees them
-    c = Captured(n_layer=len(model.blocks), stream=StreamStates([x.detach() for x in main]), logits=logits.detach(),
-                 loss=loss, norm_inputs=dict(cap.norm_in), n_proj=n_proj, generator=gen)
-    c.provided = {"stream", "logits", "loss", "norm_inputs"}
-    if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
-        c.aux = StreamStates([h[1].detach() for h in states])
-        c.provided.add("aux")
-    params, pkeys = _weights(model) if needs & {"param_grads", "stream_grads"} else ([], [])
-    c.take_grads(loss, params, pkeys, main, needs)
-    take_moments(c, model.blocks)
-    return c
-
-
-def _weights(model: Any) -> tuple[list[torch.Tensor], list[tuple[int, str, str]]]:
-    """Every parameter of every block with its (layer, sublayer, name); the four matrices
-    last per block, named W_O, W_1, W_2 and ``qkv`` (split into W_Q, W_K, W_V by the statistic)."""
-    params, pkeys = [], []
-    for li, block in enumerate(model.blocks, start=1):
-        for sub in ("attn", "ffn"):
-            for pname, p in getattr(block, sub).named_parameters():
-                if pname.startswith("branch.") and pname.endswith("weight") and p.dim() == 2:
-                    continue  # the matrices come below
-                params.append(p)
-                pkeys.append((li, sub, pname.removeprefix("branch.")))
-        params += [block.attn.branch.qkv.weight, block.attn.branch.proj.weight,
-                   block.ffn.branch.fc.weight, block.ffn.branch.proj.weight]
-        pkeys += [(li, "attn", "qkv"), (li, "attn", "W_O"), (li, "ffn", "W_1"), (li, "ffn", "W_2")]
-    return params, pkeys
 
 
 def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = None) -> list[dict[str, Any]]:

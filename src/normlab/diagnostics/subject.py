@@ -26,6 +26,7 @@ from normlab.core.errors import UserError
 from normlab.diagnostics.families import FAMILIES, Family
 from normlab.diagnostics.hf_attention import hf_attention
 from normlab.model import cost
+from normlab.model.transformer import TransformerLM
 
 DEFAULT_CONTEXT = 512  # tokens per window when neither the caller nor the model says
 
@@ -63,12 +64,39 @@ class Subject:
     mask_id: int | None = None
     attention: Callable[[], Any] = no_attention
     info: dict[str, Any] = field(default_factory=dict)
+    weights: Callable[[], tuple[list[torch.Tensor], list[tuple[int, str, str]]]] | None = None
 
     def state_of(self, value: Any) -> torch.Tensor:
         """The main residual stream in a block's input or output."""
         if isinstance(value, (tuple, list)):
             return value[0]
         return value
+
+    def aux_of(self, value: Any) -> torch.Tensor | None:
+        """A second residual stream carried beside the main one (ResiDual's d in its (x, d)
+        state): the second element of a state tuple shaped like the first; None otherwise (a
+        transformers block's extras are not a stream)."""
+        if isinstance(value, (tuple, list)) and len(value) > 1:
+            x, d = value[0], value[1]
+            if isinstance(x, torch.Tensor) and isinstance(d, torch.Tensor) and d.shape == x.shape:
+                return d
+        return None
+
+    def block_weights(self) -> tuple[list[torch.Tensor], list[tuple[int, str, str]]]:
+        """Every trainable parameter of every block with its (layer, sublayer, name) key: the
+        ``weights`` given (the lab model names its four matrices qkv, W_O, W_1, W_2), else a
+        parameter ``attn.c_attn.weight`` of block l is (l, attn, c_attn.weight) and one directly
+        on the block (l, block, name)."""
+        if self.weights is not None:
+            return self.weights()
+        params, keys = [], []
+        for li, block in enumerate(self.layers, start=1):
+            for pname, p in block.named_parameters():
+                if p.requires_grad:
+                    head, _, rest = pname.partition(".")
+                    keys.append((li, head, rest) if rest else (li, "block", pname))
+                    params.append(p)
+        return params, keys
 
     def with_state(self, output: Any, state: Any) -> Any:
         """What a skipped block returns: its input ``state`` in the shape of its ``output``
@@ -129,8 +157,27 @@ def subject_from_module(model: nn.Module, *, blocks: str | Sequence[nn.Module] |
         import transformers
 
         info.update(model_type=getattr(config, "model_type", None), transformers=transformers.__version__)
+    weights = (lambda: lab_weights(model)) if isinstance(model, TransformerLM) else None
     return Subject(name or type(model).__name__, family, model, layers, run, encode, ctx, int(d), prefix, suffix,
-                   mask_id, attention=attention, info=info)
+                   mask_id, attention=attention, info=info, weights=weights)
+
+
+def lab_weights(model: TransformerLM) -> tuple[list[torch.Tensor], list[tuple[int, str, str]]]:
+    """A lab model's block parameters with their (layer, sublayer, name) keys, the four
+    matrices last in each block and named qkv (split into W_Q, W_K, W_V by the statistics),
+    W_O, W_1 and W_2: the names Xiong et al.'s gradient statistics are written in."""
+    params, keys = [], []
+    for li, block in enumerate(model.blocks, start=1):
+        for sub in ("attn", "ffn"):
+            for pname, p in getattr(block, sub).named_parameters():
+                if pname.startswith("branch.") and pname.endswith("weight") and p.dim() == 2:
+                    continue  # the matrices come below
+                params.append(p)
+                keys.append((li, sub, pname.removeprefix("branch.")))
+        params += [block.attn.branch.qkv.weight, block.attn.branch.proj.weight,
+                   block.ffn.branch.fc.weight, block.ffn.branch.proj.weight]
+        keys += [(li, "attn", "qkv"), (li, "attn", "W_O"), (li, "ffn", "W_1"), (li, "ffn", "W_2")]
+    return params, keys
 
 
 def as_subject(model: Any) -> Subject:

@@ -38,8 +38,9 @@ from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_bytes
 from normlab.diagnostics import spikes
 from normlab.diagnostics.catalogue import STATISTICS
+from normlab.diagnostics.hooks import recording
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
-from normlab.model.capture import capture, main_stream
+from normlab.diagnostics.subject import as_subject
 from normlab.run.dir import RunDir
 from normlab.stats.tensors import moments
 
@@ -63,6 +64,7 @@ class TrainingDiagnostics:
         self.run = RunDir(self.run_dir)  # the owner of RUN/diagnostics.jsonl and the W_0 reference
         self.x = fixed_batch[0][:fixed_rows]
         self.L = len(self.model.blocks)
+        self.subject = as_subject(self.model)  # what the one capture path records on
         # Parameter groups: 0 = embeddings, 1..L = blocks, L + 1 = everything after (final norm, head).
         seen: set[int] = set()
         self.params: list[nn.Parameter] = []
@@ -185,21 +187,22 @@ class TrainingDiagnostics:
         attn = self._attention() if record else []
         for a in attn:
             a.record = True
-        states: list | None = [] if record else None
         try:
-            # The model's one forward minus its input check (this batch was checked when
-            # the run started): one host sync less per diagnostic step.
-            logits = self.model.run(self.x, states=states).detach()
+            with recording(self.subject, stream=record) as rec:
+                # The model's one forward minus its input check (this batch was checked when
+                # the run started): one host sync less per diagnostic step.
+                logits = self.model.run(self.x).detach()
         finally:
             self.model.train(was)
             for a in attn:
                 a.record = False
         c = Captured(n_layer=self.L, provided={"logits"}, logits=logits)
-        if states is not None and len(states) == self.L + 1:
-            c.stream = StreamStates([main_stream(h).detach() for h in states])
+        if record and len(rec.stream) == self.L + 1:
+            c.stream = StreamStates([x.detach() for x in rec.stream])
             c.provided.add("stream")
-            if all(isinstance(h, (tuple, list)) and len(h) > 1 for h in states):
-                c.aux = StreamStates([h[1].detach() for h in states])  # a second stream (ResiDual's d)
+            aux = rec.aux_stream()
+            if aux is not None:  # a second stream (ResiDual's d)
+                c.aux = StreamStates([a.detach() for a in aux])
                 c.provided.add("aux")
         if attn:
             nan = torch.full((), float("nan"), device=self.x.device)
@@ -233,36 +236,28 @@ def first_nonfinite(model: TransformerLM, forward_backward: Any, step: int) -> d
     """Run one training step's ``forward_backward()`` with capture hooks; name the first
     place a non-finite value appears, in the order the computation visits it.
 
-    Forward: the embedding output, then per block l the attention branch, the FFN branch
-    and the block output (``blocks.l.attn``, ``blocks.l.ffn``, ``blocks.l``), then the loss
-    (``head``). If the forward is finite, backward: the parameter whose gradient turned
+    Forward: the embedding output, then per block l the output of its attention sub-layer,
+    of its FFN sub-layer and of the block (``blocks.l.attn``, ``blocks.l.ffn``, ``blocks.l``:
+    the sites of ``diagnostics.hooks.recording``), then the loss (``head``). If the forward is finite, backward: the parameter whose gradient turned
     non-finite, searched from the output end (where backprop starts) towards the input,
     since a bad gradient propagates from its source to everything before it.
     Returns ``{"step", "stage": "forward"|"backward", "where"}`` or None if the step is
     clean on replay (e.g. a non-deterministic kernel on a GPU).
     """
 
-    def bad(t: Any) -> bool:
+    def bad(t: Any) -> bool:  # a tensor, or a state tuple (ResiDual's (x, d)) holding one
+        if isinstance(t, (tuple, list)):
+            return any(bad(u) for u in t)
         return isinstance(t, torch.Tensor) and not bool(torch.isfinite(t).all())
 
     model.zero_grad(set_to_none=True)
-    with capture(model, norms=False) as cap:
+    with recording(as_subject(model), stream=False, sites=True) as rec:
         loss, _ = forward_backward()  # (mean CE of the step, log Z)
-        L = len(model.blocks)
-        n = len(cap.block_in) // max(L, 1)  # blocks are entered once per micro-batch
-        for mb in range(n):
-            order: list[tuple[str, Any]] = [("embed", cap.block_in[mb * L])]
-            for layer in range(L):
-                order += [(f"blocks.{layer}.attn", None), (f"blocks.{layer}.ffn", None),
-                          (f"blocks.{layer}", cap.block_out[mb * L + layer])]
-            for where, t in order:
-                if t is None:  # branch outputs are kept per layer (last micro-batch wins)
-                    layer, kind = int(where.split(".")[1]), where.split(".")[2]
-                    t = cap.branch_out.get((layer, kind))
-                if bad(t):
-                    return {"step": step, "stage": "forward", "where": where}
-        if bad(loss):
-            return {"step": step, "stage": "forward", "where": "head"}
+    for where, out in rec.sites:  # in the order the forward ran them, micro-batch after micro-batch
+        if bad(out):
+            return {"step": step, "stage": "forward", "where": where}
+    if bad(loss):
+        return {"step": step, "stage": "forward", "where": "head"}
     for name, p in reversed(list(model.named_parameters())):
         if bad(p.grad):
             return {"step": step, "stage": "backward", "where": name}

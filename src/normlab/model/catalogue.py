@@ -72,6 +72,6 @@ FFNS.fill_later(plugins.filler("ffns", nn.Module))
 
 def norm_types() -> tuple[type[nn.Module], ...]:
     """Module classes of every registered norm and qk-norm (read at call time, so norms
-    registered later count): what ``model.capture`` records the inputs of."""
+    registered later count): the norms whose inputs ``normlab.diagnostics.hooks`` records."""
     found = [f for _, f in [*NORMS.items(), *QK_NORMS.items()] if isinstance(f, type) and issubclass(f, nn.Module)]
     return tuple(dict.fromkeys([*found, nn.LayerNorm]))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Collection
 
 import torch
 import torch.nn.functional as F
@@ -105,25 +104,18 @@ class TransformerLM(nn.Module):
         cap = self.cfg.logit_softcap
         return z if cap is None else torch.tanh(z / cap) * cap  # Gemma 2's order: divide, tanh, multiply
 
-    def run(self, idx: torch.Tensor, *, skip: Collection[int] = (), states: list | None = None) -> torch.Tensor:
+    def run(self, idx: torch.Tensor) -> torch.Tensor:
         """The residual path, written once: (B, T) token ids -> logits (B, T, V).
 
         embed -> ``stream.begin`` -> every block -> ``head`` (stream end, final norm, output
-        projection, stream logit hook). Every caller that needs more than the logits goes
-        through here instead of calling the pieces: ``skip`` holds 0-based blocks to pass
-        over (their input goes on unchanged: layer deletion), and a list given as ``states``
-        receives the residual state entering block 1 and the state after each block (L + 1
-        entries; a tuple (x, d) for placements with two streams). No input check: callers
-        that have not checked their tokens use ``forward``.
+        projection, stream logit hook). Tools that need more than the logits (the stream
+        states, a block skipped, the norms' inputs) observe this forward through hooks
+        (``normlab.diagnostics.hooks``) instead of calling the pieces. No input check:
+        callers that have not checked their tokens use ``forward``.
         """
         h = self.stream.begin(self.embed(idx))  # (B, T, d), or ResiDual's (x, d)
-        if states is not None:
-            states.append(h)
-        for i, block in enumerate(self.blocks):
-            if i not in skip:
-                h = block(h)
-            if states is not None:
-                states.append(h)
+        for block in self.blocks:
+            h = block(h)
         return self.head(h)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
