@@ -120,7 +120,7 @@ class Trainee:
         s = self.size
         med = statistics.median(self.rates)
         gflops = step_flops(s) * med / (s.batch * s.context) / 1e9
-        return Result(self.peer, size_name, sum(p.numel() for p in self.model.parameters()), med,
+        return Result(self.peer, size_name, cost.count(self.model), med,
                       min(self.rates), max(self.rates), gflops, gflops / peak if peak else float("nan"),
                       peak_rss_mib(), self.dev_mib, self.loss, list(self.rates))
 
