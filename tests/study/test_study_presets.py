@@ -30,7 +30,11 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
     assert (cfg["model"]["n_layer"], cfg["model"]["d_model"], cfg["model"]["context"]) == (6, 128, 64)
     assert (cfg["train"]["batch_size"], cfg["train"]["steps"], cfg["optim"]["lr"]) == (16, 500, 1e-3)
     assert cfg["optim"]["grad_clip"] == 0.0  # seed 002's code has no clipping
-    seed = json.loads(study_preset("pre-vs-post", "seed").trials()[0].config_json)
+    at_seed = study_preset("pre-vs-post", "seed").trials()
+    # the seed scale is sized to one session: the two lab arms without warm-up, 6 seeds
+    assert sorted({(t.params["model.placement"], t.params["model.impl"], t.params["optim.warmup_steps"])
+                   for t in at_seed}) == [("post", "normlab", 0), ("pre", "normlab", 0)] and len(at_seed) == 12
+    seed = json.loads(at_seed[0].config_json)
     # seed 002: lr 3e-4, batch 32, 10 epochs of ~1.0M training chars at 32 x 64 tokens per step
     assert (seed["optim"]["lr"], seed["train"]["batch_size"], seed["optim"]["schedule"]) == (3e-4, 32, "constant")
     assert seed["optim"]["grad_clip"] == 0.0
