@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from normlab import ModelConfig, TransformerLM
-from normlab.diagnostics.probe import probe_model
 from normlab.diagnostics.hooks import recording
+from normlab.diagnostics.probe import probe_model
 from normlab.diagnostics.subject import as_subject
 from normlab.stats import tensors as stats
 

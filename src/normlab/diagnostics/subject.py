@@ -89,7 +89,8 @@ class Subject:
         on the block (l, block, name)."""
         if self.weights is not None:
             return self.weights()
-        params, keys = [], []
+        params: list[torch.Tensor] = []
+        keys: list[tuple[int, str, str]] = []
         for li, block in enumerate(self.layers, start=1):
             for pname, p in block.named_parameters():
                 if p.requires_grad:
@@ -166,7 +167,9 @@ def lab_weights(model: TransformerLM) -> tuple[list[torch.Tensor], list[tuple[in
     """A lab model's block parameters with their (layer, sublayer, name) keys, the four
     matrices last in each block and named qkv (split into W_Q, W_K, W_V by the statistics),
     W_O, W_1 and W_2: the names Xiong et al.'s gradient statistics are written in."""
-    params, keys = [], []
+    params: list[torch.Tensor] = []
+    keys: list[tuple[int, str, str]] = []
+    block: Any  # a Block: its placements hold the branches (ModuleList items are typed as Module)
     for li, block in enumerate(model.blocks, start=1):
         for sub in ("attn", "ffn"):
             for pname, p in getattr(block, sub).named_parameters():
