@@ -94,10 +94,11 @@ class StudyContext:
             failed = [t for t in self._done[name] if t.status == "failed"]
             if failed:  # a verdict on part of a study would be read as one on all of it
                 store.close()
+                total = len(self._done.pop(name))  # nothing half-read is served to a later claim
                 first = (failed[0].error or "?").strip().splitlines()[0]
                 again = "rerun the same command (failed trials are tried again)" if self.train else \
                     "rerun without --no-train (failed trials are tried again)"
-                raise UserError(f"{self.store_dir(name)}: {len(failed)} of {len(self._done.pop(name))} trials of "
+                raise UserError(f"{self.store_dir(name)}: {len(failed)} of {total} trials of "
                                 f"study {name!r} failed, so no claim on it is decided; first error: {first}. "
                                 f"Fix the cause, then {again}")
             row = store.conn.execute("SELECT MIN(started_at), MAX(finished_at) FROM trials").fetchone()

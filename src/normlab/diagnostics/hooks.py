@@ -114,21 +114,19 @@ def norm_names(subject: Subject) -> dict[int, str]:
     block: the final norm). A norm inside another norm is its parent's business, not listed."""
     names: dict[int, str] = {}
 
-    def walk(prefix: str, root: nn.Module) -> None:
+    def walk(prefix: str, root: nn.Module, taken: list[str]) -> None:
+        """Name the norms under ``root`` not inside a path of ``taken`` (pre-order: parents first)."""
         for path, m in root.named_modules():
-            if not path or id(m) in names or not is_norm(m):
-                continue
-            if any(path.startswith(p + ".") for p in taken):
+            if not path or id(m) in names or not is_norm(m) or any(path.startswith(p + ".") for p in taken):
                 continue
             taken.append(path)
             # inside a block, the first part of the path is its sub-layer ("block" for a norm on the block itself)
             names[id(m)] = f"{prefix}{path}" if not prefix or "." in path else f"{prefix}block.{path}"
 
     for i, layer in enumerate(subject.layers):
-        taken: list[str] = []
-        walk(f"blocks.{i}.", layer)
-    taken = [p for p, m in subject.model.named_modules() if any(m is b for b in subject.layers)]
-    walk("", subject.model)
+        walk(f"blocks.{i}.", layer, [])
+    blocks = [p for p, m in subject.model.named_modules() if any(m is b for b in subject.layers)]
+    walk("", subject.model, blocks)  # the norms outside the blocks (the final norm)
     return names
 
 
