@@ -212,6 +212,11 @@ class RunDir:
             return read_json_table(p, "rerun or --resume the run to rewrite it")
         return read_json(p)
 
+    def finished(self) -> dict[str, Any] | None:
+        """The summary of a run that has nothing left to do (completed or diverged), else None."""
+        done = self.summary()
+        return done if done and done.get("status") in ("completed", "diverged") else None
+
     def env(self) -> dict[str, Any] | None:
         return read_json(self.path / ENV)
 

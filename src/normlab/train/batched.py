@@ -57,7 +57,7 @@ from normlab.train.lifecycle import (
     window_row,
 )
 from normlab.train.loop import LoopState
-from normlab.train.plan import is_run_dir, prepare
+from normlab.train.plan import prepare
 from normlab.train.run import load_data, make_summary
 from normlab.train.stack import Stack
 from normlab.train.step import lr_now
@@ -136,7 +136,7 @@ def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Tr
     if len(set(run_dirs)) != len(run_dirs):
         raise UserError("run_batched: two trials share one run directory")
     for d in run_dirs:
-        if d.exists() and is_run_dir(d):
+        if d.exists() and RunDir(d).holds_run():
             raise UserError(f"{d}: already holds a run; batched trials start fresh")
     # the solo run's pre-flight (names resolved once, loggers, batch split, compiler, budget,
     # path), then its corpus and vocabulary (init_from's kept) and its build, per trial

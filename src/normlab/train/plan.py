@@ -45,25 +45,6 @@ class Plan:
     corpus_sha256: str | None = None  # a resumed run's recorded corpus (RUN/data.json): no other is read
 
 
-def load_run_config(run_dir: str | Path, label: str = "--resume") -> RunConfig:
-    """RUN's RunConfig; ``label`` names the argument that gave RUN in the error."""
-
-    return RunDir(run_dir).config(label)
-
-
-def is_run_dir(run_dir: Path) -> bool:
-    """Whether ``run_dir`` already holds (part of) a run; shared with batched training."""
-
-    return RunDir(run_dir).holds_run()
-
-
-def finished(run_dir: str | Path) -> dict | None:
-    """The summary of a run that has nothing left to do (completed or diverged), else None."""
-
-    done = RunDir(run_dir).summary()
-    return done if done and done.get("status") in ("completed", "diverged") else None
-
-
 def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
             steps: int | None = None, unique: bool = False, data_dir: str | None = None) -> Plan:
     """Decide what the run is and check everything that can be checked before any I/O.
@@ -79,23 +60,23 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
     """
 
     run_dir = Path(run_dir)
-    sha = None
+    run, sha = RunDir(run_dir), None
     holding = writer(run_dir)  # another process writes RUN: its files say nothing final yet
-    if holding is not None and (resume or (not unique and is_run_dir(run_dir))):
+    if holding is not None and (resume or (not unique and run.holds_run())):
         raise refusal("--resume" if resume else "--out", run_dir, holding, None if resume else "choose another --out")
     if resume:
         fscheck.existing_dir(run_dir, "--resume", "a run directory (`normlab train --out RUN` makes one)")
-        cfg = load_run_config(run_dir)
-        done = finished(run_dir)
+        cfg = run.config("--resume")
+        done = run.finished()
         if done and steps in (None, cfg.train.steps):
             return Plan(cfg, run_dir, True, done)  # a finished run is never retrained
         if steps is not None:
             cfg = _extended(cfg, run_dir, steps, done)
-        found, sha = locate(cfg.data, RunDir(run_dir).data_record(), data_dir)
+        found, sha = locate(cfg.data, run.data_record(), data_dir)
         cfg = dataclasses.replace(cfg, data=found)
     elif cfg is None:
         raise UserError("run_training: a RunConfig is required unless resume=True")
-    elif not unique and run_dir.exists() and is_run_dir(run_dir):  # (a taken default name gets a suffix)
+    elif not unique and run_dir.exists() and run.holds_run():  # (a taken default name gets a suffix)
         raise UserError(f"--out {run_dir}: already holds a run; use --resume {run_dir} or another --out")
     else:
         cfg = dataclasses.replace(cfg, data=absolute(cfg.data))

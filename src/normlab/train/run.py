@@ -35,14 +35,13 @@ from normlab.train.job import Data, Job
 from normlab.train.lifecycle import open_files, start_loggers
 from normlab.train.loop import LoopState, Trainer
 from normlab.train.optim import make_optimizer
-from normlab.train.plan import Plan, finished, is_run_dir, load_run_config, prepare
+from normlab.train.plan import Plan, prepare
 
 if TYPE_CHECKING:
     pass
 
 STATUSES = ("completed", "diverged", "failed", "interrupted")
-__all__ = ["STATUSES", "claimed", "default_run_dir", "execute", "finished", "is_run_dir", "load_run_config",
-           "make_summary", "prepare", "run_training"]
+__all__ = ["STATUSES", "claimed", "default_run_dir", "execute", "make_summary", "prepare", "run_training"]
 
 
 def default_run_dir(root: str | Path = "runs") -> Path:
@@ -103,10 +102,11 @@ def claimed(plan: Plan) -> Iterator[Plan]:
     if plan.unique:
         path, created = create_unique(path.parent, path.name)
     flag = "--resume" if plan.resume else "--out"
-    with RunDir(path).writing(flag, fresh=not plan.resume, created=created):
+    run = RunDir(path)
+    with run.writing(flag, fresh=not plan.resume, created=created):
         plan = dataclasses.replace(plan, run_dir=path, unique=False)
-        done = finished(path) if plan.resume else None
-        if done and plan.cfg.train.steps <= load_run_config(path).train.steps:
+        done = run.finished() if plan.resume else None
+        if done and plan.cfg.train.steps <= run.config(flag).train.steps:
             plan = dataclasses.replace(plan, done=done)
         yield plan
 
@@ -119,12 +119,11 @@ def load_data(plan: Plan) -> Data:
     corpus = load_corpus(cfg.data, expect_sha256=plan.corpus_sha256)  # a resume reads its own corpus only
     check_fits(len(corpus.train), cfg.model.context, "training")
     check_fits(len(corpus.val), cfg.model.context, "validation")
+    val = val_batches(corpus.val, cfg.model.context, cfg.train.batch_size, cfg.train.eval_batches)
     if cfg.train.init_from:  # the checkpoint's vocabulary stays (see normlab.run.init_from)
-
         cfg = fit_vocab(cfg, corpus.vocab_size)
     else:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=corpus.vocab_size))
-    val = val_batches(corpus.val, cfg.model.context, cfg.train.batch_size, cfg.train.eval_batches)
     return Data(cfg, corpus, val)
 
 
@@ -158,7 +157,8 @@ def open_run(job: Job) -> tuple[list[Any], Any]:
         logging.getLogger(__name__).warning(f"{run.checkpoint_problem('latest')}; restarting the run from step 0")
     env = environment(job.device, cfg.seed, dist)
     if dist.main:
-        open_files(run, cfg, env, resume, data=make_record(cfg.data, job.data.corpus))
+        record = make_record(cfg.data, job.data.corpus)  # what data.json says, gathered before RUN is written
+        open_files(run, cfg, env, resume, data=record)
     if ckpt is not None:
         state = checkpoint.load(ckpt, job.model, job.optimizer)
         st = LoopState(**state["loop"])
