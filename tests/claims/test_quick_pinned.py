@@ -88,7 +88,8 @@ def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("run", "registration"), [("", "confirmatory-map"), ("confirm-2a", "confirmatory-2a"),
-                                                   ("confirm-2b", "confirmatory-2b")])
+                                                   ("confirm-2b", "confirmatory-2b"),
+                                                   ("confirm-seed", "confirmatory-seed")])
 def test_published_evidence_is_complete_and_opens(run: str, registration: str, tmp_path: Path) -> None:
     """docs/evidence: every claim has parts with effect, interval and n per side (a difference of
     critical lrs: an estimate with its interval, or censored with the side known, or "nothing
@@ -124,14 +125,18 @@ def test_published_evidence_is_complete_and_opens(run: str, registration: str, t
     assert lay["wide"] == 0 and not lay["hscroll"], lay
 
 
-def test_published_seed_scale_evidence_is_complete(tmp_path: Path) -> None:
-    """docs/evidence/seed: seed 002's pet project decided at the seed's settings on the study's
-    16 trials, each decisive part on at least 3 seeds a side, the study's page beside it, and
-    the evidence page opens."""
-    root = Path(__file__).parents[2] / "docs" / "evidence" / "seed"
+@pytest.mark.parametrize(("run", "trials", "claims"), [
+    ("seed", 16, ["seed002-clipping", "seed002-pet-project"]),  # before registration: superseded
+    ("confirm-seed", 12, ["seed002-pet-project"])])               # registered, seeds 400-405
+def test_published_seed_scale_evidence_is_complete(run: str, trials: int, claims: list[str], tmp_path: Path) -> None:
+    """docs/evidence/seed and confirm-seed: seed 002's pet project decided at the seed's settings
+    on the study's trials, each decisive part on at least 3 seeds a side, the study's page
+    beside it, and the evidence page opens; the older run says it is superseded."""
+    root = Path(__file__).parents[2] / "docs" / "evidence" / run
     data = json.loads((root / "claims.json").read_text())
-    assert data["meta"]["scale"] == "seed" and data["meta"]["studies"]["pre-vs-post"]["trials"] == 16
-    assert sorted(r["id"] for r in data["claims"]) == ["seed002-clipping", "seed002-pet-project"]
+    assert data["meta"]["scale"] == "seed" and data["meta"]["studies"]["pre-vs-post"]["trials"] == trials
+    assert sorted(r["id"] for r in data["claims"]) == claims
+    assert ("confirm-seed" in data["meta"].get("superseded", "")) == (run == "seed")
     for r in data["claims"]:
         assert "lr 3e-4 constant, batch 32, 4900 steps" in r["experiment"], r["id"]
         for p in r["parts"]:
