@@ -101,9 +101,12 @@ def identity_path(L: int, seed: int) -> list[float]:
     return out
 
 
-def one_step_change(placement: str, L: int, seed: int, lr: float = 1e-4) -> dict[str, float]:
+def one_step_change(placement: str, L: int, seed: int, lr: float = 1e-4, blocks_only: bool = False) -> dict[str, float]:
     """||f(x; W_1) - f(x; W_0)|| / ||f(x; W_0)||, f = logits on a held-out batch, W_1 = W_0 after
     one Adam step (lr, no weight decay) on another batch; Admin profiled on that batch first.
+    ``blocks_only``: the step updates the blocks' parameters alone, embeddings, final norm and
+    head fixed (Liu et al.'s Theorem 2 perturbs the N sub-layers' parameters; an update of the
+    embedding or head adds a change that does not grow with depth).
     For DeepNorm also the branch share: mean over sub-layers of log(Var[F(x)] / Var[alpha x])."""
     import torch
 
@@ -112,7 +115,7 @@ def one_step_change(placement: str, L: int, seed: int, lr: float = 1e-4) -> dict
     share = _branch_share(model, idx) if placement == "deepnorm" else math.nan
     with torch.no_grad():
         f0 = model(ev)[0].float()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.blocks.parameters() if blocks_only else model.parameters(), lr=lr)
     _, loss = model(idx, tgt)
     loss.backward()
     opt.step()
@@ -224,13 +227,15 @@ def seed_block_causality(seed: int, d: int = 64, heads: int = 4, T: int = 16) ->
 
 
 EXTRAS = ("identity:pre", "identity:post", "identity_path:post", "one_step:post", "one_step:pre", "one_step:admin", "one_step:deepnorm",
+          "one_step_blocks:post", "one_step_blocks:pre", "one_step_blocks:admin",
           "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
 
 
 def extra_size(key: str, seeds: int, depths: list[int]) -> int:
     """How many models (or draws) measuring ``key`` takes: the progress display's unit."""
     name = key.partition(":")[0]
-    return {"identity": seeds, "identity_path": seeds, "one_step": seeds * len(depths), "rms": seeds}.get(name, 3)
+    return {"identity": seeds, "identity_path": seeds, "one_step": seeds * len(depths),
+            "one_step_blocks": seeds * len(depths), "rms": seeds}.get(name, 3)
 
 
 def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,
@@ -256,9 +261,9 @@ def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], 
                                                                    [(p, ref_depth, s) for s in ss])
         elif name == "identity_path":
             out["identity_path"] = {"L": max(depths), "post": each(identity_path, [(max(depths), s) for s in ss])}
-        elif name == "one_step":
-            got = each(one_step_change, [(p, L, s) for L in depths for s in ss])
-            out.setdefault("one_step", {"depths": list(depths)})[p] = {
+        elif name in ("one_step", "one_step_blocks"):
+            got = each(one_step_change, [(p, L, s, 1e-4, name == "one_step_blocks") for L in depths for s in ss])
+            out.setdefault(name, {"depths": list(depths)})[p] = {
                 L: got[i * seeds:(i + 1) * seeds] for i, L in enumerate(depths)}
         elif name == "rms":
             out["rms"] = each(rms_formula, [(s,) for s in ss])

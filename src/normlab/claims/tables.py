@@ -34,7 +34,8 @@ NOTES = {
     "quick_beyond_grid": "Each claim has its own small experiment (the probe's models with a Jacobian probe for "
                          "`jacobian-identity`, one Rademacher vector per block, and for `seed004-decay`, the LayerNorm "
                          "Jacobians alone pushed forward by jvp at L = 32; one Adam step at lr 1e-4 on probe-sized "
-                         "models for `liu-amplification` and `deepnorm-bounded`; a scaled input for `seed001-rms`; "
+                         "models, of the blocks' parameters alone for `liu-amplification` and of every parameter for "
+                         "`deepnorm-bounded`; a scaled input for `seed001-rms`; "
                          "random 3-layer `transformers` GPT-2 models for `seed002-gpt2`; the seed's block code for "
                          "`seed002-code-causal`), listed in claims.json.",
     "training_depth": "Every depth part is a contrast against the 6-block control (2b).",
