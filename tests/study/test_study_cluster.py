@@ -166,7 +166,10 @@ def test_node_without_the_store_ships_runs_back_and_its_lost_trial_reruns_from_s
     spec, root = _spec(tmp_path, seeds="[0, 1, 2]", extra="retries = 0"), tmp_path / "driver" / "store"
     scratch = Path(os.environ["TMPDIR"])  # where tasks on the worker node train (tests/netns.py)
     with Cluster(tmp_path) as cluster:
-        cluster.start("head", 1, head=True)
+        # The head has no CPU, so every trial trains on the worker, one after another: a shipped-back
+        # trial followed by one in training is certain to happen, however fast or loaded the machine
+        # (with a CPU on the head, the head could take all but one trial and the window never came).
+        cluster.start("head", 0, head=True)
         root.mkdir(parents=True)
         worker = cluster.start("w1", 1, hide=root.parent)  # the store's path does not exist there
         cluster.wait_nodes()
@@ -185,6 +188,7 @@ def test_node_without_the_store_ships_runs_back_and_its_lost_trial_reruns_from_s
                                  shipped_one_and_trains_another, proc, log)
             lost_cfg = json.loads((training / "config.json").read_text())
             cluster.kill_raylet(worker)
+            cluster.start("w2", 1)  # sees the store: the lost trial and the rest train here
             out = _finish(proc, log)
         finally:
             stop_process(proc)
@@ -205,9 +209,10 @@ def test_node_without_the_store_ships_runs_back_and_its_lost_trial_reruns_from_s
     (lost,) = [t for t in store.trials()
                if (t.params["seed"], t.params["model.placement"]) == (lost_cfg["seed"], lost_cfg["model"]["placement"])]
     assert [e["event"] for e in store.events(lost.id)] == ["claim", "lost", "claim", "completed"]
-    # its checkpoints died with the node: rerun from scratch, once, on the head
+    # its checkpoints died with the node: rerun from scratch, once, on the node that sees the store
     (only,) = _attempts(lost.run_dir)
-    assert only["node_id"] == cluster.nodes[0].id and only["checkpoint_step"] is None and lost.attempts == 2
+    assert only["node_id"] != worker.id and only["shared_fs"]
+    assert only["checkpoint_step"] is None and lost.attempts == 2
     assert "resumes" not in json.loads((lost.run_dir / "env.json").read_text())
 
 
