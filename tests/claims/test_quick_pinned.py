@@ -40,6 +40,8 @@ PINNED = {
                           "pre": "not seen at the lab's settings",
                           "admin": "not seen at the lab's settings"},
     "deepnorm-bounded": {"bounded": "not seen at the lab's settings", "vs-post": "seen at the lab's settings"},
+    # Post-LN at L = 16, medians over sub-layers: RMS(F)/RMS(x) 10^-0.162 = 0.69; the norm's gain on F 10^-0.177 = 0.67
+    "seed001-ln-amplifies": {"small": "seen at the lab's settings", "amplifies": "not seen at the lab's settings"},
     "seed001-rms": {"normalises": "contradicted"},
     "seed002-gpt2": {"post": "contradicted"},
     "seed002-code-causal": {"causal": "contradicted"},

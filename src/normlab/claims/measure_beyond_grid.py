@@ -5,6 +5,8 @@
   weight of the identity in each block's Jacobian (seed 000's J_LN (I + J_F) vs I + J_F J_LN).
 - :func:`one_step_change`: relative change of the logits after one Adam step (Liu et al.
   2020's amplification; DeepNet's bounded update), and DeepNorm's branch share.
+- :func:`ln_gain`: what Post-LN's LayerNorm does to the sub-layer output it normalises
+  (:mod:`normlab.claims.measure_norm_gain`).
 - :func:`rms_formula`, :func:`gpt2_parity`, :func:`seed_block_causality`: exact checks of
   seed statements, repeated over random draws so that they too have n >= 3.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from normlab.claims.measure_norm_gain import norm_gain
 from normlab.diagnostics.probe import ProbeConfig, load_tokens, sample_batch
 from normlab.model.interop import from_hf_gpt2
 from normlab.model.norms import RMSNorm
@@ -124,6 +127,12 @@ def one_step_change(placement: str, L: int, seed: int, lr: float = 1e-4, blocks_
     return {"change": float((f1 - f0).norm() / f0.norm()), "branch_share": share}
 
 
+def ln_gain(L: int, seed: int) -> list[dict[str, float]]:
+    """Per sub-layer of a probe-sized Post-LN model: RMS(F) / RMS(x) and the LayerNorm's gain on F."""
+    model, (idx, _), _ = _setup("post", L, seed)
+    return norm_gain(model, idx)
+
+
 def _branch_share(model: Any, idx: Any) -> float:
     import torch
 
@@ -228,14 +237,14 @@ def seed_block_causality(seed: int, d: int = 64, heads: int = 4, T: int = 16) ->
 
 EXTRAS = ("identity:pre", "identity:post", "identity_path:post", "one_step:post", "one_step:pre", "one_step:admin", "one_step:deepnorm",
           "one_step_blocks:post", "one_step_blocks:pre", "one_step_blocks:admin",
-          "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
+          "ln_gain:post", "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
 
 
 def extra_size(key: str, seeds: int, depths: list[int]) -> int:
     """How many models (or draws) measuring ``key`` takes: the progress display's unit."""
     name = key.partition(":")[0]
     return {"identity": seeds, "identity_path": seeds, "one_step": seeds * len(depths),
-            "one_step_blocks": seeds * len(depths), "rms": seeds}.get(name, 3)
+            "one_step_blocks": seeds * len(depths), "ln_gain": seeds, "rms": seeds}.get(name, 3)
 
 
 def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,
@@ -265,6 +274,8 @@ def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], 
             got = each(one_step_change, [(p, L, s, 1e-4, name == "one_step_blocks") for L in depths for s in ss])
             out.setdefault(name, {"depths": list(depths)})[p] = {
                 L: got[i * seeds:(i + 1) * seeds] for i, L in enumerate(depths)}
+        elif name == "ln_gain":
+            out["ln_gain"] = {"L": ref_depth, "post": each(ln_gain, [(ref_depth, s) for s in ss])}
         elif name == "rms":
             out["rms"] = each(rms_formula, [(s,) for s in ss])
         elif name == "gpt2":

@@ -74,6 +74,31 @@ def seed004_decay(q: QuickData) -> dict[str, Measured]:
                                  {"predicted_log10": float(f.shape[1] * np.log10(2 ** -0.5))})}
 
 
+@claim(id="seed001-ln-amplifies", quick=True, regime=INIT_REGIME, needs=Needs(extra=("ln_gain:post",)),
+       source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
+       experiment="one forward pass of probe-sized Post-LN models (xavier, d = d_ff = 128, 4 heads) at L = 16 on a "
+                  "batch of Tiny Shakespeare: each sub-layer's input x and output F, and the LayerNorm's Jacobian at "
+                  "x + F applied to F (forward mode); 5 seeds",
+       settings=SETTINGS,
+       statement="Post-LN's instability shows at initialisation: with randomly initialised parameters the output of "
+                 "the sub-layer F_l is relatively small, and LayerNorm over-amplifies it, which causes gradient "
+                 "explosion.",
+       parts=[Part("small", "at init a Post-LN sub-layer's output is small against its input",
+                   "log10 of RMS(F(x)) / RMS(x), median over the 32 sub-layers of L = 16, per seed (post)",
+                   Direction(-1), "'relatively small' read against the stream it is added to: smaller than x"),
+              Part("amplifies", "the LayerNorm amplifies that output",
+                   "log10 of ||J_LN(x + F) F|| / ||F||, the norm's gain on the sub-layer's output where it normalises, "
+                   "median over the 32 sub-layers of L = 16, per seed (post)", Direction(1),
+                   "amplify = a gain above 1; 'over-amplifies' says more, so a gain above 1 is the least the sentence "
+                   "asserts")])
+def seed001_ln_amplifies(q: QuickData) -> dict[str, Measured]:
+    got = q.extra["ln_gain"]
+    cells = [f"post/L{got['L']}/seed{s}" for s in q.seed_list[:len(got["post"])]]
+    med = {k: [float(np.median(np.log10([r[k] for r in rows]))) for rows in got["post"]] for k in ("ratio", "gain")}
+    return {"small": Measured(one_sample(med["ratio"]), cells, {"per_seed": med["ratio"]}),
+            "amplifies": Measured(one_sample(med["gain"]), cells, {"per_seed": med["gain"]})}
+
+
 def _slopes(q: QuickData, p: str, key: str = "one_step") -> list[float]:
     steps = q.extra[key]
     m = np.array([[steps[p][L][s]["change"] for L in steps["depths"]] for s in range(len(steps[p][steps["depths"][0]]))])
