@@ -93,6 +93,7 @@ def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("run", "registration"), [("", "confirmatory-map"), ("confirm-2a", "confirmatory-2a"),
                                                    ("confirm-2b", "confirmatory-2b"),
                                                    ("confirm-liu", "confirmatory-liu"),
+                                                   ("confirm-ln", "confirmatory-ln"),
                                                    ("confirm-seed", "confirmatory-seed")])
 def test_published_evidence_is_complete_and_opens(run: str, registration: str, tmp_path: Path) -> None:
     """docs/evidence: every claim has parts with effect, interval and n per side (a difference of

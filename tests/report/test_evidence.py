@@ -131,10 +131,12 @@ def test_the_evidence_table_is_its_claims_json() -> None:
     assert _table(markdown_table(records))[0].startswith("| claim | verdict (Holm-adjusted) | unadjusted |")
 
 
-@pytest.mark.parametrize("run", ["", "confirm-2a", "confirm-2b", "confirm-liu", "confirm-seed"])
+@pytest.mark.parametrize("run", ["", "confirm-2a", "confirm-2b", "confirm-liu", "confirm-ln",
+                                 "confirm-seed"])
 def test_the_readme_tables_are_the_confirmatory_runs_claims_json(run: str) -> None:
     """README.md's tables are the confirmatory runs' claims.json, row for row (their claims.md):
-    run 1's first, then run 2a's and 2b's, liu-amplification's rerun and the seed-scale run's."""
+    run 1's first, then run 2a's and 2b's, liu-amplification's rerun, seed001-ln-amplifies' run and the seed-scale
+    run's."""
     from normlab.claims.output import holm_verdicts, markdown_table
 
     records = json.loads((EVIDENCE / run / "claims.json").read_text())["claims"]
