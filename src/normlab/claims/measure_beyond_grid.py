@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from normlab.claims.measure_norm_gain import norm_gain
+from normlab.claims.measure_norm_gain import norm_gain, per_sublayer
 from normlab.diagnostics.probe import ProbeConfig, load_tokens, sample_batch
 from normlab.model.interop import from_hf_gpt2
 from normlab.model.norms import RMSNorm
@@ -134,26 +134,10 @@ def ln_gain(L: int, seed: int) -> list[dict[str, float]]:
 
 
 def _branch_share(model: Any, idx: Any) -> float:
-    import torch
+    def log_share(sub: Any, x: Any) -> float:
+        return math.log(float(sub.branch(x).var()) / float((sub.alpha * x).var()))
 
-    logs: list[float] = []
-
-    def hook(sub: Any) -> Any:
-        def fn(m: Any, a: Any, o: Any) -> None:
-            x = a[0]
-            f = sub.branch(x)
-            logs.append(math.log(float(f.var()) / float((sub.alpha * x).var())))
-        return fn
-
-    subs = [s for b in model.blocks for s in (b.attn, b.ffn)]
-    hooks = [s.register_forward_hook(hook(s)) for s in subs]
-    try:
-        with torch.no_grad():
-            model(idx)
-    finally:
-        for h in hooks:
-            h.remove()
-    return float(np.mean(logs))
+    return float(np.mean(per_sublayer(model, idx, log_share)))
 
 
 def rms_formula(seed: int, d: int = 128) -> dict[str, float]:

@@ -11,25 +11,21 @@ Per sub-layer x <- LN(x + F(x)) of a probe-sized Post-LN model, measured on one 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 
-def norm_gain(model: Any, idx: torch.Tensor) -> list[dict[str, float]]:
-    """``{"ratio", "gain"}`` per sub-layer (2 per block, in forward order) of the Post-LN lab
-    model ``model`` on the batch ``idx``."""
+def per_sublayer(model: Any, idx: torch.Tensor, fn: Callable[[Any, torch.Tensor], Any]) -> list[Any]:
+    """``fn(sub, x)`` for every sub-layer placement of the lab model ``model`` (2 per block, in
+    forward order) at the input ``x`` it sees in one no-grad forward pass on ``idx``."""
     subs = [s for b in model.blocks for s in (b.attn, b.ffn)]
-    rows: list[dict[str, float]] = []
+    got: list[Any] = []
 
     def hook(sub: Any) -> Any:
-        def fn(_m: Any, a: tuple, _o: Any) -> None:  # returns None: the output is left alone
-            x = a[0]
-            f = sub.branch(x)
-            moved = torch.func.jvp(sub.norm, (x + f,), (f,))[1]
-            rows.append({"ratio": float(f.pow(2).mean().sqrt() / x.pow(2).mean().sqrt()),
-                         "gain": float(moved.norm() / f.norm())})
-        return fn
+        def keep(_m: Any, a: tuple, _o: Any) -> None:  # returns None: the output is left alone
+            got.append(fn(sub, a[0]))
+        return keep
 
     hooks = [s.register_forward_hook(hook(s)) for s in subs]
     try:
@@ -38,4 +34,17 @@ def norm_gain(model: Any, idx: torch.Tensor) -> list[dict[str, float]]:
     finally:
         for h in hooks:
             h.remove()
-    return rows
+    return got
+
+
+def norm_gain(model: Any, idx: torch.Tensor) -> list[dict[str, float]]:
+    """``{"ratio", "gain"}`` per sub-layer (2 per block, in forward order) of the Post-LN lab
+    model ``model`` on the batch ``idx``."""
+
+    def measure(sub: Any, x: torch.Tensor) -> dict[str, float]:
+        f = sub.branch(x)
+        moved = torch.func.jvp(sub.norm, (x + f,), (f,))[1]
+        return {"ratio": float(f.pow(2).mean().sqrt() / x.pow(2).mean().sqrt()),
+                "gain": float(moved.norm() / f.norm())}
+
+    return per_sublayer(model, idx, measure)
