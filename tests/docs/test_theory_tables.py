@@ -29,3 +29,11 @@ def test_the_tables_name_every_claim_and_part_and_a_missing_marker_is_named() ->
             assert f"{p.id}: " in text
     with pytest.raises(ValueError, match="claims-tables:end"):
         section(f"x {START} y")
+
+
+def test_section_4_counts_the_seed_claims() -> None:
+    """Section 4 names how many claims test a seed statement (ids starting seed0)."""
+    from normlab.claims.claim import CLAIMS
+
+    n = sum(1 for i, _ in CLAIMS.items() if i.startswith("seed0"))
+    assert f"(the {n} ids starting `seed0`" in THEORY.read_text()
