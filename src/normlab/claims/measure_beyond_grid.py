@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -255,7 +256,8 @@ def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], 
         elif name == "identity_path":
             out["identity_path"] = {"L": max(depths), "post": each(identity_path, [(max(depths), s) for s in ss])}
         elif name in ("one_step", "one_step_blocks"):
-            got = each(one_step_change, [(p, L, s, 1e-4, name == "one_step_blocks") for L in depths for s in ss])
+            step = functools.partial(one_step_change, blocks_only=name == "one_step_blocks")
+            got = each(step, [(p, L, s) for L in depths for s in ss])
             out.setdefault(name, {"depths": list(depths)})[p] = {
                 L: got[i * seeds:(i + 1) * seeds] for i, L in enumerate(depths)}
         elif name == "ln_gain":
