@@ -6,28 +6,60 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# torch is pinned first: this exact version is the CPU build pip finds locally; a bare
-# "torch" would pull a multi-GB CUDA build. The package itself then asks for torch>=2.6.
-TORCH  ?= torch==2.13.0
-# all = every optional extra of pyproject.toml; EXTRAS=dev,hf (say) installs fewer.
-EXTRAS ?= dev,all
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
+# The lock (requirements/lock.txt, pip-compile --generate-hashes): the exact version and hashes of
+# everything the two commands and CI install, torch's CPU build and every extra included. The
+# package's own ranges (pyproject.toml) stay open for users who install it as a library; the lock
+# is what the suite last passed with. `make lock` refreshes it, `make test-latest` tries the
+# newest versions in range without touching it.
+LOCK   := requirements/lock.txt
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test lint clean browser
+.PHONY: setup demo test test-latest lock lint clean browser
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# what `make test` and `make demo` set up first (test-latest sets up its own venv and empties it)
+SETUP ?= $(STAMP)
+
+# --require-hashes: a file that is not the one locked is refused. normlab itself is installed
+# editable on top, without its dependencies (the lock has them all) and without build isolation
+# (the lock's setuptools builds it, so no unlocked build backend is fetched).
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-demo: $(STAMP)
+# The tool that writes the lock, pinned like everything else; it lives in a venv of its own.
+PIP_TOOLS ?= pip-tools==7.7.0
+# torch==2.13.0 (requirements/torch.in) is the CPU build pip finds locally; a bare "torch" would
+# pull a multi-GB CUDA build.
+# The "all" extra names normlab itself, which pip-compile writes as a path: the package is
+# installed from the checkout, so that line (and its warning) leaves the lock.
+lock:
+	test -x .venv-lock/bin/pip-compile || { $(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install -q "$(PIP_TOOLS)"; }
+	.venv-lock/bin/pip-compile -q --upgrade --generate-hashes --allow-unsafe --strip-extras \
+	  --extra dev --extra all --no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml requirements/torch.in
+	sed -i -e '/^normlab @ /,/^    # via normlab/d' \
+	  -e '/^# WARNING: pip install will require/,/^# Consider using a hashable URL/d' $(LOCK)
+	$(MAKE) test
+
+# The newest versions in range, in a venv of their own (.venv-latest): what a user who installs
+# normlab today gets. It prints what differs from the lock, then runs the same suite; CI runs the
+# locked one.
+test-latest:
+	test -x .venv-latest/bin/python || $(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install -q --upgrade "$$(grep -m1 '^torch==' requirements/torch.in)"
+	.venv-latest/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[dev,all]"
+	.venv-latest/bin/python requirements/drift.py $(LOCK)
+	$(MAKE) test VENV=.venv-latest SETUP=
+
+demo: $(SETUP)
 	$(VENV)/bin/normlab demo
 
-lint: $(STAMP)
+lint: $(SETUP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
@@ -47,7 +79,7 @@ TEST_WORKERS ?= 2
 # spends much of its time waiting for those writes. Nothing there outlives the session.
 TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && df -Pk /dev/shm | awk 'NR == 2 && $$4 > 2000000 {print "/dev/shm"}')
 
-test: $(STAMP) browser
+test: $(SETUP) browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports   # the layers of pyproject.toml [tool.importlinter]
 	$(VENV)/bin/mypy
@@ -55,4 +87,4 @@ test: $(STAMP) browser
 	  --durations=15
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .venv-latest .venv-lock .pytest_cache .ruff_cache .mypy_cache

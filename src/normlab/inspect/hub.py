@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from normlab.core.errors import UserError
@@ -39,7 +40,7 @@ def _reachable() -> tuple[bool, str]:
     return True, host
 
 
-def hub_source(model: str) -> dict[str, bool]:
+def hub_source(model: str) -> dict[str, Any]:
     """``from_pretrained`` keyword arguments for MODEL; a UserError when it cannot be had.
 
     A directory is read as it is. A Hub id in the local cache is read from the cache when the
