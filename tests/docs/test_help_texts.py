@@ -53,3 +53,20 @@ def test_default_output_folders_are_ignored_by_git() -> None:
     ignore = (Path(__file__).resolve().parents[2] / ".gitignore").read_text(encoding="utf-8").split()
     missing = [f for f in sorted(folders) if f"{f}/" not in ignore and f"/{f}/" not in ignore]
     assert not missing, f"default output folders missing from .gitignore: {missing}"
+
+
+
+def test_import_and_export_help_name_every_family_they_convert() -> None:
+    """The one-line help of `normlab import` and `normlab export` names each family the code
+    converts (the families grew past the help once: Qwen3, OLMo-3 and Gemma were missing)."""
+    import re
+
+    from normlab.model.hf_export import FAMILIES
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    for command in ("import", "export"):
+        # "OLMo-2/3" names OLMo-2 and OLMo-3, "Gemma 2/3" Gemma 2 and Gemma 3
+        text = re.sub(r"(\w[\w ]*?)([- ])(\d)/(\d)", r"\1\2\3, \1\2\4", helps[command])
+        missing = sorted(name for name in FAMILIES.values() if name not in text)
+        assert not missing, f"normlab {command} --help omits {missing}: {helps[command]}"

@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_inspect)
 
-    p = sub.add_parser("import", help="convert a Hugging Face GPT-2, Llama/Mistral or OLMo-2 into a normlab model dir",
+    p = sub.add_parser("import", help="convert a Hugging Face GPT-2, Llama, Mistral, Qwen3, OLMo-2/3 or Gemma 2/3 into a "
+                       "normlab model dir",
                        description="Writes DIR/model.safetensors and model_config.json (a TransformerLM "
                        "whose logits equal transformers' forward) plus the tokenizer, for "
                        "`normlab train --init-from DIR` and `normlab inspect DIR`.")
