@@ -1,8 +1,8 @@
 """Tests that start Ray run in namespaces of their own, with loopback as the only network.
 
 A test marked ``@pytest.mark.netns`` does not run in the pytest process: the hook in
-conftest.py runs it again (same node id, a fresh pytest) under ``unshare`` in new network,
-PID and mount namespaces with only ``lo`` up. No Ray traffic can leave loopback (Ray then
+conftest.py runs it again (same node id, a fresh pytest, together with the other netns tests of
+its module) under ``unshare`` in new network, PID and mount namespaces with only ``lo`` up. No Ray traffic can leave loopback (Ray then
 reports node IP 127.0.0.1), ports cannot clash with anything else on the machine, and a
 process the test failed to stop dies with the namespace when the inner pytest exits.
 
@@ -45,13 +45,34 @@ def unavailable() -> str | None:
     return None if r.returncode == 0 else f"cannot create a network namespace: {r.stderr.strip()[-300:]}"
 
 
+# node id -> (outcome, message) of a netns test that already ran inside, in its module's group
+_DONE: dict[str, tuple[str, str]] = {}
+
+
 def run_inside(item: pytest.Function, timeout: float) -> None:
-    """Run ``item`` in a fresh pytest inside new namespaces; pass, skip or fail as it did."""
+    """Run ``item`` inside new namespaces; pass, skip or fail as it did there.
+
+    The netns tests of one module run together, in one fresh pytest in one set of namespaces,
+    when the first of them comes up: a cluster a module's tests share (a class-scoped fixture)
+    is started once, not once a test. Each test then reports its own outcome from there."""
     reason = unavailable()
     if reason:
         if os.environ.get(REQUIRE):
             pytest.fail(reason)
         pytest.skip(reason)
+    if item.nodeid not in _DONE:
+        group = [i for i in item.session.items if i.get_closest_marker("netns") is not None
+                 and i.path == item.path and i.nodeid not in _DONE]
+        total = sum(float(i.get_closest_marker("netns").kwargs.get("timeout", 600)) for i in group)
+        _run_group(item, [i.nodeid for i in group], max(timeout, total))
+    outcome, message = _DONE.pop(item.nodeid)
+    if outcome == "failed":
+        pytest.fail(message, pytrace=False)
+    if outcome == "skipped":
+        pytest.skip(message)
+
+
+def _run_group(item: pytest.Function, nodeids: list[str], timeout: float) -> None:
     tmp_path: Path = item.funcargs["tmp_path"]
     (tmp_path / "ray").mkdir()
     link = Path(tempfile.mkdtemp(prefix="nl", dir="/tmp"))
@@ -60,29 +81,32 @@ def run_inside(item: pytest.Function, timeout: float) -> None:
     env = {**os.environ, INSIDE: "1", "RAY_TMPDIR": str(link / "r"), "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(tmp_path),
            "RAY_agent_register_timeout_ms": "300000"}  # a loaded machine starts agents slowly
-    cmd = unshare_cmd() + ["sh", "-c", _ENTER, "sh", sys.executable, "-m", "pytest", item.nodeid,
+    cmd = unshare_cmd() + ["sh", "-c", _ENTER, "sh", sys.executable, "-m", "pytest", *nodeids,
                            "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}", f"--junitxml={report}"]
+    output = ""
     try:
         proc = subprocess.run(cmd, cwd=item.config.rootpath, env=env, capture_output=True, text=True,
                               timeout=timeout)
+        output = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"ran past {timeout:g} s in its namespace; its output:\n{out[-6000:]}", pytrace=False)
+        output = f"ran past {timeout:g} s in its namespace; its output:\n{out[-6000:]}"
     finally:
         shutil.rmtree(link, ignore_errors=True)  # the symlink only; Ray's files stay in tmp_path
-    _outcome(report, proc.stdout + proc.stderr)
+    cases = {c.get("name"): c for c in ET.parse(report).getroot().iter("testcase")} if report.is_file() else {}
+    for nodeid in nodeids:
+        _DONE[nodeid] = _outcome(cases.get(nodeid.rpartition("::")[2]), output)
 
 
-def _outcome(report: Path, output: str) -> None:
-    cases = ET.parse(report).getroot().iter("testcase") if report.is_file() else iter(())
-    case = next(cases, None)
+def _outcome(case: ET.Element | None, output: str) -> tuple[str, str]:
     if case is None:
-        pytest.fail(f"the test did not run in its namespace; output:\n{output[-6000:]}", pytrace=False)
+        return "failed", f"the test did not run in its namespace; output:\n{output[-6000:]}"
     for tag in ("failure", "error"):
         bad = case.find(tag)
         if bad is not None:
-            pytest.fail(f"in its network namespace: {bad.get('message')}\n{bad.text or ''}\n"
-                        f"--- output ---\n{output[-4000:]}", pytrace=False)
+            return "failed", (f"in its network namespace: {bad.get('message')}\n{bad.text or ''}\n"
+                              f"--- output ---\n{output[-4000:]}")
     skipped = case.find("skipped")
     if skipped is not None:
-        pytest.skip(f"in its network namespace: {skipped.get('message')}")
+        return "skipped", f"in its network namespace: {skipped.get('message')}"
+    return "passed", ""

@@ -67,8 +67,8 @@ class Node:
 class Cluster:
     """``with Cluster(log_dir) as c: c.start("head", 1, head=True); c.start("w", 1)``."""
 
-    def __init__(self, log_dir: Path, env: dict[str, str] | None = None) -> None:
-        self.log_dir, self.nodes = Path(log_dir), []
+    def __init__(self, log_dir: Path, env: dict[str, str] | None = None, prefix: str = "") -> None:
+        self.log_dir, self.nodes, self.prefix = Path(log_dir), [], prefix  # prefix: each cluster's own temp dirs
         self.env = {**os.environ, **FAST_HEALTH, **(env or {})}
         self.address = f"127.0.0.1:{PORT}"
         self.root = Path(os.environ["RAY_TMPDIR"])  # short (socket paths), inside tmp_path (tests/netns.py)
@@ -81,7 +81,7 @@ class Cluster:
         that did not start is stopped (by pid) and started again, three tries in all."""
         for attempt in range(3):
             try:
-                return self._start(name, cpus, head, hide, f"{name}{attempt}")
+                return self._start(name, cpus, head, hide, f"{self.prefix}{name}{attempt}")
             except RuntimeError:
                 self._stop_node(self.nodes.pop())
                 if attempt == 2:
