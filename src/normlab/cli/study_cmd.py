@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from normlab.study.frame import FORMATS  # a leaf (no torch): --help stays fast
+    from normlab.study.frame import FORMATS, TABLES  # no torch: --help stays fast
 
     p = sub.add_parser("study", help="run a grid of trainings into a resumable store; show its results")
     ssub = p.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(p))
@@ -37,13 +37,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = ssub.add_parser("status", help="counts by status and the results table of a store")
     s.add_argument("store", metavar="DIR", help="the study store directory (--store of study run)")
     s.set_defaults(func=_status)
-    e = ssub.add_parser("export", help="a store's trials and logged steps as tables (CSV or Parquet)",
+    e = ssub.add_parser("export", help="a store's trials, logged steps and per-layer diagnostics as tables",
                         description="Write OUT/trials.FMT (one row per trial: axes, seed, outcome, losses, steps, "
-                                    "wall time) and OUT/steps.FMT (one row per logged step). Needs pandas "
-                                    "(pip install 'normlab[pandas]'); Parquet also pyarrow ('normlab[parquet]').")
+                                    "wall time), OUT/steps.FMT (one row per logged step) and, with --what layers, "
+                                    "OUT/layers.FMT (one row per step, statistic and layer of the in-training "
+                                    "diagnostics). CSV needs nothing more than normlab; Parquet needs pandas and "
+                                    "pyarrow (pip install 'normlab[parquet]').")
     e.add_argument("store", metavar="STORE", help="the study store directory (--store of study run)")
     e.add_argument("--format", dest="fmt", choices=FORMATS, default="csv", help="file format (default csv)")
-    e.add_argument("--out", metavar="DIR", default=None, help="where the two files go (default: STORE/export)")
+    e.add_argument("--what", default="trials,steps", metavar="TABLES",
+                   help=f"comma-separated tables to write, of {', '.join(TABLES)} (default trials,steps)")
+    e.add_argument("--out", metavar="DIR", default=None, help="where the files go (default: STORE/export)")
     e.set_defaults(func=_export)
     ps = ssub.add_parser("presets", help="list study presets")
     ps.set_defaults(func=_presets)
@@ -137,7 +141,8 @@ def _export(args: argparse.Namespace) -> int:
     from normlab.study.frame import load
 
     tables = load(args.store)
-    for path in tables.export(args.out or Path(args.store) / "export", args.fmt):
+    what = [w.strip() for w in args.what.split(",") if w.strip()]
+    for path in tables.export(args.out or Path(args.store) / "export", args.fmt, what):
         print(path)
     return 0
 
