@@ -190,7 +190,10 @@ class StudyTables:
         for w in what:
             if w not in TABLES:
                 raise unknown_name("--what", w, TABLES)
-        pd = _pyarrow() if fmt == "parquet" else None
+        pd = None
+        if fmt == "parquet":
+            _pyarrow()
+            pd = _pandas()
         root = writable_dir(out, "--out")
         paths = []
         for name in dict.fromkeys(what):
@@ -216,25 +219,24 @@ def _frame(pd: Any, columns: list[str], rows: list[dict[str, Any]]) -> pd.DataFr
     return df.astype(dict.fromkeys(text, "string"))
 
 
-def _pandas() -> Any:
+def _pandas(what: str = "study tables as DataFrames", install: str = "pip install 'normlab[pandas]'") -> Any:
     try:
         import pandas
     except ImportError:
-        raise UserError("study tables as DataFrames (and Parquet) need pandas, which is not installed: "
-                        "pip install 'normlab[pandas]' (`normlab study export --format csv` needs none)") from None
+        raise UserError(f"{what} need pandas, which is not installed: {install} "
+                        "(`normlab study export --format csv` needs none)") from None
     return pandas
 
 
 def _pyarrow() -> Any:
-    """pandas, once it and pyarrow (through which it writes Parquet) are known to be there:
-    checked before anything is written."""
+    """pyarrow, through which pandas writes Parquet (both checked before anything is written)."""
+    _pandas("Parquet files", "pip install 'normlab[parquet]'")
     try:
-        import pandas
-        import pyarrow  # noqa: F401 - only whether it imports
+        import pyarrow
     except ImportError:
-        raise UserError("--format parquet needs pandas and pyarrow, which are not both installed: "
+        raise UserError("--format parquet needs pyarrow, which is not installed: "
                         "pip install 'normlab[parquet]' (or use --format csv)") from None
-    return pandas
+    return pyarrow
 
 
 def load(store: str | Path) -> StudyTables:
