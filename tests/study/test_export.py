@@ -1,12 +1,16 @@
 """`normlab study export` and `normlab.study.load(STORE).frame()` on a smoke study of real
 trainings: the files equal the frames, one row per trial and per logged step, the outcome is
-the lab's rule, and a missing pandas or pyarrow is one line naming the extra (nothing written)."""
+the lab's rule, the per-layer diagnostics are a labelled long table, the CSV needs no pandas
+(written in a process where pandas cannot be imported, byte for byte what pandas writes), and
+a missing pandas or pyarrow is one line naming the extra (nothing written)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +20,7 @@ from normlab.cli import main
 from normlab.core.errors import UserError
 from normlab.run.dir import RunDir
 
-from .conftest import tiny_spec
+from .conftest import SRC, tiny_spec
 
 pd = pytest.importorskip("pandas")
 
@@ -29,6 +33,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("export")
     spec = tiny_spec(d / "spec.toml", steps=6, every=3, ckpt=6, seeds="[0]",
                      axes='"model.placement" = ["post", "pre"]\n"optim.warmup_steps" = [0, 2]')
+    spec.write_text(spec.read_text().replace("[base.train]\n", "[base.train]\ndiag_every = 3\n"))
     assert main(["study", "run", str(spec), "--store", str(d / "S"), "--workers", "1", "--quiet"]) == 0
     return d / "S"
 
@@ -48,9 +53,11 @@ def test_export_csv_and_parquet_equal_the_frames_row_for_row(store: Path, tmp_pa
     trials, steps = load(store).frame()
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "pq" / "trials.parquet"), trials)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "pq" / "steps.parquet"), steps)
-    # CSV carries no dtypes (a str column may come back as object): the values, exactly
-    pd.testing.assert_frame_equal(pd.read_csv(store / "export" / "trials.csv"), trials, check_dtype=False,
-                                  check_exact=True)
+    # CSV carries no dtypes (a str column may come back as object, an empty text column as float
+    # unless read as the text it is): the values, exactly
+    text = {"outcome": "string", "error": "string"}
+    pd.testing.assert_frame_equal(pd.read_csv(store / "export" / "trials.csv", dtype=text), trials,
+                                  check_dtype=False, check_exact=True)
     pd.testing.assert_frame_equal(pd.read_csv(store / "export" / "steps.csv"), steps, check_dtype=False,
                                   check_exact=True)
 
@@ -91,9 +98,17 @@ def test_unfinished_trials_are_rows_without_results_and_a_table_axis_is_its_json
     assert trials["best_val_loss"].isna().all() and list(trials["seed"]) == [0, 0, 1, 1]
     assert [json.loads(v) if v.startswith("[") else v for v in trials["model.placement"]] == [
         "pre", ["post", "pre"], "pre", ["post", "pre"]]
+    # the text columns that may be empty are text even with no value at all (not float64 NaN)
+    assert str(trials["error"].dtype) == str(trials["outcome"].dtype) == "string"
+    assert trials["error"].isna().all()
+    with sqlite3.connect(tmp_path / "S" / "study.sqlite") as con:
+        con.execute("UPDATE trials SET status = 'failed', error = 'boom' WHERE idx = (SELECT MIN(idx) FROM trials)")
+    con.close()
+    trials = load(tmp_path / "S").frame().trials
+    assert str(trials["error"].dtype) == "string" and list(trials["error"].fillna("-")) == ["boom", "-", "-", "-"]
 
 
-@pytest.mark.parametrize("missing, fmt, extra", [("pandas", "csv", "normlab[pandas]"),
+@pytest.mark.parametrize("missing, fmt, extra", [("pandas", "parquet", "normlab[parquet]"),
                                                   ("pyarrow", "parquet", "normlab[parquet]")])
 def test_a_missing_library_is_one_line_naming_its_extra_and_nothing_is_written(
         store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -115,3 +130,92 @@ def test_not_a_store_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["study", "export", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no study store here" in err, err
+
+
+def test_layers_are_a_labelled_long_table_of_every_trials_diagnostics(store: Path) -> None:
+    from normlab.diagnostics.catalogue import by_key
+    from normlab.study import load
+    from normlab.study.store import Store
+
+    layers = load(store).layers()
+    assert list(layers.columns) == ["trial", "model.placement", "optim.warmup_steps", "seed", "step", "statistic",
+                                    "layer", "value"]
+    known = by_key("training")
+    for t in Store(store).trials():
+        lines = RunDir(t.run_dir).diagnostics()
+        mine = layers[layers["trial"] == t.id]
+        assert sorted(set(mine["step"])) == [m["step"] for m in lines] == [3, 6]
+        assert set(mine["model.placement"]) == {t.params["model.placement"]}
+        for line in lines:
+            at = mine[mine["step"] == line["step"]]
+            for key, v in line.items():
+                got = at[at["statistic"] == key]
+                if isinstance(v, list):  # one row per layer, labelled by the registry for L = 2
+                    assert list(got["layer"]) == [str(x) for x in known[key].labels(2)], key
+                    assert list(got["value"]) == pytest.approx([float("nan") if e is None else e for e in v],
+                                                               nan_ok=True), key
+                elif key in known and isinstance(v, float):  # a one-number statistic: no layer
+                    assert len(got) == 1 and got["layer"].isna().all() and got["value"].iloc[0] == v, key
+                else:  # step, train/loss (the steps table's), nulls of a statistic not yet defined
+                    assert key == "step" or len(got) in (0, 1), key
+    stream = layers[(layers["statistic"] == "rms") & (layers["step"] == 3)]
+    assert list(stream["layer"])[:3] == ["x0", "x1", "x2"]  # the stream x_0..x_L of a 2-block model
+    groups = layers[(layers["statistic"] == "grad_norm") & (layers["step"] == 3)]
+    assert list(groups["layer"])[:4] == ["emb", "1", "2", "head"]  # parameter groups
+
+
+NO_PANDAS = "raise ImportError('No module named pandas (this test hides it)')\n"
+
+
+def test_csv_export_needs_no_pandas_and_writes_what_pandas_writes(store: Path, tmp_path: Path) -> None:
+    """In a process where pandas cannot be imported, `study export --format csv` writes the three
+    tables, each byte for byte the CSV pandas writes from `frame()` / `layers()`."""
+    from normlab.study import load
+
+    (tmp_path / "shim" / "pandas").mkdir(parents=True)
+    (tmp_path / "shim" / "pandas" / "__init__.py").write_text(NO_PANDAS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), str(SRC)])}
+    out = tmp_path / "csv"
+    run = subprocess.run([sys.executable, "-m", "normlab", "study", "export", str(store), "--what",
+                          "trials,steps,layers", "--out", str(out)], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(out / f"{n}.csv") for n in ("trials", "steps", "layers")]
+    # the same environment cannot make DataFrames: Parquet is one line naming its extra
+    pq = subprocess.run([sys.executable, "-m", "normlab", "study", "export", str(store), "--format", "parquet",
+                         "--out", str(tmp_path / "pq")], env=env, capture_output=True, text=True)
+    assert pq.returncode == 2 and len(pq.stderr.strip().splitlines()) == 1, pq.stderr
+    assert "pip install 'normlab[parquet]'" in pq.stderr and not (tmp_path / "pq").exists()
+
+    tables = load(store)
+    trials, steps = tables.frame()
+    layers = tables.layers()
+    assert len(layers) > len(steps) > len(trials)
+    for name, df in (("trials", trials), ("steps", steps), ("layers", layers)):
+        assert (out / f"{name}.csv").read_bytes() == df.to_csv(index=False).encode("utf-8"), name
+
+
+def test_the_csv_writer_formats_each_column_as_pandas_does() -> None:
+    """Every kind of column the tables can hold: ints, ints with a gap (float64 in pandas),
+    floats at the edges of the shortest repr, bools with and without a gap, text needing quotes,
+    mixed types, and a column with no value."""
+    from normlab.study.csv_rows import csv_bytes
+
+    rows = [{"i": 1, "ig": 1, "f": 1e-5, "b": True, "bg": True, "t": 'say "hi", then', "m": 3, "n": None},
+            {"i": 2, "ig": None, "f": 0.1 + 0.2, "b": False, "bg": None, "t": "line\nbreak", "m": "x"},
+            {"i": 3, "ig": 7, "f": 1e16, "b": True, "bg": False, "t": "", "m": 2.5},
+            {"i": 4, "ig": 8, "f": -0.0, "b": False, "bg": True, "t": "[1, 2]", "m": None}]
+    cols = ["i", "ig", "f", "b", "bg", "t", "m", "n", "absent"]
+    df = pd.DataFrame(rows, columns=cols)
+    df = df.astype({c: "float64" for c in df.columns if df[c].isna().all()})  # as the tables do
+    assert csv_bytes(rows, cols) == df.to_csv(index=False).encode("utf-8")
+    assert csv_bytes([], ["a", "b"]) == pd.DataFrame([], columns=["a", "b"]).to_csv(index=False).encode("utf-8")
+
+
+def test_export_what_names_the_tables_and_refuses_an_unknown_one(store: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["study", "export", str(store), "--what", "layers", "--out", str(tmp_path / "l")]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "l" / "layers.csv")]
+    assert main(["study", "export", str(store), "--what", "trials,layer", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'layer'" in err and "trials, steps, layers" in err, err
+    assert not (tmp_path / "x").exists()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from normlab.study.frame import FORMATS  # a leaf (no torch): --help stays fast
+    from normlab.study.frame import FORMATS, TABLES  # no torch: --help stays fast
 
     p = sub.add_parser("study", help="run a grid of trainings into a resumable store; show its results")
     ssub = p.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(p))
@@ -15,7 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("spec", nargs="?", metavar="SPEC_OR_PRESET",
                    help="a study TOML file or a preset (see `normlab study presets`); omit to resume --store")
     r.add_argument("--store", required=True, metavar="DIR", help="the study's directory (created if missing)")
-    r.add_argument("--scale", default="cpu", help="preset size: smoke, cpu (default), gpu; pre-vs-post also seed")
+    r.add_argument("--scale", default="cpu", help="preset size: smoke, cpu (default), gpu; pre-vs-post also seed; "
+                                                   "stability-frontier also quick (one placement's critical lr in minutes)")
+    r.add_argument("--placements", default=None, metavar="A,B",
+                   help="the placements of a preset that takes them (stability-frontier), comma-separated")
     r.add_argument("--executor", default="local", help="local (worker processes, default) or ray")
     r.add_argument("--workers", type=int, default=None, metavar="N",
                    help="parallel trials (default: one per core / threads-per-run)")
@@ -37,13 +40,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = ssub.add_parser("status", help="counts by status and the results table of a store")
     s.add_argument("store", metavar="DIR", help="the study store directory (--store of study run)")
     s.set_defaults(func=_status)
-    e = ssub.add_parser("export", help="a store's trials and logged steps as tables (CSV or Parquet)",
+    e = ssub.add_parser("export", help="a store's trials, logged steps and per-layer diagnostics as tables",
                         description="Write OUT/trials.FMT (one row per trial: axes, seed, outcome, losses, steps, "
-                                    "wall time) and OUT/steps.FMT (one row per logged step). Needs pandas "
-                                    "(pip install 'normlab[pandas]'); Parquet also pyarrow ('normlab[parquet]').")
+                                    "wall time), OUT/steps.FMT (one row per logged step) and, with --what layers, "
+                                    "OUT/layers.FMT (one row per step, statistic and layer of the in-training "
+                                    "diagnostics). CSV needs nothing more than normlab; Parquet needs pandas and "
+                                    "pyarrow (pip install 'normlab[parquet]').")
     e.add_argument("store", metavar="STORE", help="the study store directory (--store of study run)")
     e.add_argument("--format", dest="fmt", choices=FORMATS, default="csv", help="file format (default csv)")
-    e.add_argument("--out", metavar="DIR", default=None, help="where the two files go (default: STORE/export)")
+    e.add_argument("--what", default="trials,steps", metavar="TABLES",
+                   help=f"comma-separated tables to write, of {', '.join(TABLES)} (default trials,steps)")
+    e.add_argument("--out", metavar="DIR", default=None, help="where the files go (default: STORE/export)")
     e.set_defaults(func=_export)
     ps = ssub.add_parser("presets", help="list study presets")
     ps.set_defaults(func=_presets)
@@ -56,15 +63,21 @@ def _load(args: argparse.Namespace):  # -> StudySpec | None
     from normlab.study.presets import STUDY_PRESETS, study_preset
     from normlab.study.spec import load_spec
 
+    placements = None if args.placements is None else [p.strip() for p in args.placements.split(",") if p.strip()]
     if args.spec is None:
-        if args.overrides:
-            raise UserError("--set needs a study file or preset (a store keeps the settings it started with)")
+        for flag, given in (("--set", args.overrides), ("--placements", placements is not None)):
+            if given:
+                raise UserError(f"{flag} needs a study file or preset (a store keeps the settings it started with)")
         return None
     path = Path(args.spec)
-    if path.suffix == ".toml" or path.exists():
+    preset = not (path.suffix == ".toml" or path.exists())
+    if not preset:
+        if placements is not None:
+            raise UserError(f"--placements chooses a preset's placements; in {args.spec} write the "
+                            "model.placement axis under [axes]")
         spec = load_spec(path)
     elif args.spec in STUDY_PRESETS:
-        spec = study_preset(args.spec, args.scale)
+        spec = study_preset(args.spec, args.scale, placements)
     else:
         from normlab.core.errors import unknown_name
 
@@ -75,8 +88,39 @@ def _load(args: argparse.Namespace):  # -> StudySpec | None
 
         from normlab.run.resolve import RunConfig
 
+        _refuse_axis_overrides(spec, args.overrides, args.spec if preset else None)
         spec = dataclasses.replace(spec, base=apply_overrides(RunConfig, spec.base, args.overrides))
     return spec
+
+
+def _refuse_axis_overrides(spec, overrides: list[str], preset: str | None) -> None:  # spec: StudySpec
+    """A ``--set`` on a key each trial sets itself (an axis, a zip key, the seed) would be
+    overwritten in every trial: refused, naming how to change that axis instead."""
+    from normlab.core.errors import ConfigError
+
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        for axis in [*spec.axis_keys(), "seed"]:
+            if key == axis or key.startswith(axis + ".") or axis.startswith(key + "."):
+                break
+        else:
+            continue
+        if axis == "seed":
+            fix = "the seeds are the study's own (seeds = [...] in a study TOML)"
+        elif preset is None:
+            fix = f"change the axis {axis!r} in the study file ([axes] or [[zip]])"
+        elif axis == "model.placement" and "placements" in _preset_options(preset):
+            fix = f"choose the placements with --placements instead, e.g. `normlab study run {preset} --placements keel,pre`"
+        else:
+            fix = f"preset {preset!r} fixes it; write a study TOML with the {axis!r} axis you want (docs/studies.md)"
+        raise ConfigError("--set", item, f"{axis} is an axis of study {spec.name!r}, set by every trial, so --set "
+                                         f"would be ignored; {fix}")
+
+
+def _preset_options(name: str) -> list[str]:
+    from normlab.study.presets import STUDY_PRESETS, takes_placements
+
+    return ["placements"] if takes_placements(STUDY_PRESETS.get(name, "study")) else []
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -137,7 +181,8 @@ def _export(args: argparse.Namespace) -> int:
     from normlab.study.frame import load
 
     tables = load(args.store)
-    for path in tables.export(args.out or Path(args.store) / "export", args.fmt):
+    what = [w.strip() for w in args.what.split(",") if w.strip()]
+    for path in tables.export(args.out or Path(args.store) / "export", args.fmt, what):
         print(path)
     return 0
 

@@ -11,12 +11,11 @@ from typing import Any, Sequence
 from normlab.data.unigram import DataCE
 from normlab.report.frontier_fig import frontier_figure
 from normlab.report.html import Page
+from normlab.report.kinds import MIN_LRS  # fewer lrs per line: no frontier section
 from normlab.report.numbers import num
 from normlab.study.frontier import contrasts, frontiers
 from normlab.study.horizons import horizon_cells, horizons
 from normlab.study.store import TrialRecord
-
-MIN_LRS = 3  # fewer lrs per line: no frontier section (two points cannot place a transition)
 
 
 def _shown(hs: list[int]) -> list[int]:

@@ -6,7 +6,7 @@
 | probe | ``normlab probe``: models at initialisation over depths and seeds | probe.csv |
 | inspect | ``normlab inspect``: one trained checkpoint under the lab's statistics | probe.csv + a summary.json naming the model's family |
 | study | a study store | study.sqlite |
-| stability | a stability map: a study of outcomes over lr x depth x warm-up | study.sqlite whose spec is named in ``STABILITY_STUDIES`` |
+| stability | a stability map: a study of outcomes over lr x depth x warm-up | study.sqlite whose spec has frontier axes (``frontier_axes``) or is named in ``STABILITY_STUDIES`` |
 | demo | ``normlab demo``: Pre-LN vs Post-LN with per-step curves and a seed-robust verdict | study.sqlite whose spec is named in ``DEMO_STUDIES`` |
 | compare | several of one kind on shared axes | (``normlab report A B ...``) |
 | series | ``normlab inspect --series``: one model's checkpoints over training | series.csv + series.json |
@@ -30,9 +30,10 @@ from normlab.run.dir import folder_kind
 
 KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "series")
 
-# Studies whose page is the stability map (``report.stability_page``): by the spec's name, as
-# the questions below are (a preset's spec carries its name; a TOML study may take it too).
+# Studies whose page is the stability map (``report.stability_page``) whatever their axes: the
+# claims' map studies, whose smallest scales have too few lrs for ``frontier_axes``.
 STABILITY_STUDIES = ("stability-map", "stability-frontier", "frontier-ends")
+MIN_LRS = 3  # fewer lrs on a line cannot place a transition (the page draws no frontier either)
 # Studies whose page is the demo's (``report.demo_page``): per-step curves, a verdict by rule.
 DEMO_STUDIES = ("pre-vs-post-demo",)
 
@@ -95,9 +96,24 @@ def page_kind(path: str | Path) -> str:
     kind = detect(path)
     if kind == "study":
         spec = _json(Path(path) / "spec.json")
-        name = spec.get("name") if isinstance(spec, dict) else None
-        return "stability" if name in STABILITY_STUDIES else "demo" if name in DEMO_STUDIES else kind
+        spec = spec if isinstance(spec, dict) else {}
+        if spec.get("name") in DEMO_STUDIES:
+            return "demo"
+        return "stability" if spec.get("name") in STABILITY_STUDIES or frontier_axes(spec) else kind
     return "inspect" if kind == "probe" and inspected(path) else kind
+
+
+def frontier_axes(spec: dict[str, Any]) -> bool:
+    """Whether a study's outcomes place a critical lr, whatever its name: training trials over an
+    lr axis of at least ``MIN_LRS`` values (its own or a zip group's), at least two seeds (the
+    critical lr is where half of them train), and a constant lr after warm-up in its base (the
+    stability maps' schedule: only then is a run's outcome by step H that of any longer run,
+    which the horizons and the extensions of stalled runs read)."""
+    lrs = list((spec.get("axes") or {}).get("optim.lr") or [])
+    lrs += [v for g in spec.get("zip") or [] for v in g.get("optim.lr", [])]
+    optim = (spec.get("base") or {}).get("optim") or {}
+    return (spec.get("trial", "train") == "train" and len(set(lrs)) >= MIN_LRS and len(spec.get("seeds") or []) >= 2
+            and optim.get("schedule") == "constant")
 
 
 def still_written(who: str) -> str:
@@ -110,6 +126,8 @@ def study_question(spec: dict[str, Any]) -> tuple[str, str | None]:
     else its description, else the generic one (no contrast: the page ranks the settings)."""
     if spec.get("name") in STUDY_QUESTIONS:
         return STUDY_QUESTIONS[spec["name"]]
+    if frontier_axes(spec) and not spec.get("description"):
+        return STUDY_QUESTIONS["stability-frontier"]
     metric = str(spec.get("metric", "best_val_loss")).replace("_", " ")
     sci = ", ".join(spec.get("scientific") or []) or "the axes"
     return spec.get("description") or f"Which setting of {sci} gives the lowest {metric}?", None
@@ -143,8 +161,8 @@ def heading(kind: str, **facts: Any) -> Heading:
     raise ValueError(f"unknown page kind {kind!r}; one of {', '.join(KINDS)}")
 
 
-__all__ = ["DEMO_STUDIES", "KINDS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected",
-           "open_study_page", "page_kind", "still_written", "study_question"]
+__all__ = ["DEMO_STUDIES", "KINDS", "MIN_LRS", "STABILITY_STUDIES", "STUDY_QUESTIONS", "Heading", "heading", "inspected",
+           "frontier_axes", "open_study_page", "page_kind", "still_written", "study_question"]
 
 
 def open_study_page(study: Any, kind: str, progress: bool, out: Path | None,

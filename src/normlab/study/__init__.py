@@ -1,7 +1,8 @@
 """Studies: grids of runs in a resumable SQLite store, run locally or on Ray (docs/studies.md).
 
 Public names load lazily: ``from normlab.study import Store, StudySpec, run_study``;
-``normlab.study.load(STORE).frame()`` gives a store's trials and logged steps as DataFrames.
+``normlab.study.load(STORE).frame()`` gives a store's trials and logged steps as DataFrames,
+``.layers()`` its per-layer diagnostics, ``.frontiers()`` its critical learning rates.
 """
 
 from __future__ import annotations

@@ -9,10 +9,16 @@
   ``trial``, ``step``, ``train_loss``, ``val_loss`` (empty where the step did not evaluate),
   ``lr``, then the line's other fields, ``/`` spelled ``_`` (``time/step_s`` -> ``time_step_s``).
 
-The two join on ``trial``. The rows are built from the store and the run directories without
-pandas; ``frame()`` and the files need it (the ``pandas`` extra; Parquet also needs pyarrow,
-the ``parquet`` extra). ``Frames`` and both files hold the same values: the files are written
-from the frames.
+* ``layers``: the in-training diagnostics (RUN/diagnostics.jsonl), one row per step, statistic
+  and layer, labelled (``normlab.study.layers``): ``trial``, its axes and ``seed``, ``step``,
+  ``statistic``, ``layer``, ``value``; its own call (``layers()``) and file (``--what layers``).
+
+They join on ``trial``. The rows are built from the store and the run directories without
+pandas, and a CSV is written from them with the standard library (``csv_rows``: the bytes
+pandas would write), so ``--format csv`` works on the base install; DataFrames need pandas
+(the ``pandas`` extra), Parquet also pyarrow (the ``parquet`` extra), and a Parquet file is
+written from the DataFrames. The text columns that may be empty (``outcome``, ``error``) are
+pandas' nullable ``string`` whatever they hold, never float64 for want of a value.
 """
 
 from __future__ import annotations
@@ -21,14 +27,18 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
-from normlab.core.errors import UserError
+from normlab.core.errors import UserError, unknown_name
 from normlab.core.fscheck import writable_dir
 from normlab.core.fsutil import atomic_write_bytes
 from normlab.data.unigram import data_ce
 from normlab.run.dir import RunDir
-from normlab.study.outcome import FINAL, classify
+from normlab.study.csv_rows import csv_bytes
+from normlab.study.frontier import Line, frontiers
+from normlab.study.horizons import horizons
+from normlab.study.layers import LAYER_FIELDS, layer_rows, training_statistics
+from normlab.study.outcome import FINAL, classify, study_data_ce
 from normlab.study.store import Store, TrialRecord
 
 if TYPE_CHECKING:
@@ -39,6 +49,8 @@ FORMATS = ("csv", "parquet")
 TRIAL_FIELDS = ("status", "outcome", "best_val_loss", "final_val_loss", "final_train_loss", "steps", "tokens",
                 "wall_time_s", "diverged_at_step", "attempts", "error", "run_dir")
 STEP_FIELDS = ("trial", "step", "train_loss", "val_loss", "lr")
+TABLES = ("trials", "steps", "layers")  # what `study export --what` names; the default is the first two
+TEXT = ("outcome", "error")  # text columns that may hold no value at all
 
 
 class Frames(NamedTuple):
@@ -116,55 +128,109 @@ class StudyTables:
                 rows.append(row)
         return rows
 
+    def layer_rows(self) -> list[dict[str, Any]]:
+        """One dict per step, statistic and layer of every trial's diagnostics.jsonl, labelled with
+        the trial and its axes (``normlab.study.layers``)."""
+
+        known, rows = training_statistics(), []
+        for t in self.records:
+            run = RunDir(t.run_dir)
+            lines = run.diagnostics()
+            if not lines:
+                continue
+            depth = run.config_dict().get("model", {}).get("n_layer")
+            head = {"trial": t.id, **{a: _cell(t.params.get(a)) for a in self.axes()}}
+            rows += [{**head, **r} for r in layer_rows(lines, depth if isinstance(depth, int) else None, known)]
+        return rows
+
+    def table(self, name: str) -> tuple[list[str], list[dict[str, Any]]]:
+        """(columns, rows) of table ``name`` (one of ``TABLES``), without pandas."""
+        if name == "trials":
+            return ["trial", *self.axes(), *TRIAL_FIELDS], self.trial_rows()
+        if name == "steps":
+            steps = self.step_rows()
+            return list(dict.fromkeys(k for r in [dict.fromkeys(STEP_FIELDS), *steps] for k in r)), steps
+        if name == "layers":
+            return ["trial", *self.axes(), *LAYER_FIELDS], self.layer_rows()
+        raise UserError(f"table {name!r}: unknown; valid: {', '.join(TABLES)}")
+
     # ------------------------------------------------------------------ pandas
     def frame(self) -> Frames:
         """``Frames(trials, steps)``: the two tables as pandas DataFrames."""
         pd = _pandas()
-        trial_cols = ["trial", *self.axes(), *TRIAL_FIELDS]
-        steps = self.step_rows()
-        step_cols = list(dict.fromkeys(k for r in [dict.fromkeys(STEP_FIELDS), *steps] for k in r))
-        return Frames(_frame(pd, self.trial_rows(), trial_cols), _frame(pd, steps, step_cols))
+        return Frames(_frame(pd, *self.table("trials")), _frame(pd, *self.table("steps")))
 
-    def export(self, out: str | Path, fmt: str = "csv") -> list[Path]:
-        """Write ``OUT/trials.FMT`` and ``OUT/steps.FMT``; returns their paths. Every check comes
-        before the first write, and each file is replaced whole (never left half-written)."""
+    def layers(self) -> pd.DataFrame:
+        """The per-layer diagnostics of every trial as one long DataFrame (``trial``, the axes,
+        ``seed``, ``step``, ``statistic``, ``layer``, ``value``); empty when no trial ran them."""
+        return _frame(_pandas(), *self.table("layers"))
+
+    # ------------------------------------------------------------------ critical lrs
+    def frontiers(self, horizon: int | None = None) -> list[Line]:
+        """The critical lr of each placement x depth x warm-up (``normlab.study.frontier``) at
+        ``horizon`` (default: the study's base horizon, its trials' own length), judged against
+        the unigram loss of the data the trials trained on."""
+        if horizon is None:
+            hs = horizons(self.records)
+            if not hs:
+                raise UserError(f"{self.store.root}: no completed trial yet, so no horizon to read the "
+                                "critical lrs at (run the study, or pass horizon=STEPS)")
+            horizon = hs[0]
+        return frontiers(self.records, study_data_ce(self.records), horizon)
+
+    # ------------------------------------------------------------------ files
+    def export(self, out: str | Path, fmt: str = "csv", what: Sequence[str] = TABLES[:2]) -> list[Path]:
+        """Write ``OUT/NAME.FMT`` for each table named in ``what``; returns their paths. Every check
+        comes before the first write, and each file is replaced whole (never left half-written)."""
 
         if fmt not in FORMATS:
             raise UserError(f"--format {fmt!r}: unknown format; valid: {', '.join(FORMATS)}")
+        if not what:
+            raise UserError(f"--what: no table named; name one or more of {', '.join(TABLES)} (comma-separated)")
+        for w in what:
+            if w not in TABLES:
+                raise unknown_name("--what", w, TABLES)
+        pd = None
         if fmt == "parquet":
             _pyarrow()
+            pd = _pandas()
         root = writable_dir(out, "--out")
-        frames = self.frame()
         paths = []
-        for name, df in frames._asdict().items():
-            buf = io.BytesIO()
-            if fmt == "csv":
-                buf.write(df.to_csv(index=False).encode("utf-8"))
+        for name in dict.fromkeys(what):
+            columns, rows = self.table(name)
+            if pd is None:
+                data = csv_bytes(rows, columns)
             else:
-                df.to_parquet(buf, index=False, engine="pyarrow")
+                buf = io.BytesIO()
+                _frame(pd, columns, rows).to_parquet(buf, index=False, engine="pyarrow")
+                data = buf.getvalue()
             paths.append(root / f"{name}.{fmt}")
-            atomic_write_bytes(paths[-1], buf.getvalue())
+            atomic_write_bytes(paths[-1], data)
         return paths
 
 
-def _frame(pd: Any, rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+def _frame(pd: Any, columns: list[str], rows: list[dict[str, Any]]) -> pd.DataFrame:
     """A DataFrame whose columns read back from CSV as they are: a column with no value (no
-    trial diverged, say) is float NaN, as a CSV reader makes it, not an object column of None."""
+    trial diverged, say) is float NaN, as a CSV reader makes it, not an object column of None;
+    except the text columns that may be empty, which are nullable strings whatever they hold."""
     df = pd.DataFrame(rows, columns=columns)
-    return df.astype({c: "float64" for c in df.columns if df[c].isna().all()})
+    text = [c for c in TEXT if c in df.columns]
+    df = df.astype({c: "float64" for c in df.columns if c not in text and df[c].isna().all()})
+    return df.astype(dict.fromkeys(text, "string"))
 
 
-def _pandas() -> Any:
+def _pandas(what: str = "study tables as DataFrames", install: str = "pip install 'normlab[pandas]'") -> Any:
     try:
         import pandas
     except ImportError:
-        raise UserError("study tables need pandas, which is not installed: pip install 'normlab[pandas]'") from None
+        raise UserError(f"{what} need pandas, which is not installed: {install} "
+                        "(`normlab study export --format csv` needs none)") from None
     return pandas
 
 
 def _pyarrow() -> Any:
-    """pyarrow, through which pandas writes Parquet (checked before anything is written)."""
-    _pandas()
+    """pyarrow, through which pandas writes Parquet (both checked before anything is written)."""
+    _pandas("Parquet files", "pip install 'normlab[parquet]'")
     try:
         import pyarrow
     except ImportError:
@@ -174,8 +240,9 @@ def _pyarrow() -> Any:
 
 
 def load(store: str | Path) -> StudyTables:
-    """The study in ``store`` as tables: ``load(STORE).frame()`` -> ``Frames(trials, steps)``."""
+    """The study in ``store`` as tables: ``load(STORE).frame()`` -> ``Frames(trials, steps)``,
+    ``load(STORE).layers()``, ``load(STORE).frontiers()``."""
     return StudyTables(Store(store))
 
 
-__all__ = ["FORMATS", "Frames", "StudyTables", "load"]
+__all__ = ["FORMATS", "TABLES", "Frames", "StudyTables", "load"]

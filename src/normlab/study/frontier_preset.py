@@ -14,13 +14,23 @@ reaches step 1000 (``extend_stalled_to``, ``normlab.study.extend``).
 
 The sizes are the table ``FRONTIER_GRID``; its cost at cpu (840 runs: more than one
 150-minute session of 2 cores) and the slices that fit are in docs/studies.md, "Critical
-learning rates".
+learning rates". ``quick`` is the critical lr of one's own placement in minutes: the cpu base
+at its shallow depth without warm-up, where the published map's Post-LN leaves training
+between 2e-3 and 6e-3 and Pre-LN still trains at 1.2e-2, over seven lrs a factor 2 apart
+around them (1e-3 .. 6.4e-2) and 6 seeds each, so that a transition anywhere inside gives a
+bounded interval (with 6 seeds a clean gap is its own 95% interval: 0.5^6 < 0.025).
+
+``placements`` (``normlab study run stability-frontier --placements keel,pre``) replaces the
+scale's placements; a placement's trials are the same (same config, same id) whichever others
+run beside it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from normlab.core.errors import NO_VALUE, ConfigError
+from normlab.model.catalogue import PLACEMENTS
 from normlab.study.presets import STABILITY_GRID, _map_base, _pick, _placements
 from normlab.study.spec import StudySpec
 
@@ -36,16 +46,34 @@ FRONTIER_GRID: dict[str, dict[str, Any]] = {
             "warmup": [0, 50], "seeds": [0, 1, 2, 3, 4], "extend_to": 1000},
     "gpu": {"placements": _SIX, "lr": [1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2], "n_layer": [6, 24, 48],
             "warmup": [0, 300], "seeds": [0, 1, 2], "extend_to": 10000},
+    # quick: one depth, no warm-up, lrs around where typical placements stop training, 6 seeds an lr:
+    # 42 runs a placement at 6 blocks x 200 steps on the cpu base (module docstring, docs/studies.md)
+    "quick": {"placements": ["post", "pre"], "lr": [1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2, 6.4e-2], "n_layer": [6],
+              "warmup": [0], "seeds": [0, 1, 2, 3, 4, 5], "extend_to": 400, "base": "cpu"},
 }
 
 
-def stability_frontier(scale: str = "cpu") -> StudySpec:
-    """Placement x 7 log-spaced lrs x depth x warm-up on the stability map's base, 5 seeds at cpu,
-    stalled runs resumed to the long horizon (``FRONTIER_GRID``): the critical lr of each
-    placement, depth and warm-up, at each horizon."""
+def chosen_placements(names: list[str]) -> list[str]:
+    """``names`` checked against the registry (an unknown one fails listing the valid ones),
+    each once, in the order given."""
+    if not names:
+        raise ConfigError("--placements", NO_VALUE, "name one or more, comma-separated, e.g. keel,pre "
+                                                    "(`normlab placements` lists them)")
+    for n in names:
+        PLACEMENTS.get(n, "--placements")
+    return list(dict.fromkeys(names))
+
+
+def stability_frontier(scale: str = "cpu", placements: list[str] | None = None) -> StudySpec:
+    """Placement x log-spaced lrs x depth x warm-up on the stability map's base, stalled runs
+    resumed to a longer horizon (``FRONTIER_GRID``): the critical lr of each placement, depth and
+    warm-up, at each horizon. cpu: 6 placements x 7 lrs x 2 depths x 2 warm-ups x 5 seeds (840
+    runs); quick: 7 lrs x 6 seeds at 6 blocks without warm-up, 42 runs a placement (~5 minutes
+    each on 2 workers); --placements chooses the placements."""
     g = _pick(scale, FRONTIER_GRID, NAME)
-    return StudySpec(name=NAME, base=_map_base(scale), seeds=list(g["seeds"]),
-                     axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
+    names = _placements(g["placements"]) if placements is None else chosen_placements(placements)
+    return StudySpec(name=NAME, base=_map_base(g.get("base", scale)), seeds=list(g["seeds"]),
+                     axes={"model.placement": names, "optim.lr": list(g["lr"]),
                            "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(g["warmup"])},
                      extend_stalled_to=g["extend_to"],
                      description="The critical learning rate of each placement, depth and warm-up, where half the "
@@ -76,4 +104,4 @@ def frontier_ends(scale: str = "cpu") -> StudySpec:
                      description="Where Post-LN and Pre-LN stop training above the stability map's lrs")
 
 
-__all__ = ["ENDS_GRID", "FRONTIER_GRID", "NAME", "frontier_ends", "stability_frontier"]
+__all__ = ["ENDS_GRID", "FRONTIER_GRID", "NAME", "chosen_placements", "frontier_ends", "stability_frontier"]

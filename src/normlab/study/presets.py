@@ -2,20 +2,22 @@
 
 ``scale`` picks the size: ``smoke`` (seconds, for checking the pipeline), ``cpu`` (the
 default: minutes on a laptop), ``gpu`` (the papers' sizes, nanoGPT's baby GPT), and for
-``pre-vs-post`` also ``seed`` (seed 002's own hyper-parameters). Throughput behind the cpu
-sizes is measured in docs/studies.md.
+``pre-vs-post`` also ``seed`` (seed 002's own hyper-parameters), for ``stability-frontier``
+also ``quick``. A preset whose function also takes ``placements`` lets ``--placements`` choose
+them. Throughput behind the cpu sizes is measured in docs/studies.md.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
-from normlab.core.errors import ConfigError
+from normlab.core.errors import NO_VALUE, ConfigError
 from normlab.core.registry import Registry
 from normlab.model.catalogue import PLACEMENTS
 from normlab.study.spec import StudySpec
 
-StudyPreset = Callable[[str], StudySpec]
+StudyPreset = Callable[..., StudySpec]  # (scale) -> StudySpec; some also take placements=
 STUDY_PRESETS: Registry[StudyPreset] = Registry("study preset", "study", catalogue="normlab.study.catalogue")
 SCALES = ("smoke", "cpu", "gpu")
 
@@ -283,6 +285,20 @@ def stability_map(scale: str = "cpu") -> StudySpec:
                      description="Where in lr x depth x warm-up does each placement train, stall or diverge?")
 
 
-def study_preset(name: str, scale: str = "cpu") -> StudySpec:
-    """The StudySpec of preset ``name`` at ``scale``."""
-    return STUDY_PRESETS.get(name, "study")(scale)
+def takes_placements(fn: StudyPreset) -> bool:
+    """Whether a preset's placements are an option (``--placements``) rather than fixed."""
+    return "placements" in inspect.signature(fn).parameters
+
+
+def study_preset(name: str, scale: str = "cpu", placements: list[str] | None = None) -> StudySpec:
+    """The StudySpec of preset ``name`` at ``scale``; ``placements`` replaces the placements of a
+    preset that takes them (``takes_placements``), and is refused by the others."""
+    fn = STUDY_PRESETS.get(name, "study")
+    if placements is None:
+        return fn(scale)
+    if not takes_placements(fn):
+        takers = [n for n, f in STUDY_PRESETS.items() if takes_placements(f)]
+        raise ConfigError("--placements", NO_VALUE, f"study preset {name!r} has its own placements; the presets "
+                                                    f"that take --placements: {', '.join(takers)} (or write a study "
+                                                    "TOML with a model.placement axis)")
+    return fn(scale, placements=placements)
