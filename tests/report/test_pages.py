@@ -110,7 +110,7 @@ def test_report_page(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
         "a raw float reached the page"
     assert "-0.9999999999999999" not in html
     title = {"run": "Training run run (pre)", "probe": "Probe at initialisation: probe", "study": "Study pre-vs-post",
-             "compare": "Comparison of runs: placement=pre, "}[kind]
+             "compare": "Comparison of 2 runs"}[kind]
     assert re.search(r"<title>(.*?)</title>", html)[1].startswith(title)
     captions = " ".join(re.findall(r"<figcaption>(.*?)</figcaption>", html))
     answer = re.search(r'<p class="answer">(.*?)</p>', html)[1]
