@@ -106,6 +106,7 @@ def test_report_page(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
     # question and answer first, then the figures, then tables, then the configuration
     order = [html.find(s) for s in ('class="lead"', "<figure", "<table", "<details", "Versions")]
     assert -1 not in order and order == sorted(order), order
+    assert "<details open" not in html  # the configuration is folded (docs/report.md, how a page reads)
     assert not re.search(r"\d\.\d{7,}|\de[+-]\d\d", re.sub(r"<details.*?</details>", "", html, flags=re.S)), \
         "a raw float reached the page"
     assert "-0.9999999999999999" not in html

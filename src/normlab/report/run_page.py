@@ -1,5 +1,5 @@
 """The page of one training run: how far it got and how, then the curves, the per-layer
-statistics, the layers of the final model, the numbers and the exact configuration."""
+statistics, the layers of its checkpoint, the numbers and the exact configuration."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
             ("tokens/s", s.get("tokens_per_s")), ("parameters", s.get("params"))]
     page.table(["quantity", "value"], [r for r in rows if r[1] is not None])
     page.heading("Configuration", "config")
-    page.details("RunConfig (config.json)", json.dumps(run.config, indent=2, sort_keys=True), open_=True)
+    page.details("RunConfig (config.json)", json.dumps(run.config, indent=2, sort_keys=True))
     if run.env:
         page.details("Environment (env.json)", json.dumps(run.env, indent=2, sort_keys=True))
     page.versions()
