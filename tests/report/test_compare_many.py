@@ -34,7 +34,8 @@ def _runs(tmp: Path) -> list[Path]:
 
 
 def _styles(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[str, str, object, str]]]:
-    """{figure name: [(label, colour, dash pattern, legend texts) of every labelled line]}."""
+    """{figure name: [(label, colour, dash pattern, legend texts) of every labelled line]}, each
+    figure's legend checked to fit its width."""
     from matplotlib.colors import to_hex
 
     from normlab.report.html import Page
@@ -45,6 +46,9 @@ def _styles(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[str, str, o
     def spy(self, fig, name, caption, wide=False):  # noqa: ANN001, ANN202
         legends = [t.get_text() for ax in fig.axes for lg in (ax.get_legend(), *fig.legends) if lg is not None
                    for t in lg.get_texts()]
+        fig.canvas.draw()  # a legend below the axes stays within the figure's width (40-character labels)
+        assert all(0 <= lg.get_window_extent().x0 and lg.get_window_extent().x1 <= fig.bbox.x1
+                   for lg in fig.legends), name
         seen[name] = [(ln.get_label(), to_hex(ln.get_color()), ln._unscaled_dash_pattern, " | ".join(legends))
                       for ax in fig.axes for ln in ax.get_lines()
                       if not ln.get_label().startswith("_") and len(ln.get_xdata()) > 1]

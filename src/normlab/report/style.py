@@ -176,7 +176,7 @@ def distinct_styles(labels: Iterable[str]) -> Iterator[None]:
     cycles through the styles, so the fifth run of a placement drew like its first, and a
     label's rest drew as solid as the series' bare label. A page holds its labels around all
     of its figures, so that they agree."""
-    styles: dict[str, Any] = {}
+    styles: dict[str, int] = {}  # rest -> index of its style
     taken: dict[str, set[int]] = {}  # series -> indices of the styles its labels use
     split = [split_label(lab) for lab in dict.fromkeys(labels)]
     for head, rest in split:
@@ -209,8 +209,10 @@ def legend(ax: Any, outside: bool | None = None, ncol: int | None = None) -> Non
         ax.get_legend().remove()
     fig = ax.figure
     if outside and n and len(fig.axes) == 1:
-        # two columns hold about 40 characters each at 10.5 pt on a 6.4 in figure
-        ncol = ncol or (1 if n == 1 or max(len(t) for t in labels) > 40 else 2 if n <= 10 else 3)
+        # two columns hold about 32 characters each at 10.5 pt on a 6.4 in figure (a 40-character
+        # label in two columns ran off both sides), three about 20
+        longest = max(len(t) for t in labels)
+        ncol = ncol or (1 if n == 1 or longest > 32 else 2 if n <= 10 or longest > 20 else 3)
         w, h = fig.get_size_inches()
         grown = getattr(fig, "_normlab_legend_rows", 0)
         rows = math.ceil(n / ncol)

@@ -303,11 +303,14 @@ class RunDir:
         without hashing, so a reader can ask it on every page; None without a checkpoint."""
         from normlab.run import checkpoint
 
-        for name in (which, "latest" if which == "best" else "best"):
-            folder = self.checkpoint_dir(name)
-            for cand in (folder, folder.with_name(folder.name + ".old")):
-                if cand.is_dir():
-                    return checkpoint.identity(cand)
+        try:
+            for name in (which, "latest" if which == "best" else "best"):
+                folder = self.checkpoint_dir(name)
+                for cand in (folder, folder.with_name(folder.name + ".old")):
+                    if cand.is_dir():
+                        return checkpoint.identity(cand)
+        except OSError:  # an unreadable checkpoints/: loading it says why, in its own words
+            return None
         return None
 
     def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
