@@ -134,8 +134,8 @@ def layer_section(page: Page, run_dir: Path) -> None:
         return
     ck = res.get("checkpoint") if isinstance(res.get("checkpoint"), dict) else None
     at = measured_at(ck)
-    page.heading(f"Layers of the model at {at} (checkpoint {ck.get('checkpoint') if ck else '?'}, validation text)",
-                 "layers")
+    page.heading(f"Layers of the model at {at} (checkpoint {ck.get('checkpoint')}, validation text)" if ck else
+                 "Layers of the model (checkpoint not recorded, validation text)", "layers")
     if not current(res, now):
         was = (f"These figures measured {at} of checkpoint {ck.get('checkpoint')}" if ck else
                "This analysis does not record which checkpoint it measured (it predates the record)")
