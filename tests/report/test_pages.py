@@ -106,11 +106,12 @@ def test_report_page(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
     # question and answer first, then the figures, then tables, then the configuration
     order = [html.find(s) for s in ('class="lead"', "<figure", "<table", "<details", "Versions")]
     assert -1 not in order and order == sorted(order), order
+    assert "<details open" not in html  # the configuration is folded (docs/report.md, how a page reads)
     assert not re.search(r"\d\.\d{7,}|\de[+-]\d\d", re.sub(r"<details.*?</details>", "", html, flags=re.S)), \
         "a raw float reached the page"
     assert "-0.9999999999999999" not in html
     title = {"run": "Training run run (pre)", "probe": "Probe at initialisation: probe", "study": "Study pre-vs-post",
-             "compare": "Comparison of runs: placement=pre, "}[kind]
+             "compare": "Comparison of 2 runs"}[kind]
     assert re.search(r"<title>(.*?)</title>", html)[1].startswith(title)
     captions = " ".join(re.findall(r"<figcaption>(.*?)</figcaption>", html))
     answer = re.search(r'<p class="answer">(.*?)</p>', html)[1]

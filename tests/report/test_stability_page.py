@@ -86,6 +86,7 @@ def test_smoke_stability_map_study_end_to_end(tmp_path: Path, data_dir: Path,
     assert re.findall(r'<figure id="fig-([^"]+)"', html) == ["map_post", "map_pre"]
     order = [html.find(s) for s in ('class="lead"', "<figure", "<table", "<details", "Versions")]
     assert -1 not in order and order == sorted(order), order
+    assert "<details open" not in html  # the configuration is folded (docs/report.md, how a page reads)
     rows = re.findall(r"<tr><td>(post|pre)</td><td class=\"num\">([^<]+)</td><td class=\"num\">(\d+)</td>"
                       r"<td class=\"num\">0</td><td class=\"num\">2</td>"
                       r"<td class=\"num\">(\d)</td><td class=\"num\">(\d)</td><td class=\"num\">(\d)</td>", html)

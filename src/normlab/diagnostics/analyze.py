@@ -83,8 +83,9 @@ def analysis_rows(values: list[tuple[Any, ...]], cfg: Any) -> tuple[list[dict], 
 def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 4, batch_size: int = 8,
                 out: str | Path | None = None, data_dir: str | None = None) -> dict[str, Any]:
     """Analyse a run on its fixed validation batches; writes analysis.csv, layer_pairs.csv, analysis.json
-    into OUT (default RUN/analysis). Writing inside RUN holds RUN (``RunDir.writing``: refused
-    while a training writes it); OUT is held as an ``analysis`` folder (``normlab.run.outdir``).
+    (with ``checkpoint``: the name, step and weights' sha256 it measured) into OUT (default
+    RUN/analysis). Writing inside RUN holds RUN (``RunDir.writing``: refused while a training
+    writes it); OUT is held as an ``analysis`` folder (``normlab.run.outdir``).
     The run's own corpus is read (``normlab.data.record``: ``data_dir`` is where it was moved)."""
 
     flag = "--out" if out else "RUN"
@@ -100,6 +101,9 @@ def analyze_run(run_dir: str | Path, checkpoint: str = "best", n_batches: int = 
 
 def _analyze_into(run_dir: str | Path, checkpoint: str, n_batches: int, batch_size: int, out: Path,
                   data_dir: str | None) -> dict[str, Any]:
+    # asked before loading: should newer weights land in between, the record names the older
+    # ones and the next report measures again, never the other way round
+    measured = RunDir(run_dir).checkpoint_identity(checkpoint)
     model, cfg = load_run_model(run_dir, checkpoint)
     corpus = load_located(cfg.data, RunDir(run_dir).data_record(), data_dir)
     batches = val_batches(corpus.val, model.cfg.context, batch_size, n_batches)
@@ -109,5 +113,6 @@ def _analyze_into(run_dir: str | Path, checkpoint: str, n_batches: int, batch_si
     folder = OutDir(out, "analysis")
     write_csv(rows, folder.file(ANALYSIS_CSV))
     write_csv(pairs, folder.file(PAIRS_CSV), PAIR_COLUMNS)
-    atomic_write_text(folder.file(ANALYSIS_JSON), json.dumps(res, indent=2))
+    # which weights were measured (name, step, sha256): a page tells a stale analysis by it
+    atomic_write_text(folder.file(ANALYSIS_JSON), json.dumps({**res, "checkpoint": measured}, indent=2))
     return res

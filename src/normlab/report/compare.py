@@ -75,8 +75,11 @@ def _runs(paths: list[Path], labels: list[str], out: Path, progress: bool) -> Pa
     runs = [load_run(p) for p in paths]
     diff = config_diff([r.config for r in runs])
     groups = {lab: [r] for lab, r in zip(run_labels([r.config for r in runs], labels), runs)}
-    q = "Which of these runs reaches the lowest validation loss? " + "; ".join(
-        f"{g} ({d}): {describe(r.config)}" for (g, (r,)), d in zip(groups.items(), labels))
+    # what every run shares, said once: what each has of its own is its label (the fields that
+    # differ) and the table of differences, so the question stays a line however many runs
+    said = [describe(r.config).split(", ") for r in runs]
+    common = [b for b in said[0] if all(b in w for w in said[1:])]
+    q = "Which of these runs reaches the lowest validation loss?" + (f" All: {', '.join(common)}." if common else "")
     head = heading("compare", what="runs", names=list(groups), question=q)
     page = Page(head.title, out, progress=progress)
     best: dict[str, Any] = {g: (r.summary or {}).get("best_val_loss") for g, (r,) in groups.items()}

@@ -18,6 +18,7 @@ from normlab.report import figures as F
 from normlab.report.html import Page
 from normlab.report.load import RunData
 from normlab.report.numbers import num, pm, tick
+from normlab.report.style import distinct_styles
 from normlab.study.outcome import trial_outcomes
 from normlab.study.store import TrialRecord
 
@@ -95,6 +96,11 @@ def curve_figures(page: Page, groups: dict[str, list[RunData]], fate: dict[Path,
     tokens figure would repeat it); with batches that differ, loss against tokens is drawn.
     """
     fate = fate if fate is not None else fates(groups)
+    with distinct_styles(groups):  # every figure of the page draws a label alike, and no two alike
+        _curves(page, groups, fate, single)
+
+
+def _curves(page: Page, groups: dict[str, list[RunData]], fate: dict[Path, str], single: bool) -> None:
     every = [r for rs in groups.values() for r in rs]
     tps = tokens_per_step(every)
     if single:
@@ -162,26 +168,29 @@ def _caption(title: str, traces: dict[str, list[F.Trace]], single: bool, tps: fl
     top = f" Top axis: tokens seen ({num(tps)} per step)." if tps else ""
     if single or n == {1}:
         what = "one run per line" if len(traces) > 1 else "this run"
-        return f"{title[0].upper()}{title[1:]} against step, {what}.{top}" + _fate_note(traces)
+        return f"{title[0].upper()}{title[1:]} against step, {what}.{top}" + _fate_note(traces, seeds=False)
     seeds = f"{min(n)}-{max(n)}" if len(n) > 1 else str(n.pop())
     return (f"{title[0].upper()}{title[1:]} against step: thin lines are single seeds ({seeds} per setting), "
             f"the thick line their mean.{top}" + _fate_note(traces))
 
 
-def _fate_note(traces: dict[str, list[F.Trace]]) -> str:
+def _fate_note(traces: dict[str, list[F.Trace]], seeds: bool = True) -> str:
+    """What the marks of runs that did not train mean; ``seeds``: lines are seeds of a mean."""
     bad = defaultdict(list)
     for label, ts in traces.items():
         for t in ts:
             if t.fate != "ok":
                 bad[t.fate].append(label)
     notes = []
-    if bad.get("running"):
-        notes.append(" Runs still going (no summary.json yet) are thin lines, left out of the mean.")
-    if bad.get("stalled"):
-        notes.append(f" Stalled seeds (dotted, ○ at the end: {', '.join(sorted(set(bad['stalled'])))}) did not get "
-                     "below the unigram loss of their data by the lab's margin (normlab.study.outcome) and are left "
-                     "out of the mean.")
-    if bad.get("diverged"):
-        notes.append(f" × marks where a diverged run stopped ({', '.join(sorted(set(bad['diverged'])))}); "
-                     "diverged runs are left out of the mean.")
+    stalled, diverged, running = (", ".join(sorted(set(bad[k]))) for k in ("stalled", "diverged", "running"))
+    if running:
+        notes.append(" Runs still going (no summary.json yet) are thin lines, left out of the mean." if seeds else
+                     f" Not finished (still going, interrupted or killed): {running}.")
+    if stalled:
+        rule = "below the unigram loss of their data by the lab's margin (normlab.study.outcome)"
+        notes.append(f" Stalled seeds (dotted, ○ at the end: {stalled}) did not get {rule} and are left out of the "
+                     "mean." if seeds else f" Stalled (○ at the end): {stalled}, not {rule}.")
+    if diverged:
+        notes.append(f" × marks where a diverged run stopped ({diverged})"
+                     + ("; diverged runs are left out of the mean." if seeds else "."))
     return "".join(notes)

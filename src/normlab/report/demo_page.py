@@ -178,7 +178,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
                  t.status, (t.summary or {}).get("best_val_loss"), (t.summary or {}).get("final_val_loss"),
                  (t.summary or {}).get("steps"), duration((t.summary or {}).get("wall_time_s"))] for t in study.trials])
     page.heading("Configuration", "config")
-    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str), open_=True)
+    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str))
     page.versions()
     return page.write()
 

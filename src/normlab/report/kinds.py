@@ -152,8 +152,10 @@ def heading(kind: str, **facts: Any) -> Heading:
         return Heading(f"Stability map: study {f['name']}", f["question"])
     if kind == "demo":
         return Heading(f"Pre-LN vs Post-LN: study {f['name']}", f["question"])
-    if kind == "compare":
-        return Heading(f"Comparison of {f['what']}: {' vs '.join(f['names'])}", f["question"])
+    if kind == "compare":  # the names only when they are short: the question line says what each one is
+        names = " vs ".join(f["names"])
+        return Heading(f"Comparison of {f['what']}: {names}" if len(names) <= 40 else
+                       f"Comparison of {len(f['names'])} {f['what']}", f["question"])
     if kind == "series":
         return Heading(f"Checkpoint series: {f['name']}",
                        f"How do the layer statistics of {f['name']} change from checkpoint to checkpoint "

@@ -223,7 +223,7 @@ def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> 
     page.table(header, table)
     page.heading("Configuration", "config")
     page.details("Probe configuration (probe_config.json)", json.dumps(probe.config, indent=2, sort_keys=True,
-                                                                        default=str), open_=True)
+                                                                        default=str))
     if probe.summary:
         page.details("Fits as written by the probe (summary.json)",
                      json.dumps(rounded(probe.summary), indent=2, sort_keys=True, default=str))

@@ -1,5 +1,5 @@
 """The page of one training run: how far it got and how, then the curves, the per-layer
-statistics, the layers of the final model, the numbers and the exact configuration."""
+statistics, the layers of its checkpoint, the numbers and the exact configuration."""
 
 from __future__ import annotations
 
@@ -39,9 +39,32 @@ def describe(config: dict[str, Any]) -> str:
     return ", ".join(bits)
 
 
+def current_summary(run: RunData) -> tuple[dict[str, Any], str | None]:
+    """(the summary the page presents, why it is not summary.json as written, else None).
+
+    summary.json is written when a run ends; a resumed run that is killed (or still runs)
+    leaves the earlier end's summary behind while metrics.jsonl goes past it. That summary is
+    not the run's state: the headline numbers are then read off metrics.jsonl, and the page
+    says which and why."""
+    s = run.summary or {}
+    last = max((m["step"] for m in run.metrics if isinstance(m.get("step"), int)), default=None)
+    if not s or last is None or not isinstance(s.get("steps"), int) or s["steps"] >= last:
+        return s, None
+    _, val = run.series("val/loss")
+    t, m = run.config.get("train", {}), run.config.get("model", {})
+    tokens = last * t["batch_size"] * m["context"] if isinstance(t.get("batch_size"), int) and \
+        isinstance(m.get("context"), int) else None
+    derived = {"steps": last, "tokens": tokens, "best_val_loss": min(val) if val else None,
+               "final_val_loss": val[-1] if val else None, "params": s.get("params")}
+    why = "the run is still going" if run.writer else "the run was stopped without writing one (killed)"
+    return derived, (f"summary.json is older than metrics.jsonl: it records the run {s.get('status')} at step "
+                     f"{num(s['steps'])}, the metrics go on to step {num(last)} ({why}); the numbers here are "
+                     "read from metrics.jsonl")
+
+
 def answer(run: RunData) -> str:
     """The run's outcome in one or two sentences with the numbers."""
-    s = run.summary or {}
+    s, stale = current_summary(run)
     x, y = loss_series(run)
     which = "validation" if run.series("val/loss")[1] and len(run.series("val/loss")[1]) >= 2 else "training"
     parts = []
@@ -51,7 +74,9 @@ def answer(run: RunData) -> str:
         if s.get("best_val_loss") is not None:
             parts[-1] += f", best {num(s['best_val_loss'])}"
     status = s.get("status")
-    if status == "diverged":
+    if stale:
+        parts.append(stale)
+    elif status == "diverged":
         parts.append(f"the run diverged at step {num(s.get('diverged_at_step'))} and stopped")
     elif status:
         speed = f" at {num(s['tokens_per_s'])} tok/s" if s.get("tokens_per_s") else ""
@@ -68,7 +93,8 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
                    corpus=run.config.get("data", {}).get("corpus"))
     page = Page(head.title, out or run.path / "report", progress=progress)
     page.lead(head.question, answer(run), [still_written(run.writer)] if run.writer else [])
-    status = "diverged" if (run.summary or {}).get("status") in ("diverged", "failed") else "ok"
+    s, stale = current_summary(run)
+    status = "diverged" if s.get("status") in ("diverged", "failed") else "ok"
     page.heading("Training curves", "curves")
     curve_figures(page, {run.label: [run]}, {run.path: status}, single=True)
     n_layer = run.config.get("model", {}).get("n_layer")
@@ -79,14 +105,15 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
     else:
         layer_section(page, run.path)
     page.heading("Numbers", "numbers")
-    s = run.summary or {}
-    rows = [("status", s.get("status")), ("steps", s.get("steps")), ("tokens", s.get("tokens")),
+    was = run.summary or {}
+    rows = [("status", f"unknown: summary.json is stale ({was.get('status')} at step {num(was.get('steps'))})"
+             if stale else s.get("status")), ("steps", s.get("steps")), ("tokens", s.get("tokens")),
             ("best val loss (nats/token)", s.get("best_val_loss")), ("final val loss", s.get("final_val_loss")),
             ("diverged at step", s.get("diverged_at_step")), ("wall time", duration(s.get("wall_time_s"))),
             ("tokens/s", s.get("tokens_per_s")), ("parameters", s.get("params"))]
     page.table(["quantity", "value"], [r for r in rows if r[1] is not None])
     page.heading("Configuration", "config")
-    page.details("RunConfig (config.json)", json.dumps(run.config, indent=2, sort_keys=True), open_=True)
+    page.details("RunConfig (config.json)", json.dumps(run.config, indent=2, sort_keys=True))
     if run.env:
         page.details("Environment (env.json)", json.dumps(run.env, indent=2, sort_keys=True))
     page.versions()
@@ -96,33 +123,65 @@ def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path
 def layer_section(page: Page, run_dir: Path) -> None:
     """The figures the registered ``analyze`` statistics declare (``matrix``: layer x layer,
     ``bars``: one bar per block), read from the run's analysis.json (``normlab analyze``, or
-    ``report.prepare`` before this page); without one the section says how to make it."""
-    figs = analysis_figures()
-    res: dict[str, Any] | None = None
-    for path in analysis_places(run_dir, page.out_dir):
-        try:
-            res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-        except json.JSONDecodeError:
-            res = None
-        if isinstance(res, dict):
-            break
-    if not isinstance(res, dict):
+    ``report.prepare`` before this page), under the step of the checkpoint they measured; an
+    analysis of other weights than the run's checkpoint now is said to be one. Without an
+    analysis the section says how to make it."""
+    res, now = analysis_of(run_dir, page.out_dir)
+    if res is None:
         page.text(f"Layer similarity and deletion skipped: no analysis of this run yet (`normlab analyze {run_dir}`; "
                   "`normlab report` runs it when the run has a checkpoint and its corpus, `--data-dir DIR` when the corpus moved).",
                   "muted")
         return
-    page.heading("Layers of the final model (checkpoint, validation text)", "layers")
-    for key, s, f in figs:
+    ck = res.get("checkpoint") if isinstance(res.get("checkpoint"), dict) else None
+    at = measured_at(ck)
+    page.heading(f"Layers of the model at {at} (checkpoint {ck.get('checkpoint')}, validation text)" if ck else
+                 "Layers of the model (checkpoint not recorded, validation text)", "layers")
+    if not current(res, now):
+        was = (f"These figures measured {at} of checkpoint {ck.get('checkpoint')}" if ck else
+               "This analysis does not record which checkpoint it measured (it predates the record)")
+        page.text(f"{was}, but the run's checkpoint is now {measured_at(now)}: they are not of the model above. "
+                  f"Rerun `normlab report {run_dir}` (`--data-dir DIR` when the corpus moved) to measure it.", "muted")
+    for key, s, f in analysis_figures():
         v = res.get(key)
         if not isinstance(v, list) or not v:
             continue
         what = f"{s.help[0].upper()}{s.help[1:]}"
         if f.kind == "matrix":
             page.figure(F.similarity_matrix(np.asarray(v, dtype=float), f.title), f.name,
-                        f"{what}, for every pair of the stream states x_0..x_L.")
+                        f"{what}, for every pair of the stream states x_0..x_L, at {at}.")
         else:
             page.figure(F.deletion_bars(range(1, len(v) + 1), v, f.title), f.name,
-                        f"{what} (full model: {num(res.get('val_loss'))}).")
+                        f"{what} (full model at {at}: {num(res.get('val_loss'))}).")
+
+
+def measured_at(ck: dict[str, Any] | None) -> str:
+    """'step 400' of a checkpoint record (``RunDir.checkpoint_identity``), its weights' hash without a step."""
+    if not ck:
+        return "an unrecorded step"
+    return f"step {num(ck['step'])}" if isinstance(ck.get("step"), int) else f"weights {str(ck.get('sha256'))[:12]}"
+
+
+def current(res: dict[str, Any], now: dict[str, Any] | None) -> bool:
+    """Whether an analysis measured the checkpoint the run has now (by its weights' sha256);
+    a run without a checkpoint left cannot tell, and keeps what it has."""
+    return now is None or res.get("checkpoint") == now
+
+
+def analysis_of(run_dir: Path, out_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the analysis a page draws, the checkpoint the run's analysis would measure now): of the
+    places an analysis.json may be, the first that measured that checkpoint, else the first
+    readable one (stale: the page says so)."""
+    now = RunDir(run_dir).checkpoint_identity()
+    found = [res for p in analysis_places(run_dir, out_dir) if (res := _read(p)) is not None]
+    return next((r for r in found if current(r, now)), found[0] if found else None), now
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except json.JSONDecodeError:
+        return None  # a damaged analysis counts as none: prepare measures again
+    return res if isinstance(res, dict) else None
 
 
 def analysis_figures() -> list[tuple[str, Any, Any]]:

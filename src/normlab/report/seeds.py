@@ -54,6 +54,8 @@ class Trace:
 
 
 FATE_KEY = {"diverged": "× diverged: where the run stopped", "stalled": "○ stalled seed (dotted; not in the mean)"}
+# where every line is one run (a run page, a comparison) there is no seed and no mean to speak of
+RUN_FATE_KEY = {**FATE_KEY, "stalled": "○ stalled: not below the unigram loss"}
 
 
 def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str, title: str,
@@ -64,11 +66,14 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
 
     Diverged seeds end in ×, stalled seeds are dotted and end in ○, "running" seeds (no
     summary yet) are plain seed lines; none of them enters the mean, so the thick line is an
-    outcome runs had. A group with no "ok" seed has no mean line.
+    outcome runs had. A group with no "ok" seed has no mean line. Where every group is one run
+    nothing is averaged: a stalled run keeps its own line style (it names the run) and only
+    its end is marked, and the legend speaks of runs, not seeds.
     """
     fig, ax = figure()
     fates: set[str] = set()
     values: list[float] = []
+    seeds = any(len([t for t in ts if len(t.x)]) > 1 for ts in groups.values())
     for label, traces in groups.items():
         traces = [t for t in traces if len(t.x)]
         if not traces:
@@ -83,7 +88,7 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
             named = True
         for t in traces:
             values.extend(float(v) for v in t.y)
-            if len(traces) == 1 and t.fate != "stalled":
+            if len(traces) == 1 and (t.fate != "stalled" or not seeds):
                 if not named:
                     ax.plot(t.x, t.y, color=c, linestyle=ls, label=label, zorder=3)
                     named = True
@@ -101,7 +106,7 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
                 ax.plot([t.x[-1]], [t.y[-1]], linestyle="none", zorder=4, color=c, markersize=9,
                         **({"marker": "X", "markeredgecolor": "black", "markeredgewidth": 0.6}
                            if t.fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
-    _fate_key(ax, fates)
+    _fate_key(ax, fates, FATE_KEY if seeds else RUN_FATE_KEY)
     if logy if logy is not None else spans_decades(values):
         ax.set_yscale("log")
     if logx:
@@ -114,10 +119,10 @@ def seed_curves(groups: Mapping[str, Sequence[Trace]], xlabel: str, ylabel: str,
     return fig
 
 
-def _fate_key(ax: Any, fates: set[str]) -> None:
+def _fate_key(ax: Any, fates: set[str], words: Mapping[str, str]) -> None:
     """Legend entries explaining the end markers that appear in this figure."""
     for fate in sorted(fates):
-        ax.plot([], [], linestyle="none", color="grey", markersize=8, label=FATE_KEY[fate],
+        ax.plot([], [], linestyle="none", color="grey", markersize=8, label=words[fate],
                 **({"marker": "X"} if fate == "diverged" else {"marker": "o", "markerfacecolor": "white"}))
 
 

@@ -181,8 +181,7 @@ def build(series: SeriesData, progress: bool = False, out: Path | None = None) -
                       s.get("log_z"), s.get("tokens"), duration(s.get("wall_time_s"))])
     page.table(["step", "checkpoint", "loss (nats/token)", "mean log Z", "tokens", "wall time"], table)
     page.heading("Configuration", "config")
-    page.details("Series settings (series.json)", json.dumps(series.meta, indent=2, sort_keys=True, default=str),
-                 open_=True)
+    page.details("Series settings (series.json)", json.dumps(series.meta, indent=2, sort_keys=True, default=str))
     page.versions()
     return page.write()
 

@@ -136,7 +136,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     if failed:
         page.text("Errors: " + "; ".join(f"{t.id[:10]}: {t.error}" for t in failed[:10]), "muted")
     page.heading("Configuration", "config")
-    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str), open_=True)
+    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str))
     page.versions()
     return page.write()
 

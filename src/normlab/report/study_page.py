@@ -152,7 +152,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     if failed:
         page.text("Errors: " + "; ".join(f"{t.id[:10]}: {t.error}" for t in failed[:10]), "muted")
     page.heading("Configuration", "config")
-    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str), open_=True)
+    page.details("Resolved study spec (spec.json)", json.dumps(spec, indent=2, sort_keys=True, default=str))
     for label, ts in groups.items():
         if label in runs:
             page.details(f"RunConfig of '{label}' (seed {_find(ts[0].params, 'seed')})",

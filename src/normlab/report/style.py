@@ -13,11 +13,12 @@ style.
 from __future__ import annotations
 
 import colorsys
+import contextlib
 import math
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -102,8 +103,11 @@ def color(name: str, _others: dict[str, str] = {}) -> str:  # noqa: B006 - delib
 
 
 # ":" (dotted) is not among them: it marks a stalled seed (report/seeds.py), which must not
-# look like the mean of some setting.
-LINESTYLES = ["-", "--", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5))]
+# look like the mean of some setting. Eight, so that eight runs of one placement (a comparison
+# of its norms) each have a line of their own; past them ``_dash`` makes more.
+LINESTYLES: list[Any] = ["-", "--", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5)), (0, (10, 3)), (0, (10, 2, 2, 2)),
+                         (0, (14, 2, 1, 2, 1, 2, 1, 2)), (0, (5, 5))]
+_ASSIGNED: dict[str, Any] = {}  # rest -> line style, while ``distinct_styles`` holds a page's labels
 
 
 _PREFIX = re.compile(r"^[^ :]+: ")  # "s1: pre lr=0.001" (comparison pages) -> "pre lr=0.001"
@@ -146,13 +150,51 @@ def whole(values: Sequence[float] | np.ndarray) -> bool:
 
 
 def linestyle(rest: str, _seen: dict[str, Any] = {}) -> Any:  # noqa: B006 - deliberate memo
-    """Line style of the non-placement part of a label: '' is solid; others take the next style
-    in first-seen order, stable for the whole process (so every figure of a page agrees)."""
+    """Line style of the non-placement part of a label: '' is solid; others take the style
+    ``distinct_styles`` gave them, else the next style in first-seen order, stable for the whole
+    process (so every figure of a page agrees)."""
     if not rest:
         return "-"
+    if rest in _ASSIGNED:
+        return _ASSIGNED[rest]
     if rest not in _seen:
         _seen[rest] = LINESTYLES[len(_seen) % len(LINESTYLES)]
     return _seen[rest]
+
+
+def _dash(i: int) -> Any:
+    """The i-th line style: ``LINESTYLES``, then dash-dots of growing dash length."""
+    return LINESTYLES[i] if i < len(LINESTYLES) else (0, (4 + 2 * (i - len(LINESTYLES)), 2, 1, 2))
+
+
+@contextlib.contextmanager
+def distinct_styles(labels: Iterable[str]) -> Iterator[None]:
+    """Within the block, no two of ``labels`` that share a colour (a series) share a line style.
+
+    The rest of a label keeps picking the style (one rest, one style, whatever its series), but
+    the rests of one series take distinct ones, in the order given: the first-seen memo alone
+    cycles through the styles, so the fifth run of a placement drew like its first, and a
+    label's rest drew as solid as the series' bare label. A page holds its labels around all
+    of its figures, so that they agree."""
+    styles: dict[str, int] = {}  # rest -> index of its style
+    taken: dict[str, set[int]] = {}  # series -> indices of the styles its labels use
+    split = [split_label(lab) for lab in dict.fromkeys(labels)]
+    for head, rest in split:
+        if not rest:
+            taken.setdefault(head, set()).add(0)  # a bare series label is solid
+    for rest in dict.fromkeys(r for _, r in split if r):
+        heads = {h for h, r in split if r == rest}
+        used = set().union(*(taken.get(h, set()) for h in heads))
+        styles[rest] = i = next(k for k in range(len(used) + 1) if k not in used)
+        for h in heads:
+            taken.setdefault(h, set()).add(i)
+    before = dict(_ASSIGNED)
+    _ASSIGNED.update({rest: _dash(i) for rest, i in styles.items()})
+    try:
+        yield
+    finally:
+        _ASSIGNED.clear()
+        _ASSIGNED.update(before)
 
 
 def legend(ax: Any, outside: bool | None = None, ncol: int | None = None) -> None:
@@ -167,8 +209,10 @@ def legend(ax: Any, outside: bool | None = None, ncol: int | None = None) -> Non
         ax.get_legend().remove()
     fig = ax.figure
     if outside and n and len(fig.axes) == 1:
-        # two columns hold about 40 characters each at 10.5 pt on a 6.4 in figure
-        ncol = ncol or (1 if n == 1 or max(len(t) for t in labels) > 40 else 2 if n <= 10 else 3)
+        # two columns hold about 32 characters each at 10.5 pt on a 6.4 in figure (a 40-character
+        # label in two columns ran off both sides), three about 20
+        longest = max(len(t) for t in labels)
+        ncol = ncol or (1 if n == 1 or longest > 32 else 2 if n <= 10 or longest > 20 else 3)
         w, h = fig.get_size_inches()
         grown = getattr(fig, "_normlab_legend_rows", 0)
         rows = math.ceil(n / ncol)

@@ -173,6 +173,20 @@ def step_of(folder: Path) -> int | None:
     return loop.get("step") if isinstance(loop.get("step"), int) else None
 
 
+def identity(folder: Path) -> dict[str, Any] | None:
+    """Which weights a checkpoint folder holds, read without hashing: its name (``best``,
+    ``latest``), the step of its state.json and the sha256 its manifest gives model.safetensors
+    (checked against the file by every load). What a measurement of it records, so that a
+    cached result can be told from one of newer weights; None without a readable manifest."""
+    folder = Path(folder)
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        sha = files["model.safetensors"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {"checkpoint": folder.name.removesuffix(".old"), "step": step_of(folder), "sha256": sha}
+
+
 def tokenizer_state(folder: Path) -> dict[str, Any] | None:
     """The tokenizer a checkpoint folder was trained with (its state.json), None without one."""
     tok = (_state_or_none(folder) or {}).get("tokenizer")

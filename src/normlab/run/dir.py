@@ -297,6 +297,22 @@ class RunDir:
                 return found
         raise UserError(f"{self.path}: no checkpoint under checkpoints/ (best or latest); train it first")
 
+    def checkpoint_identity(self, which: str = "best") -> dict[str, Any] | None:
+        """``checkpoint.identity`` of the folder ``pick_checkpoint(which)`` chooses (same order:
+        ``which``, its interrupted swap's twin, then the other one), read from its manifest
+        without hashing, so a reader can ask it on every page; None without a checkpoint."""
+        from normlab.run import checkpoint
+
+        try:
+            for name in (which, "latest" if which == "best" else "best"):
+                folder = self.checkpoint_dir(name)
+                for cand in (folder, folder.with_name(folder.name + ".old")):
+                    if cand.is_dir():
+                        return checkpoint.identity(cand)
+        except OSError:  # an unreadable checkpoints/: loading it says why, in its own words
+            return None
+        return None
+
     def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
         """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
         (hash-checked before any tensor is read)."""
