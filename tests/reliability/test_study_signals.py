@@ -47,6 +47,30 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "normlab", *args]
 
 
+def test_the_first_stop_signal_is_acted_on_and_remembered_later_ones_only_noted() -> None:
+    """A second signal (Ctrl-C to a group reaches a worker twice) must not cut the first one's
+    bookkeeping short; the exit status is the first one's; the old handlers come back."""
+    from normlab.core import stopping
+
+    before = signal.getsignal(signal.SIGTERM)
+    calls: list[tuple[str, int]] = []
+    with stopping.handling(lambda signum: calls.append(("outer", signum))):
+        assert stopping.received() is None
+        with stopping.handling(lambda signum: calls.append(("inner", signum))):
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+        assert stopping.received() == signal.SIGTERM and stopping.exit_status() == 143
+        os.kill(os.getpid(), signal.SIGINT)  # the outer handler is back, and it too only notes it
+    assert calls == [("inner", signal.SIGTERM)]
+    assert signal.getsignal(signal.SIGTERM) is before
+    with stopping.handling(stopping.interrupt):  # the outermost one starts afresh
+        assert stopping.received() is None
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert stopping.exit_status() == 130
+    stopping.forget()
+
+
 def _workers(pid: int) -> set[int]:
     """The worker processes of the study process ``pid`` (its spawned children; not
     multiprocessing's resource tracker, which leaves on its own once its parent is gone)."""

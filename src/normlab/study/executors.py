@@ -57,7 +57,7 @@ def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, addr
         for p in procs:
             _send(p, signum)
 
-    def start(i: int) -> Any:
+    def start(i: int) -> None:
         p = ctx.Process(target=_process_main, args=(str(store_root), opts, os.getpid()), name=f"normlab-study-{i}")
         p.start()
         if i < len(procs):
@@ -66,7 +66,6 @@ def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, addr
             procs.append(p)
         if stopping.received() is not None:  # the signal came while it started: forward() missed it
             _send(p, stopping.received())
-        return p
 
     store = Store(store_root)
     try:

@@ -51,6 +51,8 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     batching measured 1.0x and one trial per core is faster (docs/performance.md). A spec with
     ``extend_stalled_to`` then resumes its stalled trials to that horizon (``normlab.study.extend``).
     ``retry_failed``: put the store's failed trials back to pending first (``Store.requeue_failed``).
+    SIGINT or SIGTERM: the trials stop at their checkpoints, then this raises KeyboardInterrupt
+    (``normlab.core.stopping.received()`` names the signal).
     """
 
     run = EXECUTORS.get(executor)
@@ -65,8 +67,8 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     if batch is not None and batch > 1 and executor != "local":
         raise ConfigError("--batch", batch, "trial batching runs in local workers; use --executor local "
                           "or --batch 1")
-    # SIGTERM stops a study as Ctrl-C does; raised as KeyboardInterrupt, both end in the line
-    # naming the command that resumes (the executors pass the signal on to their trials).
+    # SIGTERM stops a study as Ctrl-C does, so that both end in the line naming the command
+    # that resumes (the executors pass the signal on to their trials).
     with stopping.handling(stopping.interrupt):
         if batch is None:
             import torch
