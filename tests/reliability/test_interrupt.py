@@ -98,8 +98,8 @@ def test_ctrl_c_of_study_run_names_the_resume_command_and_it_resumes(tmp_path, c
 
 
 def test_ctrl_c_in_the_study_process_itself_names_the_resume_command(tmp_path, capsys, monkeypatch):
-    """Several workers: the study process gets KeyboardInterrupt while its workers record their trials
-    as interrupted (a real pool is slow to start; the workers' side is the store's, tested there)."""
+    """The resume line keeps the executor flags (the study process interrupted in place; real
+    signals to a two-worker study: test_study_signals.py)."""
     from normlab.study import runner
 
     def stopped(*a, **k):

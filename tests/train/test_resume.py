@@ -105,7 +105,8 @@ def test_sigterm_leaves_a_resumable_run_with_a_summary(tmp_path, tiny, reference
     _wait_for_checkpoint(proc, run)
     proc.send_signal(signal.SIGTERM)  # what a scheduler or `kill` sends
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err.decode()
+    assert proc.returncode == 143, err.decode()  # 128 + SIGTERM, as a shell reports it
+    assert b"resume with: normlab train --resume" in err
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "interrupted" and 20 <= summary["steps"] < 300
     state = json.loads((run / "checkpoints" / "latest" / "state.json").read_text())
@@ -139,5 +140,61 @@ def test_ctrl_c_mid_step_abandons_the_step_at_once_and_resume_matches(tmp_path, 
     assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
     assert json.loads((run / "checkpoints" / "latest" / "state.json").read_text())["loop"]["step"] == 12
     monkeypatch.setattr(Trainer, "_batch", real)
+    assert run_training(None, run, resume=True, quiet=True)["status"] == "completed"
+    assert tiny.comparable(run) == tiny.comparable(tmp_path / "ref")
+
+
+def test_a_signal_during_backward_abandons_the_step_before_the_backward_ends(tmp_path, tiny, monkeypatch):
+    """The backward is one call into torch, so the loop's gradient hooks are where a signal can
+    act. The signal is made pending from hooks written in C (no Python runs in the main thread
+    between them, as in a real backward): when the backward reaches its first tensor, a helper
+    thread sends SIGINT to itself (the handler is left for the main thread) while the main
+    thread waits on a queue. The step then stops before every gradient is there, and the run
+    resumes to the uninterrupted metrics. On a CPU only: on a GPU the backward runs in the
+    device's thread, where Python runs no signal handler."""
+    import queue
+    import threading
+
+    from normlab.train.loop import Trainer
+
+    extra = ("train.grad_accum=2", "model.dropout=0.1", "train.device=cpu")
+    run_training(tiny.cfg(*extra), tmp_path / "ref", quiet=True)
+    real_batch, real_loss, target = Trainer._batch, Trainer._loss, [False]
+    reached, sent, grads_at_stop = queue.SimpleQueue(), queue.SimpleQueue(), []
+
+    def signal_from_helper() -> None:
+        reached.get()
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        sent.put(None)  # what the waiting hook returns: the gradient unchanged
+
+    def batch(self, s, m):
+        target[0] = (s, m) == (12, 0)  # step 13's first micro-batch
+        return real_batch(self, s, m)
+
+    def loss(self, x, y):
+        obj, ce, log_z = real_loss(self, x, y)
+        if target[0]:
+            real_zero = self.opt.zero_grad
+
+            def zero_grad(set_to_none=True):
+                grads_at_stop.append([p.grad is not None for p in self.params])
+                real_zero(set_to_none=set_to_none)
+
+            self.opt.zero_grad = zero_grad
+            obj.register_hook(reached.put)  # the objective's gradient: the backward's first
+            obj.register_hook(sent.get)  # blocks (its gradient, a nonzero scalar, is block=True) until sent
+        return obj, ce, log_z
+
+    helper = threading.Thread(target=signal_from_helper, daemon=True)
+    helper.start()
+    monkeypatch.setattr(Trainer, "_batch", batch)
+    monkeypatch.setattr(Trainer, "_loss", loss)
+    run = tmp_path / "run"
+    s = run_training(tiny.cfg(*extra), run, quiet=True)
+    helper.join(timeout=60)
+    assert s["status"] == "interrupted" and s["steps"] == 12
+    assert grads_at_stop and not all(grads_at_stop[0]), "the backward ran to its end before stopping"
+    assert json.loads((run / "checkpoints" / "latest" / "state.json").read_text())["loop"]["step"] == 12
+    monkeypatch.undo()
     assert run_training(None, run, resume=True, quiet=True)["status"] == "completed"
     assert tiny.comparable(run) == tiny.comparable(tmp_path / "ref")

@@ -47,9 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def interrupted(command: str, what: str) -> int:
-    """Ctrl-C: one line saying where things stand (the command that resumes), exit status 130."""
+    """Ctrl-C or SIGTERM: one line saying where things stand (the command that resumes), exit
+    status 128 + the signal (130, 143)."""
+    from normlab.core.stopping import exit_status
+
     print(f"normlab {command}: interrupted; {what}", file=sys.stderr)
-    return 130
+    return exit_status()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     from normlab.core.log import setup
+    from normlab.core.stopping import forget
 
+    forget()  # a signal of an earlier command run in this process is not this one's
     setup(args.command)  # status on stderr, stdout is the output (a command's --quiet silences its progress only)
     try:
         return int(args.func(args) or 0)

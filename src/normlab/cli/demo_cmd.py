@@ -53,11 +53,15 @@ def _demo(args: argparse.Namespace) -> int:
     load_corpus(DataConfig())  # download and verify once, before workers start
     logging.getLogger(__name__).info(f"study '{NAME}' ({args.scale}) into {args.store}; "
                                      f"{len(spec.trials())} trials, rerun to resume if interrupted")
-    store = run_study(spec, args.store, workers=args.workers)  # progress lines on stderr, bar on a terminal
-    if store.counts().get("interrupted"):  # Ctrl-C reached the trials first (one worker: in this process)
-        from normlab.cli import interrupted
+    from normlab.cli import interrupted
 
-        return interrupted("demo", "finished trials are kept; rerun the same command to resume")
+    resume = "finished trials are kept; rerun the same command to resume"
+    try:
+        store = run_study(spec, args.store, workers=args.workers)  # progress lines on stderr, bar on a terminal
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the trials stopped at their checkpoints
+        return interrupted("demo", resume)
+    if store.counts().get("interrupted"):  # a worker alone was signalled; its trial checkpointed
+        return interrupted("demo", resume)
     print(status_text(store))
     page = build_report(args.store, progress=True)
     print()

@@ -147,9 +147,9 @@ def _run(args: argparse.Namespace) -> int:
         store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
                           threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
                           batch=args.batch, progress=not args.quiet, retry_failed=args.retry_failed)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the trials stopped at their checkpoints
         return interrupted("study", resume_study(args))
-    if store.counts().get("interrupted"):  # Ctrl-C reached the trials first; they checkpointed
+    if store.counts().get("interrupted"):  # a worker alone was signalled; its trial checkpointed
         return interrupted("study", resume_study(args))
     print(status_text(store))
     # 1: some trial failed, or workers died and left trials unfinished (rerun to resume them)

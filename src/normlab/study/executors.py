@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from normlab.core import stopping
 from normlab.core.registry import Registry
 from normlab.study.ray_tasks import drive
 from normlab.study.store import Store
@@ -22,6 +24,7 @@ from normlab.study.worker import WorkerOptions, _process_main, work
 
 Executor = Callable[..., None]
 EXECUTORS: Registry[Executor] = Registry("executor", "--executor", catalogue="normlab.study.catalogue")
+STOP_WAIT_S = 60.0  # after a stop signal, how long workers may take to checkpoint before they are killed
 
 
 def default_workers(threads: int = 1) -> int:
@@ -34,39 +37,66 @@ def default_workers(threads: int = 1) -> int:
 
 
 def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
-    """Run the store's trials in ``workers`` processes on this machine (in-process if 1)."""
+    """Run the store's trials in ``workers`` processes on this machine (in-process if 1).
+
+    SIGINT or SIGTERM to this process is passed to every worker, so that ``kill PID`` stops
+    the study as Ctrl-C to its process group does: each worker checkpoints its trial and
+    claims nothing more; this returns once they have stopped (``stopping.received()`` says why).
+    """
     if workers <= 1:
         work(store_root, opts)
         return
     import multiprocessing as mp
+    from multiprocessing.connection import wait
 
     # spawn, not fork: a forked child would inherit torch's thread pool and our SQLite handle.
     ctx = mp.get_context("spawn")
+    procs: list[Any] = []
 
-    def start(i: int) -> Any:
+    def forward(signum: int) -> None:
+        for p in procs:
+            _send(p, signum)
+
+    def start(i: int) -> None:
         p = ctx.Process(target=_process_main, args=(str(store_root), opts, os.getpid()), name=f"normlab-study-{i}")
         p.start()
-        return p
+        if i < len(procs):
+            procs[i] = p
+        else:
+            procs.append(p)
+        if stopping.received() is not None:  # the signal came while it started: forward() missed it
+            _send(p, stopping.received())
 
-    procs = [start(i) for i in range(workers)]
-    # A worker killed by a signal (OOM killer, SIGKILL) is replaced while trials remain; its
-    # trial is reclaimed by the store (dead pid) and resumed. The store fails a trial that
-    # keeps killing its workers, so this loop ends.
     store = Store(store_root)
     try:
-        while any(p.is_alive() for p in procs):
-            time.sleep(opts.poll_s)
-            for i, p in enumerate(procs):
-                if not p.is_alive() and p.exitcode is not None and p.exitcode < 0 and store.unfinished():
-                    procs[i] = start(i)
-        for p in procs:
-            p.join()
-    except KeyboardInterrupt:
-        for p in procs:  # they got the same SIGINT; each records its trial as interrupted
-            p.join(timeout=30)
-        raise
+        with stopping.handling(forward):
+            for i in range(workers):
+                start(i)
+            stopped_at = None
+            while any(p.is_alive() for p in procs):
+                wait([p.sentinel for p in procs if p.is_alive()], timeout=opts.poll_s)
+                if stopping.received() is not None:
+                    stopped_at = stopped_at or time.monotonic()
+                    if time.monotonic() - stopped_at > STOP_WAIT_S:
+                        for p in procs:  # its trial stays running under a dead pid: the rerun reclaims it
+                            p.kill()
+                    continue
+                # A worker killed by a signal (OOM killer, SIGKILL) is replaced while trials remain;
+                # its trial is reclaimed by the store (dead pid) and resumed. The store fails a trial
+                # that keeps killing its workers, so this loop ends.
+                for i, p in enumerate(procs):
+                    if not p.is_alive() and p.exitcode is not None and p.exitcode < 0 and store.unfinished():
+                        start(i)
+            for p in procs:
+                p.join()
     finally:
         store.close()
+
+
+def _send(proc: Any, signum: int | None) -> None:
+    if signum is not None and proc.pid is not None and proc.exitcode is None:  # never a reaped pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signum)
 
 
 def run_ray(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:

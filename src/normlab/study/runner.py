@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from normlab.core import stopping
 from normlab.core.errors import ConfigError, UserError
 from normlab.core.progress import Progress as Display
 from normlab.study.executors import EXECUTORS, default_workers
@@ -50,6 +51,8 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     batching measured 1.0x and one trial per core is faster (docs/performance.md). A spec with
     ``extend_stalled_to`` then resumes its stalled trials to that horizon (``normlab.study.extend``).
     ``retry_failed``: put the store's failed trials back to pending first (``Store.requeue_failed``).
+    SIGINT or SIGTERM: the trials stop at their checkpoints, then this raises KeyboardInterrupt
+    (``normlab.core.stopping.received()`` names the signal).
     """
 
     run = EXECUTORS.get(executor)
@@ -64,25 +67,30 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     if batch is not None and batch > 1 and executor != "local":
         raise ConfigError("--batch", batch, "trial batching runs in local workers; use --executor local "
                           "or --batch 1")
-    if batch is None:
-        import torch
+    # SIGTERM stops a study as Ctrl-C does, so that both end in the line naming the command
+    # that resumes (the executors pass the signal on to their trials).
+    with stopping.handling(stopping.interrupt):
+        if batch is None:
+            import torch
 
-        batch = 8 if executor == "local" and torch.cuda.is_available() else 1
-    store = open_store(spec, store_root)
-    if retry_failed:
-        store.requeue_failed()
-    resolved = store.spec
-    beat = heartbeat_s if heartbeat_s is not None else max(0.2, min(5.0, lease_s / 6))
-    opts = WorkerOptions(threads=threads, lease_s=lease_s, heartbeat_s=beat, poll_s=poll_s,
-                         retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")),
-                         batch=batch)
-    store.close()
-    with _display(progress, display, "normlab") as shown:
-        with StorePoller(store.root, shown, plan=display is None):
-            run(store.root, opts, workers=workers or default_workers(threads), address=address)
-        if resolved.get("extend_stalled_to") is not None:  # on this machine, whatever the executor
-            extend_stalled(store.root, int(resolved["extend_stalled_to"]), workers=workers or default_workers(threads),
-                           threads=threads, display=shown)
+            batch = 8 if executor == "local" and torch.cuda.is_available() else 1
+        store = open_store(spec, store_root)
+        if retry_failed:
+            store.requeue_failed()
+        resolved = store.spec
+        beat = heartbeat_s if heartbeat_s is not None else max(0.2, min(5.0, lease_s / 6))
+        opts = WorkerOptions(threads=threads, lease_s=lease_s, heartbeat_s=beat, poll_s=poll_s,
+                             retries=int(resolved.get("retries", 1)), trial=str(resolved.get("trial", "train")),
+                             batch=batch)
+        store.close()
+        with _display(progress, display, "normlab") as shown:
+            with StorePoller(store.root, shown, plan=display is None):
+                run(store.root, opts, workers=workers or default_workers(threads), address=address)
+            if stopping.received() is not None:  # the trials stopped at their checkpoints
+                raise KeyboardInterrupt
+            if resolved.get("extend_stalled_to") is not None:  # on this machine, whatever the executor
+                extend_stalled(store.root, int(resolved["extend_stalled_to"]),
+                               workers=workers or default_workers(threads), threads=threads, display=shown)
     return Store(store.root)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from normlab.core import stopping
 from normlab.run.dir import RunDir
 from normlab.run.resolve import RunConfig
 from normlab.study.store import Lease, Store, worker_id
@@ -148,47 +149,70 @@ def _error_text(e: Exception) -> str:
 
 
 def work(store_root: str | Path, opts: WorkerOptions, *, parent_pid: int | None = None) -> int:
-    """Claim and run trials until all are final; returns how many this worker ran."""
+    """Claim and run trials until all are final; returns how many this worker ran.
+
+    SIGINT and SIGTERM stop it: a trial in training checkpoints its last completed step (the
+    loop's own handler) and one still being set up raises KeyboardInterrupt (raised again to
+    the caller); either is recorded interrupted, and nothing is claimed after. Between trials
+    the signal is only noted, so that no store write is cut in half.
+    """
     store = Store(store_root)
-    me = worker_id()
-    ran = 0
+    busy = [False]  # a trial is being set up or run
+
+    def on_stop(signum: int) -> None:
+        if busy[0]:
+            raise KeyboardInterrupt
+
     try:
-        while True:
-            if parent_pid is not None and os.getppid() != parent_pid:
-                break  # the study process is gone: finish nothing new, leave the rest to a rerun
-            batching = opts.batch > 1 and opts.trial == "train"
-            claims = store.claim_many(me, opts.lease_s, opts.retries, limit=opts.batch if batching else 1,
-                                      fits=batchable)
-            if not claims:
-                if store.unfinished() == 0:
-                    break
-                time.sleep(opts.poll_s)
-                continue
-            beat = Heartbeat(store.root, [(c.id, c.attempt) for c in claims], opts.heartbeat_s)
-            try:
-                with beat, study_env(store.spec, claims):
-                    outcomes = run_claimed_batch(claims, opts) if len(claims) > 1 else [run_claimed(claims[0], opts)]
-            except KeyboardInterrupt:
-                for claim in claims:
-                    store.finish(claim, me, summary={"status": "interrupted"}, retries=opts.retries)
-                raise
-            for claim, (summary, error) in zip(claims, outcomes):
-                store.finish(claim, me, summary=summary, error=error, retries=opts.retries)
-            ran += len(claims)
-            if any(s and s.get("status") == "interrupted" for s, _ in outcomes):
-                break  # Ctrl-C reached the trial: stop here, a rerun resumes it from its checkpoint
+        with stopping.handling(on_stop):
+            return _claim_and_run(store, worker_id(), opts, parent_pid, busy)
     finally:
         store.close()
+
+
+def _claim_and_run(store: Store, me: str, opts: WorkerOptions, parent_pid: int | None, busy: list[bool]) -> int:
+    ran = 0
+    while True:
+        if parent_pid is not None and os.getppid() != parent_pid:
+            break  # the study process is gone: finish nothing new, leave the rest to a rerun
+        if stopping.received() is not None:
+            break
+        batching = opts.batch > 1 and opts.trial == "train"
+        claims = store.claim_many(me, opts.lease_s, opts.retries, limit=opts.batch if batching else 1,
+                                  fits=batchable)
+        if not claims:
+            if store.unfinished() == 0:
+                break
+            time.sleep(opts.poll_s)
+            continue
+        if stopping.received() is not None:  # it came while claiming: give the claims back
+            for claim in claims:
+                store.finish(claim, me, summary={"status": "interrupted"}, retries=opts.retries)
+            break
+        beat = Heartbeat(store.root, [(c.id, c.attempt) for c in claims], opts.heartbeat_s)
+        try:
+            busy[0] = True
+            with beat, study_env(store.spec, claims):
+                outcomes = run_claimed_batch(claims, opts) if len(claims) > 1 else [run_claimed(claims[0], opts)]
+        except KeyboardInterrupt:
+            for claim in claims:
+                store.finish(claim, me, summary={"status": "interrupted"}, retries=opts.retries)
+            raise
+        finally:
+            busy[0] = False
+        for claim, (summary, error) in zip(claims, outcomes):
+            store.finish(claim, me, summary=summary, error=error, retries=opts.retries)
+        ran += len(claims)
+        if any(s and s.get("status") == "interrupted" for s, _ in outcomes):
+            break  # Ctrl-C reached the trial: stop here, a rerun resumes it from its checkpoint
     return ran
 
 
 def _process_main(store_root: str, opts: WorkerOptions, parent_pid: int) -> None:
     """Entry point of a pool process (spawned: a fresh interpreter, torch threads set by us)."""
     _die_with_parent()
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # a stop signal: work() has recorded its trials
         work(store_root, opts, parent_pid=parent_pid)
-    except KeyboardInterrupt:
-        pass
 
 
 def _die_with_parent() -> None:

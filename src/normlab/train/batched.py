@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
+from normlab.core import stopping
 from normlab.core.errors import UserError
 from normlab.core.schema import to_dict
 from normlab.data.batches import train_batch, val_batches
@@ -227,15 +227,9 @@ def _stop_on_signal() -> Iterator[list[bool]]:
     """Ctrl-C or SIGTERM sets the flag; the loop then checkpoints every trial's last completed
     step and stops, each trial ``interrupted`` (resumable solo), as the solo loop does."""
     flag = [False]
-    old = {}
-    with contextlib.suppress(ValueError):  # not the main thread: no signal handling
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, lambda signum, frame: flag.__setitem__(0, True))
-    try:
+    with stopping.handling(lambda signum: flag.__setitem__(0, True)):
+        flag[0] = stopping.received() is not None  # a study worker's, while the trials were set up
         yield flag
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict]:

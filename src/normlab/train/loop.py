@@ -9,13 +9,13 @@ checkpointed.
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Iterator
 
 import torch
 
+from normlab.core import stopping
 from normlab.data.batches import train_batch
 from normlab.diagnostics.training import TrainingDiagnostics
 from normlab.run import checkpoint
@@ -27,9 +27,6 @@ from normlab.train.progress import Progress
 from normlab.train.replay import localise
 from normlab.train.step import clip_limit, lr_now, optimizer_step
 from normlab.train.window import Window
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -44,8 +41,8 @@ class _Step:
 
 
 class _AbandonStep(BaseException):
-    """Raised by the signal handler inside forward/backward (a BaseException: no ``except
-    Exception`` in between may swallow it)."""
+    """Raised at a stop point inside forward/backward after a signal (a BaseException: no
+    ``except Exception`` in between may swallow it)."""
 
 
 class Trainer:
@@ -113,32 +110,49 @@ class Trainer:
                 st.extra["diagnostics"] = self.diag.state(st.step)
             save(RunDir(self.run_dir), name, self.model, st, self.corpus.tokenizer, self.opt if with_optimizer else None)
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        """Ctrl-C or SIGTERM: checkpoint the last completed step and stop.
-
-        During forward/backward nothing but gradients has changed yet, so the step is
-        abandoned at once (a long step would otherwise delay the stop by its whole length);
-        during the optimizer update and the bookkeeping the step finishes first.
-        """
+    def _on_signal(self, signum: int) -> None:
+        """Ctrl-C or SIGTERM: checkpoint the last completed step and stop. Only marked here: the
+        step acts at its next stop point, so no exception starts inside the loop's own code."""
         self.interrupted = True
-        if self._abortable:
+
+    def _stop_point(self, *_: Any) -> None:
+        """Where forward/backward may abandon its step after a signal: between micro-batches,
+        before each block's forward, as the backward reaches each parameter (gradient hooks).
+        Nothing but gradients has changed before the update, so a long step does not delay
+        the stop; from the update on, the step finishes first. On a CPU the backward runs in
+        the main thread, where the handler runs at the next hook; on a GPU it runs in the
+        device's thread, and the stop waits for its end."""
+        if self.interrupted and self._abortable:
             self._abortable = False
             raise _AbandonStep
+
+    @contextlib.contextmanager
+    def _stop_points(self) -> Iterator[None]:
+        """The hooks of :meth:`_stop_point`, removed when the loop ends (the model outlives
+        it). None under DDP (a rank must not leave a collective alone) or torch.compile."""
+        if self.dist.enabled or self.cfg.train.compile:
+            yield
+            return
+        blocks = getattr(self.model, "blocks", ())
+        hooks = [b.register_forward_pre_hook(self._stop_point) for b in blocks]
+        hooks += [p.register_hook(self._stop_point) for p in self.params]
+        try:
+            yield
+        finally:
+            for h in hooks:
+                h.remove()
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
         """Train from ``st`` to the end; returns (status, final state, diverged_at_step)."""
-        old = {}
-        with contextlib.suppress(ValueError):  # not the main thread: no Ctrl-C handling
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                old[sig] = signal.signal(sig, self._on_signal)
         if self.diag is not None:
             self.diag.load_state(st.extra.get("diagnostics"), st.step)
         try:
-            return self._run(st)
+            with stopping.handling(self._on_signal), self._stop_points():
+                # a study worker that got the signal while this run was set up: stop at once
+                self.interrupted = stopping.received() is not None
+                return self._run(st)
         finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
             if self.diag is not None:
                 self.diag.close()
 
@@ -148,6 +162,7 @@ class Trainer:
         step_loss = torch.zeros((), device=self.device)
         log_z = None
         for m in range(t.grad_accum):
+            self._stop_point()
             x, y = self._batch(s, m)
             sync_ctx = (self.fwd.no_sync() if self.dist.enabled and m < t.grad_accum - 1
                         and hasattr(self.fwd, "no_sync") else contextlib.nullcontext())
