@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -33,6 +34,7 @@ import torch
 from normlab.core.errors import UserError
 from normlab.model import cost
 from normlab.model.build import Plan as ModelPlan
+from normlab.model.config import ModelConfig
 from normlab.run.resolve import RunConfig
 
 WARN_S = 30.0      # a step longer than this gets a warning with the numbers
@@ -55,14 +57,38 @@ def estimate(cfg: RunConfig, world: int = 1, plan: ModelPlan | None = None) -> S
 
     m, t = cfg.model, cfg.train
     d, L, T, V, ff = m.d_model, m.n_layer, m.context, m.vocab_size, m.ff_width
-    model = cost.meta_model(m, plan)                        # the resolved model, shapes only
-    params = cost.parameters(model)
+    params, flops = _costs(m, plan, batch=t.batch_size // world)
     rows = t.batch_size // (t.grad_accum * world)          # sequences in one micro-batch
     acts = rows * T * (L * (16 * d + 2 * ff) + 2 * V)       # values kept for backward
     if m.dropout > 0:                                        # math attention: B H T T probabilities
         acts += 2 * rows * m.n_head * T * T * L
-    flops = cost.step_flops(model, batch=t.batch_size // world)
     return StepEstimate(bytes=16 * params + 4 * acts, flops=flops)
+
+
+# Building a deep stack even on the meta device costs about 4 ms a block: 20000 blocks, a
+# mistyped n_layer, would sit a minute in the check meant to refuse them. Past this depth a stack
+# of one placement is costed from three shallow ones (both numbers are linear in the depth).
+EXTRAPOLATE_ABOVE = 64
+_PROBES = (8, 16, 24)
+
+
+def _costs(m: ModelConfig, plan: ModelPlan | None, batch: int) -> tuple[float, float]:
+    """Parameters and step FLOPs of the model of ``m``: read off the resolved model, shapes only;
+    for a deep stack of one placement, extrapolated from three shallow builds that lie on a line
+    (if they do not, the stack is built whole)."""
+    if m.n_layer > EXTRAPOLATE_ABOVE and not isinstance(m.placement, (list, tuple)):
+        try:
+            points = [_costs(dataclasses.replace(m, n_layer=n), None, batch) for n in _PROBES]
+        except UserError:  # a field that depends on the depth (window_layers, say): build it whole
+            points = []
+        if len(points) == 3:
+            (p0, f0), (p1, f1), (p2, f2) = points
+            step = _PROBES[1] - _PROBES[0]
+            if p2 - p1 == p1 - p0 and math.isclose(f2 - f1, f1 - f0, rel_tol=1e-9):
+                k = (m.n_layer - _PROBES[0]) / step
+                return p0 + k * (p1 - p0), f0 + k * (f1 - f0)
+    model = cost.meta_model(m, plan)                        # the resolved model, shapes only
+    return float(cost.parameters(model)), cost.step_flops(model, batch=batch)
 
 
 def matmul_rate(device: torch.device) -> float:
