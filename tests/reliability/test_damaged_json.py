@@ -156,3 +156,14 @@ def test_a_damaged_best_checkpoint_is_not_passed_over_by_inspect(world, tmp_path
                                "checkpoints/best/model_config.json", "")
     assert case["rc"] == 2 and "checkpoints/best is damaged" in case["err"], case["err"]
     assert "checkpoints/latest instead" in case["err"], case["err"]
+
+
+def test_a_damaged_analysis_cache_is_recomputed_by_report(world, tmp_path):
+    """RUN/analysis/analysis.json is a cache the page reads: damage, not-UTF-8 included, is measured again."""
+    run = tmp_path / "run"
+    shutil.copytree(world, run)
+    (run / "analysis").mkdir()
+    (run / "analysis" / "analysis.json").write_bytes(b"\xff\xfe{")
+    case = run_case(["report", "--quiet", str(run)])
+    assert case["traceback"] is None and case["rc"] == 0, case
+    assert (run / "analysis" / "analysis.json").read_text(encoding="utf-8").startswith("{")
