@@ -200,3 +200,32 @@ def test_damaged_shards_are_one_line_and_exit_2(tmp_path, text_file, capsys, dam
     assert rc == 2, err
     assert words in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()  # refused before RUN is made
+
+
+@pytest.mark.parametrize("pattern", ["../*.txt", "sub/../../*.txt", "/etc/*", "**/../../*.txt"])
+def test_a_glob_that_leaves_src_is_refused_naming_it(tmp_path, capsys, pattern) -> None:
+    src = tmp_path / "docs"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "in.txt").write_text("inside\n", encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("outside\n", encoding="utf-8")
+    rc, err = _cli(capsys, "data", "prepare", str(src), "--out", str(tmp_path / "t"), "--glob", pattern)
+    assert rc == 2 and err.count("\n") == 1 and f"--glob {pattern!r}: reaches outside SRC" in err, err
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_glob_match_linking_out_of_src_is_refused(tmp_path, capsys) -> None:
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "in.txt").write_text("inside\n", encoding="utf-8")
+    (tmp_path / "away").mkdir()
+    (tmp_path / "away" / "secret.txt").write_text("outside\n", encoding="utf-8")
+    (src / "link.txt").symlink_to(tmp_path / "away" / "secret.txt")
+    (src / "linked").symlink_to(tmp_path / "away", target_is_directory=True)
+    for pattern in ("*.txt", "linked/*.txt"):
+        rc, err = _cli(capsys, "data", "prepare", str(src), "--out", str(tmp_path / "t"), "--glob", pattern)
+        assert rc == 2 and err.count("\n") == 1 and f"--glob {pattern!r}: matches " in err, err
+        assert "outside SRC" in err and not (tmp_path / "t").exists()
+    (src / "link.txt").unlink()
+    (src / "inner.txt").symlink_to(src / "in.txt")  # a link that stays inside is read
+    rc, _ = _cli(capsys, "data", "prepare", str(src), "--out", str(tmp_path / "t"), "--glob", "*.txt", "--quiet")
+    assert rc == 0

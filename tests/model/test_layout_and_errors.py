@@ -8,7 +8,7 @@ import torch
 from normlab import ModelConfig, TransformerLM
 from normlab.core.errors import ConfigError, UserError
 from normlab.model.build import resolve_model
-from normlab.model.catalogue import PLACEMENTS
+from normlab.model.catalogue import LAYOUTS, PLACEMENTS
 
 SMALL = dict(vocab_size=13, context=8, d_model=16, n_head=2)
 
@@ -118,3 +118,39 @@ def test_no_suggestion_when_nothing_is_close() -> None:
 
     assert closest_name("zzz", ["post", "pre"]) is None
     assert closest_name("p", ["post", "pre"]) is None  # too short for a prefix, two candidates anyway
+
+
+def _float_options() -> list[tuple[str, str]]:
+    """(placement or layout, option) for every option of one that takes a number."""
+    import dataclasses
+    import typing
+
+    out = []
+    for name in PLACEMENTS.names() + LAYOUTS.names():
+        opts = (PLACEMENTS if name in PLACEMENTS else LAYOUTS).get(name).Options
+        for f in dataclasses.fields(opts):
+            tp = typing.get_type_hints(opts)[f.name]
+            if tp is float or float in typing.get_args(tp):
+                out.append((name, f.name))
+    return out
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+@pytest.mark.parametrize("name, option", _float_options())
+def test_a_non_finite_placement_option_is_refused_naming_it(name: str, option: str, value: float) -> None:
+    """inf passed keel's alpha > 0 and diverged at step 1; nan failed only by luck of the comparison."""
+    with pytest.raises(ConfigError, match=rf"^model\.placement\.{option}={value!r}: must be finite; "):
+        resolve_model(ModelConfig(n_layer=2, placement={"name": name, option: value}, **SMALL))
+    if name in LAYOUTS:  # a layout is for the whole model, never a list entry
+        return
+    with pytest.raises(ConfigError, match=rf"^model\.placement\[1\]\.{option}={value!r}: must be finite"):
+        resolve_model(ModelConfig(n_layer=2, placement=["pre", {"name": name, option: value}], **SMALL))
+
+
+def test_keel_alpha_inf_on_the_command_line_is_one_line(capsys) -> None:
+    from normlab.cli import main
+
+    assert {("keel", "alpha"), ("mix", "fraction")} <= set(_float_options())
+    assert main(["config", "--set", 'model.placement={name="keel", alpha=inf}']) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model.placement.alpha=inf: must be finite" in err, err

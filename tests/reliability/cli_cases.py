@@ -8,10 +8,12 @@ per case, the exit status, stderr, and the traceback text when one escaped ``nor
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import sys
 import traceback
+from pathlib import Path
 
 
 def run_case(argv: list[str]) -> dict:
@@ -28,6 +30,12 @@ def run_case(argv: list[str]) -> dict:
         except BaseException:  # noqa: B036 (a traceback is exactly what the test looks for)
             rc, tb = 1, traceback.format_exc()
     return {"argv": argv, "rc": rc, "err": err.getvalue(), "traceback": tb}
+
+
+def digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (SQLite's -wal/-shm side files excepted: they come and go)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ import pytest
 
 from normlab.cli import build_parser
 
-from .cli_cases import run_case
+from .cli_cases import digest, run_case
 from .conftest import tiny_cfg
 
 HERE = Path(__file__).resolve().parent
@@ -204,12 +203,6 @@ def _damage_db(db: Path, how: str) -> None:
     data = db.read_bytes()
     db.write_bytes({"half": data[: len(data) // 2], "garbage": b"not a database " * 64, "empty": b"",
                     "header": b"\0" * 100 + data[100:]}[how])
-
-
-def digest(root: Path) -> dict[str, str]:
-    """sha256 of every file under ``root`` (SQLite's -wal/-shm side files excepted: they come and go)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
 
 
 def _argv(template: list[str], w: dict[str, Path], ro: Path | None = None) -> list[str]:

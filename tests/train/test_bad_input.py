@@ -140,3 +140,24 @@ def test_result_files_respect_the_umask(tmp_path, tiny, data_dir):
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [*run.iterdir(), *probe.iterdir()] if p.is_file()}
     assert modes["metrics.jsonl"] == want
     assert {n: m for n, m in modes.items() if m != want} == {}, modes
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_a_step_too_big_names_its_field_in_the_fix_too(monkeypatch, memory):
+    """d_model=65536 is blamed, and the fix says to lower d_model, not only the other fields."""
+    import torch
+
+    from normlab.core.errors import UserError
+    from normlab.run.resolve import resolve
+    from normlab.train import budget
+
+    cfg = resolve(None, None, None, ["model.d_model=65536"])
+    est = budget.estimate(cfg)
+    monkeypatch.setattr(budget, "free_memory", lambda device: est.bytes / 2 if memory else est.bytes * 2)
+    monkeypatch.setattr(budget, "matmul_rate", lambda device: est.flops / 1000 / budget.EFFICIENCY)  # 1000 s a step
+    with pytest.raises(UserError) as e:
+        budget.check_step_fits(cfg, torch.device("cpu"))
+    msg = str(e.value)
+    assert msg.startswith("model.d_model=65536: ") and "; lower model.d_model, or else " in msg, msg
+    assert all(k in msg for k in budget.GROWERS), msg
+    assert ("grad_accum" in msg) == memory, msg  # more pieces of a batch save memory, not FLOPs

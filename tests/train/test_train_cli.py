@@ -46,8 +46,9 @@ def test_bad_inputs_exit_2_with_one_line_and_create_nothing(tmp_path, tiny, caps
     for what, (flags, needle) in _bad_inputs(tmp_path, data_dir).items():
         out = tmp_path / f"out-{what.replace(' ', '_')}"
         rc = main(["train", "--quiet", "--out", str(out), *tiny.args(), *flags])
-        err = capsys.readouterr().err
+        err, printed = capsys.readouterr()[::-1]
         assert rc == 2, what
+        assert printed == "", (what, printed)  # stdout is the run's path only once the run exists
         assert err.count("\n") == 1 and err.startswith("normlab train: error:"), (what, err)
         assert needle in err, (what, err)
         assert not out.exists(), what
@@ -104,3 +105,17 @@ def test_default_out_is_a_new_timestamped_dir_under_runs(tmp_path, tiny, capsys,
     runs = sorted((tmp_path / "runs").iterdir())
     assert len(runs) == 2 and all((r / "summary.json").is_file() for r in runs)
     assert "completed, 2 steps" in capsys.readouterr().err
+
+
+def test_the_printed_run_path_exists_and_a_refused_corpus_prints_none(tmp_path, tiny, capsys, monkeypatch):
+    """What `RUN=$(normlab train ...)` gets: nothing when the corpus is refused (it is read after
+    the default folder is claimed), else one line naming the folder that holds the run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.txt").write_text("")
+    assert main(["train", "--quiet", *tiny.args(), "--set", f"data.corpus={tmp_path / 'empty.txt'}"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "empty" in out.err, out
+    assert not any((tmp_path / "runs").glob("*"))
+    assert main(["train", "--quiet", *tiny.args("train.steps=2", "train.eval_every=0")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 1 and (Path(printed[0]) / "config.json").is_file(), printed

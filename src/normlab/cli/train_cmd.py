@@ -69,7 +69,7 @@ def _train(args: argparse.Namespace) -> int:
         return 0
     held: list[Path] = []
 
-    def announce(path: Path) -> None:  # stdout is the run directory, one line, as soon as it is ours
+    def announce(path: Path) -> None:  # stdout is the run directory, one line, once it holds the run
         held.append(path)
         print(path, flush=True)
 

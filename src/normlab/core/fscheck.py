@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from normlab.core.errors import UserError
-from normlab.core.fsutil import CorruptFileError
+from normlab.core.fsutil import CorruptFileError, load_json
 
 # errno values that mean "the file system refused", never "normlab has a bug": the CLI turns
 # an OSError carrying one of them into one line (normlab.cli.main). ENOENT is not among them:
@@ -103,14 +103,10 @@ def refusal(e: OSError) -> str | None:
 
 
 def read_json_table(path: str | Path, fix: str) -> dict[str, Any]:
-    """A JSON object file normlab wrote (spec.json, summary.json); damage is one line with ``fix``."""
-    import json
-
+    """A JSON object file normlab wrote (spec.json, summary.json, a run's config.json); damage,
+    a document that is not an object included, is one line with ``fix`` (``fsutil.load_json``)."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CorruptFileError(f"{p}: damaged ({type(e).__name__}: {str(e).splitlines()[0]}); {fix}") from None
+    data = load_json(p, fix)
     if not isinstance(data, dict):
         raise CorruptFileError(f"{p}: damaged (not a JSON object); {fix}")
     return data

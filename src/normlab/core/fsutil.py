@@ -101,16 +101,30 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_json(path: str | Path, default: Any = None) -> Any:
-    """The JSON document at ``path``, or ``default`` when there is no such file; a file that is
-    not valid JSON is a ``UserError`` naming it (a damaged file is reported, never guessed at)."""
+REWRITE = "write it again with the command that made it"  # the fix when the reader knows no better one
+
+
+def load_json(path: str | Path, fix: str = REWRITE) -> Any:
+    """The JSON document in the file ``path``. Every JSON file normlab reads back comes here, so
+    damage (empty, not UTF-8, not valid JSON) is always the same one line: the path, what is
+    wrong and ``fix`` (a ``CorruptFileError``: exit 2, never a traceback)."""
     p = Path(path)
-    if not p.is_file():
-        return default
+    raw = p.read_bytes()
+    if not raw.strip():
+        raise CorruptFileError(f"{p}: damaged (empty file); {fix}")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CorruptFileError(f"{p}: damaged (not UTF-8 text: byte {e.start}); {fix}") from None
     except json.JSONDecodeError as e:
-        raise UserError(f"{p}: not valid JSON ({e})") from None
+        raise CorruptFileError(f"{p}: damaged (not valid JSON: {e}); {fix}") from None
+
+
+def read_json(path: str | Path, default: Any = None, fix: str = REWRITE) -> Any:
+    """The JSON document at ``path``, or ``default`` when there is no such file; a damaged file
+    is reported by :func:`load_json`, never guessed at."""
+    p = Path(path)
+    return load_json(p, fix) if p.is_file() else default
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:

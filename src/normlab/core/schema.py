@@ -9,7 +9,6 @@ the code it configures.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import numbers
 import sys
@@ -22,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
-from normlab.core.errors import NO_VALUE, ConfigError
+from normlab.core.errors import NO_VALUE, ConfigError, closest_key
 
 C = TypeVar("C", bound="Section")
 
@@ -167,8 +166,8 @@ def _moved(cls: type, name: str, key: str) -> ConfigError | None:
 
 
 def _unknown_key(key: str, valid: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(valid)}"
+    close = closest_key(key, valid)
+    hint = f"did you mean {close!r}?" if close else f"valid keys: {', '.join(valid)}"
     return ConfigError(key, NO_VALUE, f"no such option; {hint}")
 
 
@@ -265,7 +264,13 @@ def parse_text(text: str, tp: Any, field: str) -> Any:
         return None
     try:
         literal = tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as e:
+        if text.strip().startswith(("{", "[")) and (_accepts(tp, dict) or _accepts(tp, list)):
+            # meant as a table or a list: read as a name, it would be blamed as an unknown one
+            why = str(e).split(" (at ")[0]  # its column counts the "v = " prepended above
+            form = ('a TOML table: {key = value, ...}, strings quoted, e.g. {name = "keel", alpha = 2.0}'
+                    if text.strip()[0] == "{" else 'a TOML list: [value, ...], strings quoted, e.g. ["post", "pre"]')
+            raise ConfigError(field, text, f"malformed ({why}); write {form}, the whole quoted for the shell") from None
         literal = text  # a bare word: treat as a string
     if isinstance(literal, str) and _accepts(tp, int) and not _accepts(tp, str):
         try:

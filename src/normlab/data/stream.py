@@ -14,7 +14,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Callable, Iterable, Iterator
 
 from normlab.core.errors import UserError
@@ -113,8 +113,17 @@ def file_source(path: str | Path) -> Source:
 
 def folder_source(path: str | Path, glob: str) -> Source:
     root = Path(path).expanduser()
+    pattern = PurePath(glob)
+    if pattern.is_absolute() or ".." in pattern.parts:
+        raise UserError(f"--glob {glob!r}: reaches outside SRC {root}; give a pattern inside it (e.g. '**/*.txt'), "
+                        "or make the folder you mean SRC")
     files = sorted((p for p in root.glob(glob) if p.is_file() and not p.name.startswith(".")),
                    key=lambda p: p.relative_to(root).as_posix())
+    inside = root.resolve()
+    for f in files:  # a link (to a file, or a folder on the way) can lead out of SRC too
+        if not f.resolve().is_relative_to(inside):
+            raise UserError(f"--glob {glob!r}: matches {f}, a link to {f.resolve()} outside SRC {root}; "
+                            "give a pattern that leaves it out, or copy the file into SRC")
     if not files:
         raise UserError(f"SRC {root}: no files match --glob {glob!r}; give another --glob (e.g. '**/*') "
                         "or a folder of text files")

@@ -67,7 +67,7 @@ def run_point(run_dir: str | Path) -> dict[str, Any]:
     rd = RunDir(run_dir)
     run = rd.path
     cfg = rd.config()
-    summary: dict[str, Any] = rd.summary(checked=True) or {}
+    summary: dict[str, Any] = rd.summary() or {}
     status = summary.get("status", "missing")
     final = summary.get("final_val_loss") if status != "diverged" else None
     init = next((r["val/loss"] for r in rd.metrics() if r.get("step") == 0 and "val/loss" in r), None)

@@ -83,6 +83,7 @@ def members(sources: list[str]) -> list[Member]:
         run = RunDir(p)
         if run.is_run() and not _is_model_dir(p):  # a lab run (a Hugging Face dir has a config.json too)
             note_if_written(p, "inspect --series")  # a reader: it never locks, and says so
+            run.config("--series")  # its data is measured on: damage is refused before OUT is made
             kept = run.step_checkpoints()
             if not kept:
                 raise UserError(f"--series {src}: the run kept no step checkpoints (checkpoints/step_NNNNNN); "

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from normlab.core.errors import UserError
+from normlab.core.fscheck import read_json_table
 from normlab.data.tokenizers import tokenizer_from_state
 from normlab.diagnostics.families import Family, family_of
 from normlab.diagnostics.subject import Subject, find_blocks, subject_from_module
@@ -39,13 +40,20 @@ def load_subject(model: str, dtype: str = "float32", device: str = "cpu", contex
         return _lab_dir(path, dtype, device, context)
     # A lab run and a Hugging Face directory both hold a config.json: its content tells them apart.
     if path.is_dir() and (path / "config.json").is_file():
-        data = _read_json(path / "config.json")
+        data = dir_config(path)
         if isinstance(data.get("model"), dict) and "model_type" not in data:
             return _lab_run(path, dtype, device, context)
     elif path.exists() or model.startswith((".", "/")):
         raise UserError(f"{model}: neither a run directory, a checkpoint (model_config.json), nor a "
                         "Hugging Face model directory (config.json)")
     return _hf(model, dtype, device, context)
+
+
+def dir_config(path: Path) -> dict[str, Any]:
+    """A directory's config.json, a lab run's or a Hugging Face model's: read here before
+    transformers sees it, so damage is the lab's one line naming the file."""
+    return read_json_table(Path(path) / "config.json", "restore it from a backup (a lab run's, or a Hugging "
+                           "Face model's as save_pretrained writes it)")
 
 
 def is_hf_dir(path: Path) -> bool:
@@ -58,23 +66,18 @@ def is_hf_dir(path: Path) -> bool:
     return isinstance(data, dict) and "model_type" in data
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{path}: not readable JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return data
-
-
 # ------------------------------------------------------------------------------ lab models
 def _lab_run(run: Path, dtype: str, device: str, context: int | None) -> Subject:
     note_if_written(run, "inspect")  # a reader: it never locks, and says so
-    for name in ("best", "latest"):
-        found = RunDir(run).find_checkpoint(name)
+    rd = RunDir(run)
+    for name, other in (("best", "latest"), ("latest", "best")):
+        found = rd.find_checkpoint(name)
         if found is not None:
             return _lab_dir(found, dtype, device, context, run_dir=run)
+        if rd.checkpoint_dir(name).exists():  # damaged: never passed over for the other one
+            fix = (f"inspect {rd.checkpoint_dir(other)} instead" if rd.find_checkpoint(other) is not None
+                   else "retrain the run or restore the folder from a backup")
+            raise UserError(f"checkpoint {rd.checkpoint_dir(name)} is damaged ({rd.checkpoint_problem(name)}); {fix}")
     raise UserError(f"{run}: no checkpoint under checkpoints/best or checkpoints/latest; train it first")
 
 

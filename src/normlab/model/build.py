@@ -18,13 +18,14 @@ early (before anything is written) call it too. Accepted ``model.placement`` for
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from torch import nn
 
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
-from normlab.core.schema import from_dict
+from normlab.core.schema import from_dict, help_text
 from normlab.model.catalogue import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 from normlab.model.config import ModelConfig
 from normlab.model.placement import Placement, PlacementOptions, Site, Stream
@@ -118,12 +119,21 @@ def _options(owner: Any, name: str, given: dict[str, Any], field: str) -> Placem
     fields = dataclasses.fields(owner.Options)
     if given and not fields:
         raise ConfigError(f"{field}.{next(iter(given))}", NO_VALUE, f"placement {name!r} has no options")
+    for f in fields:  # TOML reads inf and nan as numbers: an option's own range check may let inf by
+        if f.name in given and not _finite(given[f.name]):
+            raise ConfigError(f"{field}.{f.name}", given[f.name], f"must be finite; {help_text(f)}")
     try:
         return from_dict(owner.Options, given, prefix=f"{field}.")
     except ConfigError as e:
         if e.field.startswith(f"{field}."):
             raise
         raise ConfigError(f"{field}.{e.field}", e.value, e.fix) from None
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return all(_finite(v) for v in value) if isinstance(value, (list, tuple)) else True
 
 
 def _split(item: Any, field: str) -> tuple[str, dict[str, Any]]:

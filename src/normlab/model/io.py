@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
+from normlab.core.fscheck import read_json_table
 from normlab.core.schema import from_dict, to_dict
 from normlab.model.config import ModelConfig
 
@@ -73,14 +74,9 @@ def load_config(dir: str | Path):  # -> ModelConfig
     """Read and validate ``dir/model_config.json``."""
 
     path = Path(dir) / CONFIG
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON table of model options")
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; is {dir} a directory written by save_model?")
+    data = read_json_table(path, "restore it from a backup, or save the model again")
     return from_dict(ModelConfig, ModelConfig.upgrade(data), "model.")
 
 

@@ -179,7 +179,7 @@ def analysis_of(run_dir: Path, out_dir: Path) -> tuple[dict[str, Any] | None, di
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         res = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or not UTF-8 text
         return None  # a damaged analysis counts as none: prepare measures again
     return res if isinstance(res, dict) else None
 

@@ -39,7 +39,11 @@ class RunConfig(Section):
         """A stored config (a run's config.json, a study trial), written by this or an older
         normlab: options that have moved since are read in their new place. Logger names are
         not looked up: only training needs them, and it checks them (``train.plan``)."""
-        data = json.loads(text)
+        return cls.from_stored(json.loads(text))
+
+    @classmethod
+    def from_stored(cls, data: Any) -> "RunConfig":
+        """``from_json`` of the parsed document (``RunDir.config`` reads the file and its damage)."""
         if isinstance(data, dict) and isinstance(data.get("model"), dict):
             data = {**data, "model": ModelConfig.upgrade(data["model"])}
         with reading_stored():

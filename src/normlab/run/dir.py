@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from normlab.core.dirlock import held, holder, marked_kind
 from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table
-from normlab.core.fsutil import append_jsonl, atomic_write_json, read_json, read_jsonl, write_jsonl
+from normlab.core.fsutil import append_jsonl, atomic_write_json, read_jsonl, write_jsonl
 from normlab.run.config import RunConfig
 
 # The checkpoint code (and torch with it) is imported inside the methods that need it: every
@@ -67,6 +67,12 @@ MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so rea
 OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, DATA, LOCK, MARKER, PROBE_CSV, RAY_NODES, TRIAL_LOCK,
          f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
+# What to do about each JSON file of RUN/ when it is damaged: every read goes through
+# ``RunDir._table``, so a malformed or empty file is one line naming it and this fix.
+FIXES = {CONFIG: "restore it from a backup, or train the run again into a new --out",
+         SUMMARY: "delete it and `normlab train --resume RUN` writes it again",
+         ENV: "delete it (it only records where the run ran)",
+         DATA: "delete it (the run then reads as one older than data.json: its corpus is not checked)"}
 
 
 def writer(folder: str | Path) -> Holder | None:
@@ -193,24 +199,23 @@ class RunDir:
         if not self.is_run():
             raise UserError(f"{label} {self.path}: no config.json there; is it a normlab run directory "
                             "(`normlab train --out DIR` makes one)?")
-        return RunConfig.from_json((self.path / CONFIG).read_text(encoding="utf-8"))
+        return RunConfig.from_stored(self._table(CONFIG))
 
     def config_dict(self) -> dict[str, Any]:
         """config.json as stored (the report shows it as written)."""
-        cfg = read_json(self.path / CONFIG)
-        if not isinstance(cfg, dict):
-            raise UserError(f"{self.path}: missing or empty config.json (is this a training run directory?)")
+        cfg = self._table(CONFIG)
+        if cfg is None:
+            raise UserError(f"{self.path}: no config.json there (is this a training run directory?)")
         return cfg
 
-    def summary(self, checked: bool = False) -> dict[str, Any] | None:
-        """summary.json (None while the run is going or after a kill). ``checked``: damage is a
-        one-line error naming the fix, as the sensitivity reader wants."""
-        p = self.path / SUMMARY
-        if not p.is_file():
-            return None
-        if checked:
-            return read_json_table(p, "rerun or --resume the run to rewrite it")
-        return read_json(p)
+    def _table(self, name: str) -> dict[str, Any] | None:
+        """RUN/``name`` (a JSON object), None when absent; damage is one line with its ``FIXES``."""
+        p = self.path / name
+        return read_json_table(p, FIXES[name].replace("RUN", str(self.path))) if p.is_file() else None
+
+    def summary(self) -> dict[str, Any] | None:
+        """summary.json (None while the run is going or after a kill)."""
+        return self._table(SUMMARY)
 
     def finished(self) -> dict[str, Any] | None:
         """The summary of a run that has nothing left to do (completed or diverged), else None."""
@@ -218,12 +223,11 @@ class RunDir:
         return done if done and done.get("status") in ("completed", "diverged") else None
 
     def env(self) -> dict[str, Any] | None:
-        return read_json(self.path / ENV)
+        return self._table(ENV)
 
     def data_record(self) -> dict[str, Any] | None:
         """data.json: the corpus (path, sha256) and tokenizer the run read; None in older runs."""
-        rec = read_json(self.path / DATA)
-        return rec if isinstance(rec, dict) else None
+        return self._table(DATA)
 
     def metrics(self) -> list[dict[str, Any]]:
         """metrics.jsonl's lines ([] when absent; a torn last line of a killed run is ignored)."""
@@ -337,8 +341,8 @@ class RunDir:
 
     def write_env(self, env: dict[str, Any], resume: bool = False) -> None:
         """env.json; a resume keeps the first start's record and appends its own."""
-        if resume and (self.path / ENV).is_file():
-            first = json.loads((self.path / ENV).read_text(encoding="utf-8"))
+        first = self.env() if resume else None
+        if first is not None:
             first.setdefault("resumes", []).append(env)
             env = first
         atomic_write_json(self.path / ENV, env)

@@ -27,7 +27,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -133,41 +133,50 @@ def _human_s(s: float) -> str:
 GROWERS = ("model.context", "model.n_layer", "model.d_model", "train.batch_size")
 
 
+def _value(cfg: RunConfig, key: str) -> Any:
+    section, field = key.split(".")
+    return getattr(getattr(cfg, section), field)
+
+
 def culprit(cfg: RunConfig, est: StepEstimate, world: int, size: Callable[[StepEstimate], float]) -> str:
-    """``field=value`` of the field that makes the step (``est``) too big: the one above its
+    """The field (a key of ``GROWERS``) that makes the step (``est``) too big: the one above its
     default whose return to the default shrinks ``size`` (bytes or FLOPs) the most (so
     ``model.n_layer=100000`` is blamed, not the default context it runs at)."""
     base, named = RunConfig(), "model.context"
     best = size(est)
     for key in GROWERS:
         section, field = key.split(".")
-        default = getattr(getattr(base, section), field)
-        if getattr(getattr(cfg, section), field) <= default:
+        if _value(cfg, key) <= _value(base, key):
             continue
         try:
             smaller = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
-                                                                                **{field: default})})
+                                                                                **{field: _value(base, key)})})
         except UserError:  # the default is invalid beside the other values (d_model vs n_head)
             continue
         got = size(estimate(smaller, world))
         if got < best:
             best, named = got, key
-    section, field = named.split(".")
-    return f"{named}={getattr(getattr(cfg, section), field)}"
+    return named
+
+
+def _blame(cfg: RunConfig, named: str, memory: bool) -> tuple[str, str]:
+    """(``field=value`` of the culprit, the fix): lower the culprit first, else any other field
+    that sizes a step, each named (a fix that left out the culprit, say d_model, misleads)."""
+    *others, last = [f"{k}={_value(cfg, k)}" for k in GROWERS if k != named]
+    accum = " (or raise train.grad_accum: the batch in smaller pieces)" if memory else ""
+    return f"{named}={_value(cfg, named)}", f"lower {named}, or else {', '.join(others)} or {last}{accum}"
 
 
 def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: ModelPlan | None = None) -> None:
     """Refuse (UserError) a step that cannot fit in memory or time here; warn on a slow one.
-    The error names the field to blame first (``culprit``), then every field that sizes a step.
+    The error names the field to blame first (``culprit``), then every other field that sizes a step.
     ``plan``: ``cfg.model`` already resolved (``train.plan.check_config``)."""
     est = estimate(cfg, world, plan)
-    m, t = cfg.model, cfg.train
-    fix = (f"lower model.context={m.context}, train.batch_size={t.batch_size} (or raise train.grad_accum) "
-           f"or model.n_layer={m.n_layer}")
+    t = cfg.train
     free = free_memory(device)
     if free is not None and est.bytes > free:
-        raise UserError(f"{culprit(cfg, est, world, lambda e: e.bytes)}: one step needs about {_gib(est.bytes)} on "
-                        f"{device.type}, {_gib(free)} is free; {fix}")
+        named, fix = _blame(cfg, culprit(cfg, est, world, lambda e: e.bytes), memory=True)
+        raise UserError(f"{named}: one step needs about {_gib(est.bytes)} on {device.type}, {_gib(free)} is free; {fix}")
     if est.flops < MEASURE_ABOVE:
         return
     rate = EFFICIENCY * matmul_rate(device)
@@ -175,6 +184,7 @@ def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: 
     what = (f"one step is about {est.flops:.2g} FLOP, {_human_s(sec)} at the {rate / 1e9:.0f} GFLOP/s a step "
             f"reaches here ({_human_s(sec * max(t.steps, 1))} for {t.steps} steps)")
     if sec > REFUSE_S:
-        raise UserError(f"{culprit(cfg, est, world, lambda e: e.flops)}: {what}; {fix}")
+        named, fix = _blame(cfg, culprit(cfg, est, world, lambda e: e.flops), memory=False)
+        raise UserError(f"{named}: {what}; {fix}")
     if sec > WARN_S:
         logging.getLogger(__name__).warning(what)

@@ -70,6 +70,7 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
         done = run.finished()
         if done and steps in (None, cfg.train.steps):
             return Plan(cfg, run_dir, True, done)  # a finished run is never retrained
+        run.env()  # appended to once the run is claimed: a damaged one is refused before anything is written
         if steps is not None:
             cfg = _extended(cfg, run_dir, steps, done)
         found, sha = locate(cfg.data, run.data_record(), data_dir)

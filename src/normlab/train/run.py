@@ -71,16 +71,20 @@ def run_training(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = F
 
 def execute(plan: Plan, *, quiet: bool = False, on_run_dir: Callable[[Path], None] | None = None) -> dict:
     """Run a prepared plan (``prepare``): claim RUN (``claimed``), then the steps that read the
-    corpus, join DDP and write it. ``on_run_dir`` hears the directory once it is RUN's (the
-    CLI prints it: a default name may have taken a suffix)."""
+    corpus, join DDP and write it. ``on_run_dir`` hears the directory once RUN holds the run
+    (the CLI prints it: a default name may have taken a suffix)."""
     with claimed(plan) as plan:
-        if on_run_dir is not None:
-            on_run_dir(plan.run_dir)
-        if plan.done is not None:
-            return plan.done  # finished by another process before we held it
+        if plan.done is not None:  # finished by another process before we held it
+            if on_run_dir is not None:
+                on_run_dir(plan.run_dir)
+            return plan.done
         data = load_data(plan)
         job = build(plan, data)
         loggers, start = open_run(job)
+        # Only now: a corpus or model refused above removes the folder the claim made, and a
+        # script's RUN=$(normlab train ...) must never hold a path that is gone.
+        if on_run_dir is not None:
+            on_run_dir(plan.run_dir)
         return train(job, loggers, start, quiet)
 
 
