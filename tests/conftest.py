@@ -35,6 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault(var, "1")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups when it runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long tests first (a stable sort: the rest keep their order), netns tests in one group."""
     for item in items:

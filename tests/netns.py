@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def _run_group(item: pytest.Function, nodeids: list[str], timeout: float) -> Non
     env = {**os.environ, INSIDE: "1", "RAY_TMPDIR": str(link / "r"), "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(tmp_path),
            "RAY_agent_register_timeout_ms": "300000"}  # a loaded machine starts agents slowly
-    cmd = unshare_cmd() + ["sh", "-c", _ENTER, "sh", sys.executable, "-m", "pytest", *nodeids,
+    cmd = unshare_cmd() + ["sh", "-c", _ENTER, "sh", sys.executable, "-m", "pytest", *map(_bare, nodeids),
                            "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}", f"--junitxml={report}"]
     output = ""
     try:
@@ -95,7 +96,12 @@ def _run_group(item: pytest.Function, nodeids: list[str], timeout: float) -> Non
         shutil.rmtree(link, ignore_errors=True)  # the symlink only; Ray's files stay in tmp_path
     cases = {c.get("name"): c for c in ET.parse(report).getroot().iter("testcase")} if report.is_file() else {}
     for nodeid in nodeids:
-        _DONE[nodeid] = _outcome(cases.get(nodeid.rpartition("::")[2]), output)
+        _DONE[nodeid] = _outcome(cases.get(_bare(nodeid).rpartition("::")[2]), output)
+
+
+def _bare(nodeid: str) -> str:
+    """The node id without the ``@group`` pytest-xdist appends under ``--dist loadgroup``."""
+    return re.sub(r"@[\w-]+$", "", nodeid)
 
 
 def _outcome(case: ET.Element | None, output: str) -> tuple[str, str]:

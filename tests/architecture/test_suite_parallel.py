@@ -38,12 +38,25 @@ def test_netns_tests_share_one_group_and_long_tests_come_first(request: pytest.F
     items = request.session.items
     netns = [i for i in items if i.get_closest_marker("netns")]
     assert all(i.get_closest_marker("xdist_group").args == ("netns",) for i in netns), netns
+    if getattr(request.config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        # pytest-xdist schedules by the "@group" it appends to the node id when it collects: a
+        # marker added after that is ignored, and the netns tests would spread over the workers
+        assert all(i.nodeid.endswith("@netns") for i in netns), [i.nodeid for i in netns]
 
     def rank(item: pytest.Item) -> int:
         return 0 if item.get_closest_marker("netns") else 1 if item.get_closest_marker("slow") else 2
 
     ranks = [rank(i) for i in items]
     assert ranks == sorted(ranks), "a long test comes after a short one"
+
+
+def test_the_groups_are_marked_before_pytest_xdist_reads_them(request: pytest.FixtureRequest) -> None:
+    """The suite's collection hook runs first (tryfirst): pytest-xdist's own, which turns the
+    xdist_group markers into the groups it schedules by, then sees the netns group. Without it
+    the netns tests of one module ran on both workers, each starting the module's clusters."""
+    hook = request.config.pluginmanager.hook.pytest_collection_modifyitems
+    (ours,) = [i for i in hook.get_hookimpls() if getattr(i.plugin, "__file__", "") == str(ROOT / "tests" / "conftest.py")]
+    assert ours.tryfirst
 
 
 def test_make_test_runs_workers_and_prints_the_slowest_tests() -> None:

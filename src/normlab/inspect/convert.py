@@ -14,7 +14,7 @@ from pathlib import Path
 from normlab.core.errors import UserError
 from normlab.diagnostics.families import family_of
 from normlab.inspect.hub import hub_source
-from normlab.inspect.subject import TOKENIZER_FILES, dir_config
+from normlab.inspect.subject import TOKENIZER_FILES, check_dir_config
 from normlab.model.interop import from_hf
 from normlab.model.io import save_model
 
@@ -34,8 +34,7 @@ def import_model(model: str, out: str | Path, context: int | None = None) -> Pat
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     src = hub_source(model)
-    if Path(model).is_dir() and (Path(model) / "config.json").is_file():
-        dir_config(Path(model))  # a damaged one is the lab's one line, not transformers' words
+    check_dir_config(model)  # a damaged config.json is the lab's one line, not transformers' words
     try:
         config = AutoConfig.from_pretrained(model, **src)
     except (OSError, ValueError, KeyError) as e:

@@ -56,6 +56,13 @@ def dir_config(path: Path) -> dict[str, Any]:
                            "Face model's as save_pretrained writes it)")
 
 
+def check_dir_config(model: str) -> None:
+    """MODEL a directory with a config.json: read it now, so that damage is the lab's one line
+    naming the file before transformers words it its own way (a Hub id: nothing to check)."""
+    if Path(model).is_dir() and (Path(model) / "config.json").is_file():
+        dir_config(Path(model))
+
+
 def is_hf_dir(path: Path) -> bool:
     """A Hugging Face model directory: its config.json names a ``model_type`` (a lab run's
     config.json, the same file name, holds the run's sections instead)."""
