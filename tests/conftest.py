@@ -1,12 +1,16 @@
 """Shared fixtures. Tests never touch the network: the corpus comes from NORMLAB_DATA_DIR,
 or from the shared copy beside the checkout (../shared/data) when it exists.
 
-The suite runs in parallel (``make test``: pytest-xdist, ``-n 2 --dist loadgroup``), so:
+The suite runs in parallel (``make test``: pytest-xdist, one worker more than the machine has
+cores, ``--dist loadgroup``), so:
 
 - ``shared_dir(name, build)`` builds an expensive read-only output once per session, for every
   worker (a file lock beside the workers' temp dirs); a test that changes what it gets copies it;
 - every ``netns`` test (a Ray cluster in its own namespace) runs in one ``xdist_group``, on one
-  worker at a time: each cluster already keeps both cores busy;
+  worker at a time: each cluster already keeps both cores busy; the netns tests of one module run
+  together in one namespace (tests/netns.py), so clusters a class shares start once;
+- tests that read one expensive fixture share an ``xdist_group`` too (the quick claims run), so
+  no worker waits on the lock while another builds it;
 - tests marked ``slow`` (and the netns group) are handed out first, so that no long test
   starts last while the other worker sits idle.
 """

@@ -62,6 +62,12 @@ def quick(shared_dir) -> Path:
     return shared_dir("claims-quick", build)
 
 
+# The tests that read the quick run share one worker: on two workers the second would only wait
+# on the fixture's lock while the first builds it (30 s of an idle worker in `make test`).
+QUICK_GROUP = pytest.mark.xdist_group("claims-quick")
+
+
+@QUICK_GROUP
 @pytest.mark.slow
 def test_quick_verdicts_are_pinned(quick: Path) -> None:
     data = json.loads((quick / "claims.json").read_text())
@@ -79,6 +85,7 @@ def test_quick_verdicts_are_pinned(quick: Path) -> None:
     assert {h["id"] for h in hist} == set(PINNED) and all(h["rule_hash"] for h in hist)
 
 
+@QUICK_GROUP
 @pytest.mark.slow
 def test_evidence_page_opens_in_chromium(quick: Path, tmp_path: Path) -> None:
     html = (quick / "index.html").read_text()
