@@ -48,11 +48,12 @@ lock:
 
 # The newest versions in range, in a venv of their own (.venv-latest): what a user who installs
 # normlab today gets. It prints what differs from the lock, then runs the same suite; CI runs the
-# locked one.
+# locked one. The venv is made anew each time, so nothing an earlier resolve left hides. torch stays at requirements/torch.in's pin (-c): the newest torch in range on the
+# index is a multi-GB CUDA build, and the CPU build of the pin is the one the machines here have.
 test-latest:
-	test -x .venv-latest/bin/python || $(PYTHON) -m venv .venv-latest
-	.venv-latest/bin/python -m pip install -q --upgrade "$$(grep -m1 '^torch==' requirements/torch.in)"
-	.venv-latest/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[dev,all]"
+	rm -rf .venv-latest && $(PYTHON) -m venv .venv-latest   # fresh: nothing left from an earlier resolve
+	.venv-latest/bin/python -m pip install -q --upgrade -c requirements/torch.in "$$(grep -m1 '^torch==' requirements/torch.in)"
+	.venv-latest/bin/python -m pip install -q --upgrade --upgrade-strategy eager -c requirements/torch.in -e ".[dev,all]"
 	.venv-latest/bin/python requirements/drift.py $(LOCK)
 	$(MAKE) test VENV=.venv-latest SETUP=
 

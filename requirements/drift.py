@@ -36,6 +36,9 @@ def main(argv: list[str]) -> int:
         return 2
     lock, have = locked(argv[0]), installed()
     have.pop("normlab", None)  # the checkout itself, installed editable
+    if "torch" in have and "torch" in lock and have["torch"] != lock["torch"]:
+        print(f"drift: torch is {have['torch']}, not the lock's {lock['torch']}: make test-latest holds torch at "
+              "requirements/torch.in's pin; a venv with another torch measures something else")
     newer = [(n, lock[n], have[n]) for n in sorted(lock) if n in have and have[n] != lock[n]]
     extra = [(n, have[n]) for n in sorted(set(have) - set(lock)) if n not in ("pip", "wheel")]
     gone = [(n, lock[n]) for n in sorted(set(lock) - set(have)) if n not in ("pip",)]

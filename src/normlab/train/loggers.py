@@ -65,7 +65,7 @@ class Logger:
 class JsonlLogger(Logger):
     """One flushed JSON line per logged step in RUN/metrics.jsonl. The line is written by
     ``RunDir.append_metrics``, handed in by :func:`make_loggers` (the run directory module owns
-    the file; this module cannot import it, the config's check of logger names imports this one)."""
+    the file; the logger only hands it each line)."""
 
     def __init__(self, run_dir: Path, config: dict[str, Any],
                  line: Callable[[int, dict[str, Any]], None] | None = None) -> None:

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -36,9 +36,6 @@ from normlab.train.lifecycle import open_files, start_loggers
 from normlab.train.loop import LoopState, Trainer
 from normlab.train.optim import make_optimizer
 from normlab.train.plan import Plan, prepare
-
-if TYPE_CHECKING:
-    pass
 
 STATUSES = ("completed", "diverged", "failed", "interrupted")
 __all__ = ["STATUSES", "claimed", "default_run_dir", "execute", "make_summary", "prepare", "run_training"]
