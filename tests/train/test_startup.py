@@ -98,9 +98,13 @@ def test_flags_are_fields_like_set(tmp_path):
         f"train.init_from={model}"]).train
 
 
-def test_config_prints_the_config_train_runs(tiny, data_dir, tmp_path, capsys):
+def test_config_prints_the_config_train_runs(tiny, data_dir, tmp_path, capsys, monkeypatch):
+    # the data dir through a link, named relative to the working directory: the run writes it
+    # absolute and resolved, and so must `normlab config` (it printed the path as typed)
+    (tmp_path / "link").symlink_to(data_dir)
+    monkeypatch.chdir(tmp_path)
     args = [*tiny.args("train.steps=4", "train.eval_every=2"), "--placement", "post", "--steps", "6",
-            "--diag-every", "3", "--data-dir", str(data_dir)]
+            "--diag-every", "3", "--data-dir", "link"]
     assert main(["config", *args]) == 0
     shown = json.loads(capsys.readouterr().out)
     run = tmp_path / "run"

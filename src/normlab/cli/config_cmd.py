@@ -50,8 +50,12 @@ def _config(args: argparse.Namespace) -> int:
             for key, tp, default, help in explain(owner.Options):
                 print(f"{name + '.' + key:<24} {tp:<28} {default!r:<16} {help}")
         return 0
+    import dataclasses
+
+    from normlab.data.record import absolute
     from normlab.model.build import resolve_model
 
     resolve_model(cfg.model)  # names and placement options: the first check `normlab train` makes
-    print(cfg.to_json())
+    # the paths as a fresh run writes them into config.json (absolute, links resolved)
+    print(dataclasses.replace(cfg, data=absolute(cfg.data)).to_json())
     return 0
