@@ -7,6 +7,7 @@ per case, the exit status, stderr, and the traceback text when one escaped ``nor
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import io
@@ -45,3 +46,42 @@ if __name__ == "__main__":
     cases = json.loads(open(sys.argv[1], encoding="utf-8").read())
     with open(sys.argv[2], "w", encoding="utf-8") as fh:
         json.dump([run_case(argv) for argv in cases], fh)
+
+
+def cli_arguments() -> list[tuple[tuple[str, ...], argparse.Action]]:
+    """(the command's words, the argument) for every argument of every subcommand of the CLI."""
+    from normlab.cli import build_parser
+
+    found: list[tuple[tuple[str, ...], argparse.Action]] = []
+
+    def walk(p: argparse.ArgumentParser, prefix: tuple[str, ...]) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, (*prefix, name))
+            else:
+                found.append((prefix, a))
+
+    walk(build_parser(), ())
+    return found
+
+
+def trained_run(tmp_path_factory, name: str, *overrides: str) -> Path:
+    """ROOT/run: a tiny run trained on Tiny Shakespeare under a fresh ROOT (a module's world),
+    its token cache in the session's temp dir; skips without the corpus."""
+    import os
+
+    import pytest
+
+    from normlab.train import run_training
+
+    from .conftest import tiny_cfg
+
+    d = os.environ.get("NORMLAB_DATA_DIR")
+    if not d or not (Path(d) / "tinyshakespeare.txt").exists():
+        pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
+    root = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        run_training(tiny_cfg(*overrides), root / "run", quiet=True)
+    return root / "run"

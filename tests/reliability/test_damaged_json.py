@@ -11,16 +11,12 @@ model_config.json to those that read a model directory.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from normlab.cli import build_parser
-
-from .cli_cases import digest, run_case
-from .conftest import tiny_cfg
+from .cli_cases import cli_arguments, digest, run_case, trained_run
 
 # {run}: a finished tiny run that kept step checkpoints, {model}: a model directory (its
 # checkpoints/best), {new}: a path that does not exist. Each reads RUN/config.json (or, for
@@ -64,18 +60,7 @@ def _reads_a_run(command: tuple[str, ...], a: argparse.Action) -> bool:
 
 
 def run_reading_arguments() -> set[tuple[str, str]]:
-    found: set[tuple[str, str]] = set()
-
-    def walk(p: argparse.ArgumentParser, prefix: tuple[str, ...]) -> None:
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                for name, sub in a.choices.items():
-                    walk(sub, (*prefix, name))
-            elif _reads_a_run(prefix, a):
-                found.add((" ".join(prefix), a.dest))
-
-    walk(build_parser(), ())
-    return found
+    return {(" ".join(prefix), a.dest) for prefix, a in cli_arguments() if _reads_a_run(prefix, a)}
 
 
 def test_every_run_reading_argument_has_a_case():
@@ -84,17 +69,8 @@ def test_every_run_reading_argument_has_a_case():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = os.environ.get("NORMLAB_DATA_DIR")
-    if not d or not (Path(d) / "tinyshakespeare.txt").exists():
-        pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
-    from normlab.train import run_training
-
-    root = tmp_path_factory.mktemp("damaged-json")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-        run_training(tiny_cfg("train.steps=4", "train.eval_every=2", "train.checkpoint_every=2",
-                              "train.keep_checkpoints=true", "model.dropout=0.0"), root / "run", quiet=True)
-    return root / "run"
+    return trained_run(tmp_path_factory, "damaged-json", "train.steps=4", "train.eval_every=2",
+                       "train.checkpoint_every=2", "train.keep_checkpoints=true", "model.dropout=0.0")
 
 
 def _damaged_case(world: Path, tmp_path: Path, argv: list[str], file: str, text: str) -> tuple[dict, Path]:

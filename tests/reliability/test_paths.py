@@ -22,9 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.cli import build_parser
-
-from .cli_cases import digest, run_case
+from .cli_cases import cli_arguments, digest, run_case
 from .conftest import tiny_cfg
 
 HERE = Path(__file__).resolve().parent
@@ -129,18 +127,8 @@ def _pathlike(a: argparse.Action) -> bool:
 
 def path_arguments() -> set[tuple[str, str]]:
     """(command, option or positional) for every argument of the CLI that takes a path."""
-    found: set[tuple[str, str]] = set()
-
-    def walk(p: argparse.ArgumentParser, prefix: tuple[str, ...]) -> None:
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                for name, sub in a.choices.items():
-                    walk(sub, (*prefix, name))
-            elif _pathlike(a):
-                found.add((" ".join(prefix), a.option_strings[0] if a.option_strings else a.dest))
-
-    walk(build_parser(), ())
-    return found
+    return {(" ".join(prefix), a.option_strings[0] if a.option_strings else a.dest)
+            for prefix, a in cli_arguments() if _pathlike(a)}
 
 
 def test_every_path_argument_has_cases():

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .cli_cases import run_case
-from .conftest import tiny_cfg
+from .cli_cases import run_case, trained_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 TINY = ["--quiet", "--set", "train.steps=2", "--set", "model.n_layer=1", "--set", "model.d_model=16",
@@ -23,15 +22,7 @@ TINY = ["--quiet", "--set", "train.steps=2", "--set", "model.n_layer=1", "--set"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = os.environ.get("NORMLAB_DATA_DIR")
-    if not d or not (Path(d) / "tinyshakespeare.txt").exists():
-        pytest.skip("Tiny Shakespeare not available (set NORMLAB_DATA_DIR)")
-    from normlab.train import run_training
-
-    root = tmp_path_factory.mktemp("wordings")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NORMLAB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-        run_training(tiny_cfg("train.steps=10", "train.eval_every=5"), root / "run", quiet=True)
+    root = trained_run(tmp_path_factory, "wordings", "train.steps=10", "train.eval_every=5").parent
     (root / "texts").mkdir()
     for weights in ("model.safetensors", "pytorch_model.bin"):  # what save_pretrained writes
         hf = root / f"hf-{weights.split('.')[0]}"
