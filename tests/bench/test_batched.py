@@ -32,7 +32,7 @@ def _rel(a: float, b: float) -> float:
 
 def test_batched_trials_match_solo_runs(data_dir: Path, tmp_path: Path) -> None:
     from normlab.train import run_training
-    from normlab.train.batched import run_batched
+    from normlab.train.run import run_batched
 
     cfgs = [tiny(data_dir, seed=1),
             tiny(data_dir, seed=2, lr=1e-2, warmup_steps=0, grad_clip=0.0),
@@ -70,7 +70,7 @@ def test_batched_checkpoint_holds_the_solo_optimizer_state(data_dir: Path, tmp_p
     from safetensors.torch import load_file
 
     from normlab.train import run_training
-    from normlab.train.batched import run_batched
+    from normlab.train.run import run_batched
 
     cfg = tiny(data_dir, seed=5)
     run_training(cfg, tmp_path / "solo", quiet=True)
@@ -89,7 +89,7 @@ def test_batched_checkpoint_holds_the_solo_optimizer_state(data_dir: Path, tmp_p
 
 
 def test_divergent_trial_is_dropped_and_others_continue(data_dir: Path, tmp_path: Path) -> None:
-    from normlab.train.batched import run_batched
+    from normlab.train.run import run_batched
 
     cfgs = [tiny(data_dir, seed=1, placement="post"),
             tiny(data_dir, seed=1, placement="post", lr=1.0, warmup_steps=0, grad_clip=0.0)]
@@ -109,7 +109,7 @@ def test_divergent_trial_is_dropped_and_others_continue(data_dir: Path, tmp_path
 ])
 def test_incompatible_single_config_refused(data_dir: Path, tmp_path: Path, change: dict, message: str) -> None:
     from normlab.core.schema import merge
-    from normlab.train.batched import compatible, incompatibility, run_batched
+    from normlab.train.run import compatible, incompatibility, run_batched
 
     cfg = RunConfig.from_dict(merge(json.loads(tiny(data_dir).to_json()), change))
     assert not compatible([cfg, cfg])
@@ -120,7 +120,7 @@ def test_incompatible_single_config_refused(data_dir: Path, tmp_path: Path, chan
 
 
 def test_compatibility_rules(data_dir: Path) -> None:
-    from normlab.train.batched import compatible, incompatibility
+    from normlab.train.run import compatible, incompatibility
 
     a = tiny(data_dir, seed=1)
     assert compatible([a, tiny(data_dir, seed=2, lr=1e-2, warmup_steps=0)])
@@ -140,21 +140,23 @@ def test_a_batched_trial_killed_midway_resumes_alone_from_its_checkpoint(data_di
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """What the study runner relies on: a batched worker dies, each trial resumes solo; as a
     solo run's, each trial's summary says it failed and why."""
-    from normlab.train import batched, run_training
+    from normlab.train import run_training
+    from normlab.train.metrics import Metrics
+    from normlab.train.run import run_batched
 
     cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2, lr=1e-2)]
     dirs = [tmp_path / "b0", tmp_path / "b1"]
-    real_line = batched.metrics_line
+    real_line = Metrics.log
 
-    def dying_line(loggers, step, tokens_per_step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
+    def dying_line(self, step, metrics):  # the worker "dies" at step 9, after the step-6 checkpoint
         if step == 9:
             raise SystemExit("killed")
-        real_line(loggers, step, tokens_per_step, metrics)
+        real_line(self, step, metrics)
 
-    monkeypatch.setattr(batched, "metrics_line", dying_line)
+    monkeypatch.setattr(Metrics, "log", dying_line)
     with pytest.raises(SystemExit):
-        batched.run_batched(cfgs, dirs, quiet=True)
-    monkeypatch.setattr(batched, "metrics_line", real_line)
+        run_batched(cfgs, dirs, quiet=True)
+    monkeypatch.setattr(Metrics, "log", real_line)
     for cfg, d in zip(cfgs, dirs):
         summary = json.loads((d / "summary.json").read_text())
         assert summary["status"] == "failed" and summary["error"] == "SystemExit: killed" and summary["batched"]
@@ -172,12 +174,12 @@ def test_batched_trials_pass_the_solo_pre_flight_before_anything_is_written(data
     """The batched loop runs each trial through the solo run's checks (``train.plan.prepare``):
     an unusable run directory is one UserError naming the flag, and no other trial's
     directory is created."""
-    from normlab.train import batched
+    from normlab.train.run import run_batched
 
     (tmp_path / "a-file").write_text("not a directory")
     cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2)]
     with pytest.raises(UserError, match="--out"):
-        batched.run_batched(cfgs, [tmp_path / "ok", tmp_path / "a-file" / "run"], quiet=True)
+        run_batched(cfgs, [tmp_path / "ok", tmp_path / "a-file" / "run"], quiet=True)
     assert not (tmp_path / "ok").exists()
 
 
@@ -189,6 +191,7 @@ def test_a_signal_checkpoints_every_trial_and_each_resumes_alone(data_dir: Path,
     import signal
 
     from normlab.train import batched, run_training
+    from normlab.train.run import run_batched
 
     cfgs = [tiny(data_dir, seed=1), tiny(data_dir, seed=2)]
     dirs = [tmp_path / "s0", tmp_path / "s1"]
@@ -200,7 +203,7 @@ def test_a_signal_checkpoints_every_trial_and_each_resumes_alone(data_dir: Path,
         return real_lr(optim, s, steps)
 
     monkeypatch.setattr(batched, "lr_now", signalling_lr)
-    out = batched.run_batched(cfgs, dirs, quiet=True)
+    out = run_batched(cfgs, dirs, quiet=True)
     monkeypatch.setattr(batched, "lr_now", real_lr)
     assert [o["status"] for o in out] == ["interrupted", "interrupted"] and [o["steps"] for o in out] == [4, 4]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is given back

@@ -89,10 +89,14 @@ def test_configs_gpt2_does_not_compute_are_refused_in_one_line(change, words) ->
 
 def test_lab_only_machinery_refuses_the_baseline(tmp_path) -> None:
     from normlab.run.resolve import RunConfig
-    from normlab.train.batched import incompatibility
-    from normlab.train.plan import check_config
+    from normlab.model.build import lab_internals
+    from normlab.train.plan import check_train, incompatibility
 
     run = RunConfig(model=CFG)
+
+    def check_config(cfg: RunConfig) -> None:
+        check_train(cfg.train, lab_internals(cfg.model), cfg.model.impl)
+
     check_config(run)  # diagnostics off, no init_from: accepted
     with pytest.raises(ConfigError, match=r"train.diag_every=10: in-training diagnostics read the lab model's "
                                           r"blocks and model.impl='hf-gpt2' .*set train.diag_every=0"):

@@ -61,18 +61,18 @@ def test_slow_steps_are_refused_or_warned_from_the_measured_rate(monkeypatch, ca
     from normlab.train import budget
 
     cfg = resolve(None, None, None, ["model.context=4096", "train.batch_size=8"])
-    est = budget.estimate(cfg)
+    est = budget.estimate(cfg.model, cfg.train)
     monkeypatch.setattr(budget, "free_memory", lambda device: est.bytes * 2)
     monkeypatch.setattr(budget, "matmul_rate", lambda device: est.flops / 1000 / budget.EFFICIENCY)  # 1000 s a step
     with pytest.raises(UserError, match=r"model.context=4096: one step is about .* FLOP, 17 min"):
-        budget.check_step_fits(cfg, torch.device("cpu"))
+        budget.check_step_fits(cfg.model, cfg.train, torch.device("cpu"))
     monkeypatch.setattr(budget, "matmul_rate", lambda device: est.flops / 60 / budget.EFFICIENCY)  # 60 s a step: go, but say so
     with caplog.at_level(logging.WARNING, logger="normlab"):
-        budget.check_step_fits(cfg, torch.device("cpu"))
+        budget.check_step_fits(cfg.model, cfg.train, torch.device("cpu"))
     assert [r.levelname for r in caplog.records if r.getMessage().startswith("one step is about")] == ["WARNING"]
     monkeypatch.setattr(budget, "free_memory", lambda device: est.bytes / 2)
     with pytest.raises(UserError, match="GiB on cpu"):
-        budget.check_step_fits(cfg, torch.device("cpu"))
+        budget.check_step_fits(cfg.model, cfg.train, torch.device("cpu"))
 
 
 def test_model_config_of_the_wrong_type_from_python_names_the_field():
@@ -152,11 +152,11 @@ def test_a_step_too_big_names_its_field_in_the_fix_too(monkeypatch, memory):
     from normlab.train import budget
 
     cfg = resolve(None, None, None, ["model.d_model=65536"])
-    est = budget.estimate(cfg)
+    est = budget.estimate(cfg.model, cfg.train)
     monkeypatch.setattr(budget, "free_memory", lambda device: est.bytes / 2 if memory else est.bytes * 2)
     monkeypatch.setattr(budget, "matmul_rate", lambda device: est.flops / 1000 / budget.EFFICIENCY)  # 1000 s a step
     with pytest.raises(UserError) as e:
-        budget.check_step_fits(cfg, torch.device("cpu"))
+        budget.check_step_fits(cfg.model, cfg.train, torch.device("cpu"))
     msg = str(e.value)
     assert msg.startswith("model.d_model=65536: ") and "; lower model.d_model, or else " in msg, msg
     assert all(k in msg for k in budget.GROWERS), msg

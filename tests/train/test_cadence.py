@@ -117,7 +117,8 @@ def test_divergence_rule() -> None:
 def test_batched_trial_with_a_non_finite_gradient_diverges_at_that_step(tmp_path, monkeypatch) -> None:
     """As in the solo loop, a non-finite gradient norm with a finite loss ends the trial at
     that step (before the fix the batched loop only looked at the loss)."""
-    from normlab.train import batched, stack
+    from normlab.train import stack
+    from normlab.train.run import run_batched
 
     from .conftest import tiny_cfg
 
@@ -131,7 +132,7 @@ def test_batched_trial_with_a_non_finite_gradient_diverges_at_that_step(tmp_path
 
     monkeypatch.setattr(stack.Stack, "step", poisoned)
     cfgs = [tiny_cfg("train.steps=8", "train.log_every=1", f"seed={s}") for s in (1, 2)]
-    out = batched.run_batched(cfgs, [tmp_path / "a", tmp_path / "b"], quiet=True)
+    out = run_batched(cfgs, [tmp_path / "a", tmp_path / "b"], quiet=True)
     assert out[0]["status"] == "completed" and out[0]["steps"] == 8
     assert out[1]["status"] == "diverged" and out[1]["diverged_at_step"] == 5 and out[1]["steps"] == 5
 
@@ -188,14 +189,13 @@ def test_kept_checkpoints_start_at_initialisation_solo_and_batched(tmp_path) -> 
     from safetensors.torch import load_file
 
     from normlab.run.dir import RunDir
-    from normlab.train import batched
-    from normlab.train.run import run_training
+    from normlab.train.run import run_batched, run_training
 
     from .conftest import tiny_cfg
 
     sets = ("train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=true")
     run_training(tiny_cfg(*sets, "seed=1"), tmp_path / "solo", quiet=True)
-    batched.run_batched([tiny_cfg(*sets, f"seed={s}") for s in (1, 2)], [tmp_path / "b1", tmp_path / "b2"], quiet=True)
+    run_batched([tiny_cfg(*sets, f"seed={s}") for s in (1, 2)], [tmp_path / "b1", tmp_path / "b2"], quiet=True)
     kept = {name: RunDir(tmp_path / name).step_checkpoints() for name in ("solo", "b1", "b2")}
     assert {name: [s for s, _ in k] for name, k in kept.items()} == {n: [0, 2, 4] for n in kept}
     w = {name: [load_file(f / "model.safetensors") for _, f in k] for name, k in kept.items()}

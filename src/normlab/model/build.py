@@ -213,3 +213,20 @@ def _check_combination(cfg: ModelConfig, layout: list[tuple[SubLayer, SubLayer]]
             raise ConfigError("model.n_kv_head", cfg.n_kv_head,
                               f"placement {', '.join(grouped)} assumes one key/value head per query head; "
                               "set model.n_kv_head=none")
+
+
+def materialise(model: Any, device: Any) -> Any:  # TEMPORARY shim until the meta-init lands
+    import torch
+
+    from normlab.model.transformer import TransformerLM
+
+    fresh = TransformerLM(model.cfg)
+    model.to_empty(device=device)
+    if model.cfg.tie_embeddings:
+        model.lm_head.weight = model.wte.weight
+    with torch.no_grad():
+        for (_, a), (_, b) in zip(model.named_parameters(), fresh.named_parameters()):
+            a.copy_(b)
+        for (_, a), (_, b) in zip(model.named_buffers(), fresh.named_buffers()):
+            a.copy_(b)
+    return model

@@ -58,25 +58,26 @@ def _hugging_face_dir(folder: Path) -> bool:
     return isinstance(data, dict) and "model_type" in data
 
 
-def load_init(model: Any, cfg: Any) -> None:
-    """Copy DIR's weights into ``model`` (strict: every tensor by name and shape)."""
+def load_init(model: Any, init_from: str) -> None:
+    """Copy the weights of ``init_from`` (train.init_from, a model directory) into ``model``
+    (strict: every tensor by name and shape)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_model as st_load
 
-    path = Path(cfg.train.init_from) / WEIGHTS
+    path = Path(init_from) / WEIGHTS
     try:
         st_load(model, str(path), strict=True, device=str(next(model.parameters()).device))
     except (SafetensorError, RuntimeError, OSError) as e:
         first = str(e).splitlines()[0][:300]
         raise UserError(f"--init-from {path.parent}: its weights do not fit model "
-                        f"(placement {cfg.model.placement!r}): {first}; choose a placement with the same "
+                        f"(placement {model.cfg.placement!r}): {first}; choose a placement with the same "
                         "parameters (e.g. pre, post, post_branch, lns for a pre checkpoint)") from None
 
 
-def fit_vocab(cfg: Any, corpus_vocab: int) -> Any:
-    """Keep the model's vocabulary when it covers the tokenizer's ids; refuse otherwise."""
-    if corpus_vocab > cfg.model.vocab_size:
-        raise UserError(f"--init-from {cfg.train.init_from}: the tokenizer has {corpus_vocab} ids but the model "
-                        f"only {cfg.model.vocab_size} embeddings; tokenise with the checkpoint's own tokenizer "
+def fit_vocab(vocab_size: int, init_from: str, corpus_vocab: int) -> None:
+    """Refuse a tokenizer with more ids than the model of ``init_from`` has embeddings
+    (``vocab_size``): the model's vocabulary is kept when it covers the tokenizer's ids."""
+    if corpus_vocab > vocab_size:
+        raise UserError(f"--init-from {init_from}: the tokenizer has {corpus_vocab} ids but the model "
+                        f"only {vocab_size} embeddings; tokenise with the checkpoint's own tokenizer "
                         "(data.tokenizer=DIR/tokenizer.json)")
-    return cfg

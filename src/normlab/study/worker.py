@@ -23,8 +23,8 @@ from normlab.run.dir import RunDir
 from normlab.run.resolve import RunConfig
 from normlab.study.store import Lease, Store, worker_id
 from normlab.study.trials import load_trial
-from normlab.train.batched import compatible, run_batched
 from normlab.train.loggers import STUDY_ENV
+from normlab.train.run import compatible, run_batched
 
 
 @dataclass(frozen=True)

@@ -22,204 +22,104 @@ Limits (``incompatibility`` names the first one met, ``run_batched`` refuses wit
   * a killed batched run is not resumed as a batch: each trial resumes alone from its own
     solo-format checkpoint (``run_training(..., resume=True)``, what the study runner does);
   * train.compile is ignored: the vmapped step runs eagerly.
+
+The composition root (``normlab.train.run.run_batched``) checks the configs (``incompatibility``
+in ``train/plan.py``), builds each trial's model, checkpointer and metrics from its sections and
+hands the trials to :func:`train_trials`, the loop, which sees no config but the loop's own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 import torch
 
 from normlab.core import stopping
-from normlab.core.errors import UserError
-from normlab.core.schema import to_dict
-from normlab.data.batches import train_batch, val_batches
-from normlab.data.record import make_record
-from normlab.model.build import build_model, lab_internals, resolve_model
-from normlab.model.placement import Placement, Stream
 from normlab.run.dir import RunDir
-from normlab.run.init_from import load_init
-from normlab.run.resolve import RunConfig
-from normlab.train.cadence import Cadence, StepPlan
-from normlab.train.env import Dist, environment, pick_device
-from normlab.train.lifecycle import (
-    diverged_row,
-    finish,
-    metrics_line,
-    open_files,
-    save,
-    start_loggers,
-    validated,
-    window_row,
-)
-from normlab.train.loop import LoopState
-from normlab.train.plan import prepare
-from normlab.train.run import load_data, make_summary
+from normlab.run.train_config import OptimConfig
+from normlab.train.batches import Batches
+from normlab.train.cadence import StepPlan
+from normlab.train.checkpointer import Checkpointer
+from normlab.train.job import LoopConfig, LoopState
+from normlab.train.lifecycle import Facts, diverged_row, validated, window_row
+from normlab.train.metrics import Metrics
 from normlab.train.stack import Stack
 from normlab.train.step import lr_now
 from normlab.train.window import Window
 
-if TYPE_CHECKING:
-    from normlab.train.cadence import StepPlan
-    from normlab.train.stack import Stack
+
+@dataclass
+class Trial:
+    """One trial of a batch: its model and components, each from its own section (the root
+    builds them), and the host-side bookkeeping of its loop."""
+
+    model: torch.nn.Module
+    optim: OptimConfig          # its lr, schedule, AdamW hyper-parameters, clipping, z-loss
+    diverge_loss: float         # train.diverge_loss: the one train field trials may differ in
+    batches: Batches            # its own seed's batches
+    run: RunDir
+    checkpointer: Checkpointer
+    metrics: Metrics
+    facts: Facts
+    st: LoopState = field(default_factory=LoopState)
+    status: str = "completed"
+    diverged_at: int | None = None
+    summary: dict[str, Any] = field(default_factory=dict)  # summary.json's content, set when the trial finishes
 
 
-def incompatibility(cfgs: list[RunConfig]) -> str | None:
-    """Why ``cfgs`` cannot be trained as one batch, or None when they can."""
-
-    if not cfgs:
-        return "no trials given"
-    first = cfgs[0]
-    model, data = to_dict(first.model), to_dict(first.data)
-    train = {k: v for k, v in to_dict(first.train).items() if k != "diverge_loss"}
-    for i, c in enumerate(cfgs[1:], 1):
-        if to_dict(c.model) != model:
-            return f"trial {i}: model section differs from trial 0 (batched trials share an architecture)"
-        if to_dict(c.data) != data:
-            return f"trial {i}: data section differs from trial 0"
-        if {k: v for k, v in to_dict(c.train).items() if k != "diverge_loss"} != train:
-            return f"trial {i}: train section differs from trial 0 (only train.diverge_loss may differ)"
-    if first.model.dropout > 0:
-        return f"model.dropout={first.model.dropout}: dropout masks inside vmap cannot match solo runs; use 0"
-    if first.train.diag_every > 0:
-        return "train.diag_every > 0: in-training diagnostics need solo runs; set it to 0"
-    if not lab_internals(first.model):
-        return f"model.impl={first.model.impl!r}: batching stacks the lab model's parameters; run it solo"
-    plan = resolve_model(first.model)
-    stream_hook = type(plan.stream()).after_step is not Stream.after_step  # one stream per model
-    for sub in {s.name: s for pair in plan.layout for s in pair}.values():
-        if sub.cls.after_step is not Placement.after_step or stream_hook:
-            return f"model.placement={sub.name!r} changes weights after each step (e.g. nGPT); run it solo"
-    return None
-
-
-def compatible(cfgs: list[RunConfig]) -> bool:
-    """True when ``run_batched(cfgs, ...)`` accepts these configs (the study runner's test)."""
-    return incompatibility(cfgs) is None
-
-
-class _Trial:
-    """Host-side bookkeeping of one trial: its config, run directory, loop state and loggers."""
-
-    def __init__(self, cfg: RunConfig, run_dir: Path, model: torch.nn.Module, loggers: list[Any]) -> None:
-        self.cfg, self.run_dir, self.model, self.loggers = cfg, run_dir, model, loggers
-        self.st = LoopState()
-        self.status, self.diverged_at = "completed", None  # type: str, int | None
-        self.summary: dict[str, Any] = {}  # summary.json's content, set when the trial finishes
-
-
-def _save(tr: _Trial, name: str, corpus: Any, opt: torch.optim.Optimizer | None) -> None:
-    save(RunDir(tr.run_dir), name, tr.model, tr.st, corpus.tokenizer, opt, batched=True)
-
-
-def _finish(tr: _Trial, wall: float, error: str | None = None) -> dict[str, Any]:
+def _finish(tr: Trial, wall: float, error: str | None = None) -> dict[str, Any]:
+    """The closing of a trial: every logger gets the summary and is closed, then RUN/summary.json
+    is written (the solo loop does the same around its error handling)."""
     tr.st.wall_time = wall
-    tr.summary = make_summary(tr.status, tr.st, tr.diverged_at, tr.cfg, tr.model, error=error)
+    tr.summary = tr.facts.summary(tr.status, tr.st, tr.diverged_at, tr.model, error=error)
     tr.summary["batched"] = True
-    finish(RunDir(tr.run_dir), tr.loggers, tr.summary)
+    tr.metrics.finish(tr.summary)
+    tr.metrics.close()
+    tr.run.write_summary(tr.summary)
     return tr.summary
 
 
-def _prepare(cfgs: list[RunConfig], run_dirs: list[Path]) -> tuple[Any, list[_Trial], torch.device]:
-    """Refuse bad input before any run directory is touched; then the corpus and the
-    trials, each initialised as its solo run would be."""
-
-    if len(cfgs) != len(run_dirs):
-        raise UserError(f"run_batched: {len(cfgs)} configs but {len(run_dirs)} run directories")
-    why = incompatibility(cfgs)
-    if why:
-        raise UserError(f"cannot batch these trials: {why}")
-    if len(set(run_dirs)) != len(run_dirs):
-        raise UserError("run_batched: two trials share one run directory")
-    for d in run_dirs:
-        if d.exists() and RunDir(d).holds_run():
-            raise UserError(f"{d}: already holds a run; batched trials start fresh")
-    # the solo run's pre-flight (names resolved once, loggers, batch split, compiler, budget,
-    # path), then its corpus and vocabulary (init_from's kept) and its build, per trial
-    plans = [prepare(c, d) for c, d in zip(cfgs, run_dirs)]
-    data = load_data(plans[0])  # the model, data and train sections are the same for every trial
-    device = pick_device(data.cfg.train.device)
-    if data.cfg.train.threads > 0:
-        torch.set_num_threads(data.cfg.train.threads)
-    trials = []
-    for p in plans:
-        cfg = dataclasses.replace(p.cfg, model=data.cfg.model)
-        torch.manual_seed(cfg.seed)  # the solo run's init, bit for bit
-        model = build_model(cfg.model, p.model.for_config(cfg.model) if p.model is not None else None).to(device)
-        if cfg.train.init_from:
-            load_init(model, cfg)
-        trials.append(_Trial(cfg, p.run_dir, model, []))
-    corpus = data.corpus
-    return corpus, trials, device
-
-
-def _open_run_dirs(trials: list[_Trial], device: torch.device, corpus: Any) -> None:
-    for tr in trials:
-        env = environment(device, tr.cfg.seed, Dist())
-        env["batched"] = {"trials": len(trials), "run_dirs": [str(t.run_dir) for t in trials]}
-        run = RunDir(tr.run_dir)
-        open_files(run, tr.cfg, env, data=make_record(tr.cfg.data, corpus))
-        tr.loggers = start_loggers(run, tr.cfg)
-
-
-def _micro_batches(corpus: Any, trials: list[_Trial], s: int) -> Callable[[int], list]:
+def _micro_batches(trials: list[Trial], s: int) -> Callable[[int], list]:
     """Micro-batch m of step ``s`` (0-based) for each trial: its solo run's batches."""
-
-    t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
-    rows = t.batch_size // t.grad_accum
-    return lambda m: [train_batch(corpus.train, ctx, rows, tr.cfg.seed, s, m) for tr in trials]
+    return lambda m: [tr.batches.get(s, m) for tr in trials]
 
 
-def _report(tr: _Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad: int, lr: float, gnorm: float,
-            vals: torch.Tensor | None, stack: Stack, corpus: Any, wall: float) -> bool:
+def _report(tr: Trial, i: int, step: int, plan: StepPlan, w: Window, first_bad: int, lr: float, gnorm: float,
+            vals: torch.Tensor | None, stack: Stack, wall: float) -> bool:
     """Trial ``i``'s metrics line, validation and checkpoints at a sync step, as the solo
     loop writes them; True when the trial diverged (its last line says so)."""
-    tokens_per_step = tr.cfg.train.batch_size * tr.cfg.model.context
     tr.st.step, tr.st.loss_n = step, w.steps
     if first_bad >= 0:
         tr.status, tr.diverged_at = "diverged", first_bad
         tr.st.train_time += w.train_s
-        metrics_line(tr.loggers, step, tokens_per_step, diverged_row(float(w.loss[i]), w.steps, lr, gnorm))
+        tr.metrics.log(step, diverged_row(float(w.loss[i]), w.steps, lr, gnorm))
         return True
-    opt = stack.export(i, tr.model, tr.cfg.optim, step) if (plan.ckpt or vals is not None) else None
+    opt = stack.export(i, tr.model, tr.optim, step) if (plan.ckpt or vals is not None) else None
     if plan.log:
-        row = window_row(float(w.loss[i]), w.steps, lr, gnorm, w.steps, w.train_s, tokens_per_step)
+        row = window_row(float(w.loss[i]), w.steps, lr, gnorm, w.steps, w.train_s, tr.batches.tokens_per_step)
         if vals is not None:
             v = float(vals[i])
             row["val/loss"] = v
             if validated(tr.st, v):
-                _save(tr, "best", corpus, None)
+                tr.checkpointer.save("best", tr.model, tr.st)
         tr.st.train_time += w.train_s
-        metrics_line(tr.loggers, step, tokens_per_step, row)
+        tr.metrics.log(step, row)
         tr.st.loss_n = 0
     tr.st.loss_sum = 0.0 if plan.log else float(w.loss[i])
     tr.st.wall_time = wall
     if plan.ckpt:
-        _save(tr, "latest", corpus, opt)
-        if tr.cfg.train.keep_checkpoints:  # weights only: a series to inspect
-
-            _save(tr, RunDir.step_name(step), corpus, None)
+        tr.checkpointer.save("latest", tr.model, tr.st, opt)
+        _save_series(tr, step)
     return False
 
 
-def run_batched(cfgs: list[RunConfig], run_dirs: list[Path], quiet: bool = False) -> list[dict]:
-    """Train ``cfgs[i]`` into ``run_dirs[i]`` as one batched computation; returns the summaries.
-
-    Each run directory follows the solo contract (config.json, env.json, metrics.jsonl,
-    summary.json, checkpoints/latest and best written by ``normlab.run.checkpoint``).
-    Raises ``UserError`` naming the reason when ``compatible(cfgs)`` is False, or when a run
-    directory is being written by another process.
-    """
-
-    corpus, trials, device = _prepare(cfgs, [Path(d) for d in run_dirs])
-    with contextlib.ExitStack() as held:  # every trial's RUN is ours until its summary is written
-        for tr in trials:
-            held.enter_context(RunDir(tr.run_dir).writing("run_batched", fresh=True))
-        return _train(corpus, trials, device)
+def _save_series(tr: Trial, step: int) -> None:
+    name = tr.checkpointer.series_name(step)  # weights only: a series to inspect
+    if name is not None:
+        tr.checkpointer.save(name, tr.model, tr.st)
 
 
 @contextlib.contextmanager
@@ -232,13 +132,14 @@ def _stop_on_signal() -> Iterator[list[bool]]:
         yield flag
 
 
-def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict]:
-    """The batched loop over prepared trials whose run directories are held. A failure leaves
+def train_trials(trials: list[Trial], loop: LoopConfig, val: list[tuple[torch.Tensor, torch.Tensor]],
+                 device: torch.device) -> list[dict]:
+    """The batched loop over trials whose run directories are held and opened. A failure leaves
     every unfinished trial a ``failed`` summary naming the error, as a solo run's does."""
     everyone, t_start = list(trials), time.perf_counter()
     with _stop_on_signal() as stop:
         try:
-            return _loop(corpus, trials, device, stop, everyone, t_start)
+            return _loop(trials, loop, val, device, stop, everyone, t_start)
         except BaseException as e:
             for tr in everyone:
                 if not tr.summary:
@@ -248,26 +149,23 @@ def _train(corpus: Any, trials: list[_Trial], device: torch.device) -> list[dict
             raise
 
 
-def _loop(corpus: Any, trials: list[_Trial], device: torch.device, stop: list[bool], everyone: list[_Trial],
-          t_start: float) -> list[dict]:
+def _loop(trials: list[Trial], loop: LoopConfig, val: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device,
+          stop: list[bool], everyone: list[Trial], t_start: float) -> list[dict]:
 
-    t, ctx = trials[0].cfg.train, trials[0].cfg.model.context
-    stack = Stack(trials, device)
-    val = [(x.to(device), y.to(device)) for x, y in val_batches(corpus.val, ctx, t.batch_size, t.eval_batches)]
-    _open_run_dirs(trials, device, corpus)
-    for tr in trials:
-        if tr.cfg.train.keep_checkpoints:  # the model at initialisation, as the solo loop keeps it
-
-            _save(tr, RunDir.step_name(0), corpus, None)
-    cadence = Cadence.of(t)
+    t = loop.train
+    stack = Stack(trials, device, bf16=t.dtype == "bfloat16")
+    val = [(x.to(device), y.to(device)) for x, y in val]
+    for tr in trials:  # the model at initialisation, as the solo loop keeps it
+        _save_series(tr, 0)
+    cadence = loop.cadence
     w = Window(torch.zeros(len(trials), device=device), torch.full((len(trials),), -1, dtype=torch.int64, device=device))
     for s in range(t.steps):
         s1 = s + 1
         t0 = time.perf_counter()
-        lrs = [lr_now(tr.cfg.optim, s, t.steps) for tr in trials]
-        step_loss = stack.forward_backward(_micro_batches(corpus, trials, s), t.grad_accum)
+        lrs = [lr_now(tr.optim, s, t.steps) for tr in trials]
+        step_loss = stack.forward_backward(_micro_batches(trials, s), t.grad_accum)
         gnorm = stack.step(lrs, s1)
-        limit = torch.tensor([tr.cfg.train.diverge_loss for tr in trials], device=device)
+        limit = torch.tensor([tr.diverge_loss for tr in trials], device=device)
         w.add(s1, step_loss, gnorm, limit)  # the solo loop's window and divergence rule, per trial
         w.steps += 1
         w.train_s += time.perf_counter() - t0
@@ -279,7 +177,7 @@ def _loop(corpus: Any, trials: list[_Trial], device: torch.device, stop: list[bo
         vals = stack.validate(val) if plan.eval else None
         bad = w.first_bad.tolist()  # read back at sync steps only, as in the solo loop
         done = [i for i, tr in enumerate(trials)
-                if _report(tr, i, s1, plan, w, bad[i], lrs[i], float(gnorm[i]), vals, stack, corpus,
+                if _report(tr, i, s1, plan, w, bad[i], lrs[i], float(gnorm[i]), vals, stack,
                            time.perf_counter() - t_start)]
         if plan.log:
             w.loss.zero_()

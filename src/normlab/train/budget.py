@@ -35,7 +35,7 @@ from normlab.core.errors import UserError
 from normlab.model import cost
 from normlab.model.build import Plan as ModelPlan
 from normlab.model.config import ModelConfig
-from normlab.run.resolve import RunConfig
+from normlab.run.train_config import TrainConfig
 
 WARN_S = 30.0      # a step longer than this gets a warning with the numbers
 REFUSE_S = 600.0   # ... and one longer than this is refused: it cannot even log
@@ -52,12 +52,13 @@ class StepEstimate:
         return self.flops / rate
 
 
-def estimate(cfg: RunConfig, world: int = 1, plan: ModelPlan | None = None) -> StepEstimate:
-    """Memory (bytes) and FLOPs of one optimizer step of ``cfg`` on one of ``world`` processes."""
+def estimate(m: ModelConfig, t: TrainConfig, world: int = 1, plan: ModelPlan | None = None,
+             model: Any = None) -> StepEstimate:
+    """Memory (bytes) and FLOPs of one optimizer step of model ``m`` trained as ``t`` says, on one
+    of ``world`` processes; ``model``: ``m`` already built on the meta device (else built here)."""
 
-    m, t = cfg.model, cfg.train
     d, L, T, V, ff = m.d_model, m.n_layer, m.context, m.vocab_size, m.ff_width
-    params, flops = _costs(m, plan, batch=t.batch_size // world)
+    params, flops = _costs(m, plan, batch=t.batch_size // world, model=model)
     rows = t.batch_size // (t.grad_accum * world)          # sequences in one micro-batch
     acts = rows * T * (L * (16 * d + 2 * ff) + 2 * V)       # values kept for backward
     if m.dropout > 0:                                        # math attention: B H T T probabilities
@@ -72,11 +73,11 @@ EXTRAPOLATE_ABOVE = 64
 _PROBES = (8, 16, 24)
 
 
-def _costs(m: ModelConfig, plan: ModelPlan | None, batch: int) -> tuple[float, float]:
+def _costs(m: ModelConfig, plan: ModelPlan | None, batch: int, model: Any = None) -> tuple[float, float]:
     """Parameters and step FLOPs of the model of ``m``: read off the resolved model, shapes only;
     for a deep stack of one placement, extrapolated from three shallow builds that lie on a line
     (if they do not, the stack is built whole)."""
-    if m.n_layer > EXTRAPOLATE_ABOVE and not isinstance(m.placement, (list, tuple)):
+    if model is None and m.n_layer > EXTRAPOLATE_ABOVE and not isinstance(m.placement, (list, tuple)):
         try:
             points = [_costs(dataclasses.replace(m, n_layer=n), None, batch) for n in _PROBES]
         except UserError:  # a field that depends on the depth (window_layers, say): build it whole
@@ -87,7 +88,7 @@ def _costs(m: ModelConfig, plan: ModelPlan | None, batch: int) -> tuple[float, f
             if p2 - p1 == p1 - p0 and math.isclose(f2 - f1, f1 - f0, rel_tol=1e-9):
                 k = (m.n_layer - _PROBES[0]) / step
                 return p0 + k * (p1 - p0), f0 + k * (f1 - f0)
-    model = cost.meta_model(m, plan)                        # the resolved model, shapes only
+    model = cost.meta_model(model if model is not None else m, plan)  # the resolved model, shapes only
     return float(cost.parameters(model)), cost.step_flops(model, batch=batch)
 
 
@@ -133,49 +134,56 @@ def _human_s(s: float) -> str:
 GROWERS = ("model.context", "model.n_layer", "model.d_model", "train.batch_size")
 
 
-def _value(cfg: RunConfig, key: str) -> Any:
+Sections = dict[str, Any]  # {"model": ModelConfig, "train": TrainConfig}: the two sections a step's size reads
+
+
+def _value(sections: Sections, key: str) -> Any:
     section, field = key.split(".")
-    return getattr(getattr(cfg, section), field)
+    return getattr(sections[section], field)
 
 
-def culprit(cfg: RunConfig, est: StepEstimate, world: int, size: Callable[[StepEstimate], float]) -> str:
+def culprit(m: ModelConfig, t: TrainConfig, est: StepEstimate, world: int,
+            size: Callable[[StepEstimate], float]) -> str:
     """The field (a key of ``GROWERS``) that makes the step (``est``) too big: the one above its
     default whose return to the default shrinks ``size`` (bytes or FLOPs) the most (so
     ``model.n_layer=100000`` is blamed, not the default context it runs at)."""
-    base, named = RunConfig(), "model.context"
+    now: Sections = {"model": m, "train": t}
+    base: Sections = {"model": ModelConfig(), "train": TrainConfig()}
+    named = "model.context"
     best = size(est)
     for key in GROWERS:
         section, field = key.split(".")
-        if _value(cfg, key) <= _value(base, key):
+        if _value(now, key) <= _value(base, key):
             continue
         try:
-            smaller = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
-                                                                                **{field: _value(base, key)})})
+            smaller: Sections = {**now, section: dataclasses.replace(now[section], **{field: _value(base, key)})}
         except UserError:  # the default is invalid beside the other values (d_model vs n_head)
             continue
-        got = size(estimate(smaller, world))
+        got = size(estimate(smaller["model"], smaller["train"], world))
         if got < best:
             best, named = got, key
     return named
 
 
-def _blame(cfg: RunConfig, named: str, memory: bool) -> tuple[str, str]:
+def _blame(sections: Sections, named: str, memory: bool) -> tuple[str, str]:
     """(``field=value`` of the culprit, the fix): lower the culprit first, else any other field
     that sizes a step, each named (a fix that left out the culprit, say d_model, misleads)."""
-    *others, last = [f"{k}={_value(cfg, k)}" for k in GROWERS if k != named]
+    *others, last = [f"{k}={_value(sections, k)}" for k in GROWERS if k != named]
     accum = " (or raise train.grad_accum: the batch in smaller pieces)" if memory else ""
-    return f"{named}={_value(cfg, named)}", f"lower {named}, or else {', '.join(others)} or {last}{accum}"
+    return f"{named}={_value(sections, named)}", f"lower {named}, or else {', '.join(others)} or {last}{accum}"
 
 
-def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: ModelPlan | None = None) -> None:
-    """Refuse (UserError) a step that cannot fit in memory or time here; warn on a slow one.
-    The error names the field to blame first (``culprit``), then every other field that sizes a step.
-    ``plan``: ``cfg.model`` already resolved (``train.plan.check_config``)."""
-    est = estimate(cfg, world, plan)
-    t = cfg.train
+def check_step_fits(m: ModelConfig, t: TrainConfig, device: torch.device, world: int = 1,
+                    plan: ModelPlan | None = None, model: Any = None) -> None:
+    """Refuse (UserError) a step of model ``m`` trained as ``t`` says that cannot fit in memory or
+    time here; warn on a slow one. The error names the field to blame first (``culprit``), then
+    every other field that sizes a step. ``plan``: ``m`` already resolved, ``model``: ``m`` built on
+    the meta device (``train.plan.prepare``: the run's one model)."""
+    est = estimate(m, t, world, plan, model)
+    sections = {"model": m, "train": t}
     free = free_memory(device)
     if free is not None and est.bytes > free:
-        named, fix = _blame(cfg, culprit(cfg, est, world, lambda e: e.bytes), memory=True)
+        named, fix = _blame(sections, culprit(m, t, est, world, lambda e: e.bytes), memory=True)
         raise UserError(f"{named}: one step needs about {_gib(est.bytes)} on {device.type}, {_gib(free)} is free; {fix}")
     if est.flops < MEASURE_ABOVE:
         return
@@ -184,7 +192,7 @@ def check_step_fits(cfg: RunConfig, device: torch.device, world: int = 1, plan: 
     what = (f"one step is about {est.flops:.2g} FLOP, {_human_s(sec)} at the {rate / 1e9:.0f} GFLOP/s a step "
             f"reaches here ({_human_s(sec * max(t.steps, 1))} for {t.steps} steps)")
     if sec > REFUSE_S:
-        named, fix = _blame(cfg, culprit(cfg, est, world, lambda e: e.flops), memory=False)
+        named, fix = _blame(sections, culprit(m, t, est, world, lambda e: e.flops), memory=False)
         raise UserError(f"{named}: {what}; {fix}")
     if sec > WARN_S:
         logging.getLogger(__name__).warning(what)

@@ -1,48 +1,42 @@
-"""What one process trains, as records: ``Data`` (the corpus of a plan, its validation batches,
-the config with the tokenizer's vocabulary), ``Job`` (the plan, its data, the model and
-optimizer, its place in DDP) and ``LoopState`` (what a checkpoint keeps of the loop besides
-tensors). ``train/run.py`` makes them; the ``Trainer`` takes the Job."""
+"""The records the training loops run on: ``LoopConfig`` (the loop's own settings, taken from
+the train and optim sections by the composition root, ``train/run.py``) and ``LoopState``
+(what a checkpoint keeps of the loop besides tensors)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import torch
-
-from normlab.run.config import RunConfig
-from normlab.train.plan import Plan
-
-if TYPE_CHECKING:
-    from normlab.data.corpus import Corpus
-    from normlab.model.transformer import TransformerLM
-    from normlab.train.env import Dist
+from normlab.run.train_config import OptimConfig, TrainConfig
+from normlab.train.cadence import Cadence
+from normlab.train.step import clip_limit, lr_now
 
 
 @dataclass(frozen=True)
-class Data:
-    """The corpus of a plan, its fixed validation batches, and the config with the tokenizer's
-    vocabulary (the config RUN/config.json records)."""
+class LoopConfig:
+    """What the loop itself reads: its length and cadence, the step's arithmetic (micro-batches,
+    precision, z-loss, clipping, the lr schedule) and its divergence rule. The model, data,
+    checkpoint and logger settings reach their own components instead."""
 
-    cfg: RunConfig
-    corpus: Corpus
-    val: list[tuple[torch.Tensor, torch.Tensor]]
-
-
-@dataclass(frozen=True)
-class Job:
-    """What this process trains: the plan, its data, the model and optimizer, and its place in DDP."""
-
-    plan: Plan
-    data: Data
-    model: TransformerLM  # or another model.impl with its forward contract (normlab.model.impls)
-    optimizer: torch.optim.Optimizer
-    dist: Dist
-    device: torch.device
+    train: TrainConfig       # steps, grad_accum, compile, dtype, diverge_loss, the intervals
+    optim: OptimConfig       # lr schedule, z-loss, clipping
+    stochastic: bool = False  # dropout draws from the global RNG: an abandoned step restores it
 
     @property
-    def cfg(self) -> RunConfig:
-        return self.data.cfg
+    def steps(self) -> int:
+        return self.train.steps
+
+    @property
+    def cadence(self) -> Cadence:
+        return Cadence.of(self.train)
+
+    @property
+    def clip(self) -> float:
+        return clip_limit(self.optim)
+
+    def lr(self, step: int) -> float:
+        """Learning rate of 0-based ``step`` (the schedule spans train.steps)."""
+        return lr_now(self.optim, step, self.train.steps)
 
 
 @dataclass

@@ -16,16 +16,17 @@ from typing import Any, Iterator
 import torch
 
 from normlab.core import stopping
-from normlab.data.batches import train_batch
 from normlab.diagnostics.training import TrainingDiagnostics
 from normlab.run import checkpoint
-from normlab.run.dir import RunDir
-from normlab.train.cadence import Cadence
-from normlab.train.job import Job, LoopState
-from normlab.train.lifecycle import diverged_row, metrics_line, save, validated, window_row
+from normlab.train.batches import Batches
+from normlab.train.checkpointer import Checkpointer
+from normlab.train.env import Dist
+from normlab.train.job import LoopConfig, LoopState
+from normlab.train.lifecycle import diverged_row, validated, window_row
+from normlab.train.metrics import Metrics
 from normlab.train.progress import Progress
 from normlab.train.replay import localise
-from normlab.train.step import clip_limit, lr_now, optimizer_step
+from normlab.train.step import optimizer_step
 from normlab.train.window import Window
 
 
@@ -40,46 +41,58 @@ class _Step:
     diag: bool                     # in-training diagnostics ran their hooks on this step
 
 
+@dataclass(frozen=True)
+class Parts:
+    """The components a Trainer runs, each built by the composition root (``train/run.py``) from
+    its own section: the model and its optimizer, the batches, the fixed validation batches, the
+    checkpointer and the metrics (each holding the RunDir), the in-training diagnostics (None
+    when off), the process's place in DDP and its device, and ``reinit``, which puts the seeded
+    initial weights back into the model (the divergence replay starts there without a checkpoint)."""
+
+    model: Any  # TransformerLM or another model.impl with its forward contract (normlab.model.impls)
+    optimizer: torch.optim.Optimizer
+    batches: Batches
+    val: list[tuple[torch.Tensor, torch.Tensor]]
+    checkpointer: Checkpointer
+    metrics: Metrics
+    diagnostics: TrainingDiagnostics | None
+    dist: Dist
+    device: torch.device
+    reinit: Any  # Callable[[], None]
+    label: str = ""  # what the progress lines call the run (its directory)
+
+
 class _AbandonStep(BaseException):
     """Raised at a stop point inside forward/backward after a signal (a BaseException: no
     ``except Exception`` in between may swallow it)."""
 
 
 class Trainer:
-    def __init__(self, job: Job, loggers: list[Any], quiet: bool) -> None:
-        """The loop of ``job`` (``train/job.py``): its config, model, optimizer, corpus, fixed
-        validation batches, run directory, device and DDP place; ``loggers`` started on RUN."""
-        cfg, model, device, dist, val, run_dir = job.cfg, job.model, job.device, job.dist, job.data.val, job.plan.run_dir
-        self.cfg, self.model, self.opt, self.corpus = cfg, model, job.optimizer, job.data.corpus
-        self.val, self.run_dir, self.device, self.dist = val, run_dir, device, dist
-        self.loggers, self.quiet = loggers, quiet
-        self.fwd: Any = model  # or its DDP / torch.compile wrapper
-        if dist.enabled:
+    def __init__(self, loop: LoopConfig, parts: Parts, quiet: bool) -> None:
+        """The loop ``loop`` over the components ``parts``; nothing else of the run's config."""
+        self.loop, self.parts, self.quiet = loop, parts, quiet
+        self.model, self.opt, self.device, self.dist = parts.model, parts.optimizer, parts.device, parts.dist
+        self.batches, self.val, self.ckpt, self.metrics = parts.batches, parts.val, parts.checkpointer, parts.metrics
+        self.diag = parts.diagnostics
+        self.fwd: Any = self.model  # or its DDP / torch.compile wrapper
+        if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            self.fwd = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-        if cfg.train.compile:
+            self.fwd = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if loop.train.compile:
             self.fwd = torch.compile(self.fwd)
-        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if cfg.train.dtype == "bfloat16"
+        self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if loop.train.dtype == "bfloat16"
                          else contextlib.nullcontext())
         self.interrupted = False
         self._abortable = False  # inside forward/backward: a signal may abandon the step
         self.first_nonfinite: dict[str, Any] | None = None  # set by replay.localise on divergence
-        self.cadence = Cadence.of(cfg.train)
-        self.params = [p for p in model.parameters() if p.requires_grad]  # clipping's order
-        self.clip = clip_limit(cfg.optim)
-        self.diag = None
-        if cfg.train.diag_every > 0 and dist.main:
-            self.diag = TrainingDiagnostics(model, run_dir, (val[0][0].to(device), val[0][1].to(device)),
-                                            every=cfg.train.diag_every)
+        self.cadence = loop.cadence
+        self.params = [p for p in self.model.parameters() if p.requires_grad]  # clipping's order
+        self.clip = loop.clip
 
     # -- pieces ------------------------------------------------------------------------------
     def _batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
-        t = self.cfg.train
-        rows = t.batch_size // t.grad_accum              # global micro-batch
-        per = rows // self.dist.world                   # this rank's rows
-        sl = slice(self.dist.rank * per, (self.dist.rank + 1) * per)
-        x, y = train_batch(self.corpus.train, self.cfg.model.context, rows, self.cfg.seed, step, micro, sl)
+        x, y = self.batches.get(step, micro)
         nb = self.device.type == "cuda"
         return x.to(self.device, non_blocking=nb), y.to(self.device, non_blocking=nb)
 
@@ -87,7 +100,7 @@ class Trainer:
         """(objective, cross-entropy, mean log Z or None): z-loss = coeff * mean((log Z)^2) (PaLM)."""
         with self.autocast:
             logits, ce = self.fwd(x, y)
-        z = self.cfg.optim.z_loss
+        z = self.loop.optim.z_loss
         if z <= 0:
             return ce, ce, None
         log_z = torch.logsumexp(logits.float(), dim=-1)   # (B, T)
@@ -108,7 +121,13 @@ class Trainer:
         if self.dist.main:
             if self.diag is not None:  # its spike window travels with the checkpoint (a stale one is refused)
                 st.extra["diagnostics"] = self.diag.state(st.step)
-            save(RunDir(self.run_dir), name, self.model, st, self.corpus.tokenizer, self.opt if with_optimizer else None)
+            self.ckpt.save(name, self.model, st, self.opt if with_optimizer else None)
+
+    def _save_step(self, step: int, st: LoopState) -> None:
+        """The weights of checkpoint step ``step`` when the run keeps a series."""
+        name = self.ckpt.series_name(step)
+        if name is not None:
+            self._save(name, st, with_optimizer=False)
 
     def _on_signal(self, signum: int) -> None:
         """Ctrl-C or SIGTERM: checkpoint the last completed step and stop. Only marked here: the
@@ -130,7 +149,7 @@ class Trainer:
     def _stop_points(self) -> Iterator[None]:
         """The hooks of :meth:`_stop_point`, removed when the loop ends (the model outlives
         it). None under DDP (a rank must not leave a collective alone) or torch.compile."""
-        if self.dist.enabled or self.cfg.train.compile:
+        if self.dist.enabled or self.loop.train.compile:
             yield
             return
         blocks = getattr(self.model, "blocks", ())
@@ -158,7 +177,7 @@ class Trainer:
 
     def forward_backward(self, s: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """All micro-batches of step ``s`` (0-based): gradients accumulated, returns (mean CE, log Z)."""
-        t = self.cfg.train
+        t = self.loop.train
         step_loss = torch.zeros((), device=self.device)
         log_z = None
         for m in range(t.grad_accum):
@@ -176,15 +195,15 @@ class Trainer:
         """The loop body only delegates: train a step, then, on the steps the cadence
         names, read the accumulators back, log, validate and checkpoint."""
 
-        t = self.cfg.train
+        t = self.loop.train
         w = Window(torch.tensor(st.loss_sum, dtype=torch.float32, device=self.device),
                    torch.tensor(-1, dtype=torch.int64, device=self.device))
-        bar = Progress(t.steps, st.step, self.run_dir, t.log_every, enabled=not self.quiet and self.dist.main)
+        bar = Progress(t.steps, st.step, self.parts.label, t.log_every, enabled=not self.quiet and self.dist.main)
         w.t_wall = time.perf_counter()
         status, diverged_at = "completed", None
         self.model.train()
-        if st.step == 0 and t.keep_checkpoints:  # the model at initialisation: a series starts where training does
-            self._save(RunDir.step_name(0), st, with_optimizer=False)
+        if st.step == 0:  # the model at initialisation: a kept series starts where training does
+            self._save_step(0, st)
         for s in range(st.step, t.steps):
             s1 = s + 1
             plan = self.cadence.what(s1)
@@ -215,8 +234,8 @@ class Trainer:
             st.wall_time, w.t_wall = st.wall_time + now - w.t_wall, now
             if plan.ckpt or self.interrupted:
                 self._save("latest", st)
-            if plan.ckpt and self.cfg.train.keep_checkpoints:  # weights only: a series to inspect
-                self._save(RunDir.step_name(s1), st, with_optimizer=False)
+            if plan.ckpt:  # weights only, when the series is kept: a series to inspect
+                self._save_step(s1, st)
             if self.interrupted:
                 status = "interrupted"
                 break
@@ -234,7 +253,7 @@ class Trainer:
             self.diag.before_forward(s1)
         # Dropout draws from the global generators: keep their state so that an abandoned
         # step leaves the checkpoint exactly as a completed step s would have.
-        rng = checkpoint.rng_state() if self.cfg.model.dropout > 0 else None
+        rng = checkpoint.rng_state() if self.loop.stochastic else None
         try:
             self._abortable = not self.dist.enabled  # DDP ranks must not abandon a collective alone
             loss, log_z = self.forward_backward(s)
@@ -247,13 +266,13 @@ class Trainer:
         if diag_on and self.diag is not None:  # the gradients as backward left them, before clipping (its contract)
             self.diag.after_backward(s1)
         grad_norm = optimizer_step(self.model, self.opt, self.params, self.clip)
-        w.add(s1, loss, grad_norm, self.cfg.train.diverge_loss)
+        w.add(s1, loss, grad_norm, self.loop.train.diverge_loss)
         if self.diag is not None:  # every step: the spike window (no host sync)
             self.diag.record(loss, grad_norm)
         return _Step(lr, loss, grad_norm, log_z, diag_on)
 
     def set_lr(self, s: int) -> float:
-        lr = lr_now(self.cfg.optim, s, self.cfg.train.steps)
+        lr = self.loop.lr(s)
         for g in self.opt.param_groups:
             g["lr"] = lr
         return lr
@@ -274,7 +293,7 @@ class Trainer:
 
     def _log_window(self, st: LoopState, w: Window, out: _Step, is_eval: bool, bar: Any) -> None:
         """One metrics line for the steps since the last one (with validation on eval steps)."""
-        tokens_per_step = self.cfg.train.batch_size * self.cfg.model.context
+        tokens_per_step = self.batches.tokens_per_step
         metrics = window_row(float(w.loss), st.loss_n, out.lr, float(out.grad_norm), w.steps, w.train_s,
                              tokens_per_step)
         if out.log_z is not None:
@@ -298,6 +317,5 @@ class Trainer:
         return out
 
     def _log(self, step: int, metrics: dict[str, Any]) -> None:
-        if not self.dist.main:
-            return
-        metrics_line(self.loggers, step, self.cfg.train.batch_size * self.cfg.model.context, metrics)
+        if self.dist.main:
+            self.metrics.log(step, metrics)

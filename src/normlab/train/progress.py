@@ -15,7 +15,7 @@ LINES_PER_RUN = 20
 
 
 class Progress:
-    def __init__(self, total: int, initial: int, run_dir: Path, log_every: int, enabled: bool,
+    def __init__(self, total: int, initial: int, run_dir: Path | str, log_every: int, enabled: bool,
                  stream: IO[str] | None = None) -> None:
         self.total, self.enabled = total, enabled
         self.stream = stream if stream is not None else sys.stderr

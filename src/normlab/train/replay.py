@@ -12,12 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from normlab.diagnostics.training import first_nonfinite
-from normlab.model.build import build_model
-from normlab.run import checkpoint
-from normlab.run.dir import RunDir
 from normlab.train.step import optimizer_step
 
 
@@ -25,14 +20,12 @@ def localise(tr: Any, bad_step: int) -> dict[str, Any] | None:
     """``first_nonfinite`` of step ``bad_step`` (1-based) of ``tr``'s run (a ``train.loop.Trainer``,
     not imported here: the loop imports this module); moves its weights."""
 
-    ckpt = RunDir(tr.run_dir).find_checkpoint("latest")
-    start = checkpoint.read_state(ckpt)["loop"]["step"] if ckpt is not None else 0
-    if ckpt is not None and start < bad_step:
-        checkpoint.load(ckpt, tr.model, tr.opt)
-    else:  # the seeded init of run_training, then a fresh optimizer
+    at = tr.ckpt.latest_step()
+    if at is not None and at < bad_step:
+        start = tr.ckpt.load_latest(tr.model, tr.opt).step
+    else:  # the run's seeded init (the composition root's ``reinit``), then a fresh optimizer
         start = 0
-        torch.manual_seed(tr.cfg.seed)
-        tr.model.load_state_dict(build_model(tr.cfg.model).state_dict())
+        tr.parts.reinit()
         tr.opt.state.clear()
     tr.model.train()
     for s in range(start, bad_step - 1):

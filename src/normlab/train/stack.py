@@ -22,10 +22,11 @@ from normlab.train.step import clip_grads_, clip_limit
 
 
 class Stack:
-    """The stacked state of ``trials`` (objects with ``.model`` and ``.cfg``; trial 0's
-    model is the template the stack is evaluated through)."""
+    """The stacked state of ``trials`` (objects with ``.model`` and ``.optim``, their optim
+    section; trial 0's model is the template the stack is evaluated through); ``bf16``: the
+    forward under bfloat16 autocast (train.dtype)."""
 
-    def __init__(self, trials: list[Any], device: torch.device) -> None:
+    def __init__(self, trials: list[Any], device: torch.device, bf16: bool = False) -> None:
         self.base, self.device = trials[0].model, device
         groups = param_groups(self.base, 0.0)
         names = [n for g in groups for n in g["names"]]
@@ -37,13 +38,12 @@ class Stack:
         self.v = {n: torch.zeros_like(p) for n, p in self.params.items()}
         self.buffers = {n: torch.stack([dict(t.model.named_buffers())[n] for t in trials])
                         for n, _ in self.base.named_buffers()}
-        o = [t.cfg.optim for t in trials]
+        o = [t.optim for t in trials]
         self.hyper: dict[str, list[float]] = {
             "wd": [x.weight_decay for x in o], "b1": [x.beta1 for x in o], "b2": [x.beta2 for x in o],
             "eps": [x.eps for x in o], "clip": [clip_limit(x) for x in o], "z": [x.z_loss for x in o]}
         self.z_on = any(x.z_loss > 0 for x in o)
-        t = trials[0].cfg.train
-        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16) if t.dtype == "bfloat16" else None
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else None
         # CPU's flash SDPA kernel has no vmap batching rule, so vmap runs it once per trial
         # (the same kernel call a solo run makes, which keeps the curves together); the
         # matmuls around it are batched. Measured under load, the math kernel was not faster.
