@@ -110,8 +110,8 @@ def test_diagnostics_hook_follows_the_contract(tmp_path, tiny, monkeypatch):
         def load_state(self, state, step):
             calls.append(("load_state", state, step))
 
-    # the loop's own name for the class (imported at module level)
-    monkeypatch.setattr("normlab.train.loop.TrainingDiagnostics", Fake)
+    # the composition root's name for the class (it builds the diagnostics from their cadence)
+    monkeypatch.setattr("normlab.train.run.TrainingDiagnostics", Fake)
     run_training(tiny.cfg("train.steps=8", "train.diag_every=4", "train.checkpoint_every=0"), tmp_path / "run",
                  quiet=True)
     step = [("record", 0, 0)]

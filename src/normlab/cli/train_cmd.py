@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    """Resolve the config, prepare (every check, no I/O), then run: see normlab.train.plan."""
+    """Resolve the config, prepare (every check, no I/O), then run: see normlab.train.run."""
     from normlab.cli.common import config_from_args, run_options
     from normlab.core.errors import UserError
     from normlab.train.run import default_run_dir, execute, prepare

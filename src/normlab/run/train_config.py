@@ -11,7 +11,7 @@ from normlab.core.schema import Section, doc
 from normlab.run.registries import LOGGERS, SCHEDULES
 
 # Set while a stored config (a run's config.json) is read: its logger names matter only to
-# training, which checks them again (``train.plan.check_config``), so a logger plugin
+# training, which checks them again (``train.plan.check_train``), so a logger plugin
 # uninstalled since the run does not make a finished run unreadable by sample, inspect or report.
 _STORED: ContextVar[bool] = ContextVar("normlab_stored_config", default=False)
 
