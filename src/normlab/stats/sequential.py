@@ -59,6 +59,11 @@ def _inside(cs: tuple[float, ...], ts: tuple[float, ...]) -> float:
                                          maxpts=200_000 * len(c), rng=np.random.default_rng(SEED)))
 
 
+def _gap(c: float, prev: tuple[float, ...], ts: tuple[float, ...], target: float) -> float:
+    """How far P(no crossing up to this look, its boundary at ``c``) is above ``target``."""
+    return _inside((*prev, c), ts) - target
+
+
 @functools.lru_cache(maxsize=64)
 def obf_boundaries(fractions: tuple[float, ...], alpha: float = 0.05) -> tuple[float, ...]:
     """Two-sided z boundaries c_1..c_K at the information ``fractions`` (increasing, the last 1)."""
@@ -71,8 +76,7 @@ def obf_boundaries(fractions: tuple[float, ...], alpha: float = 0.05) -> tuple[f
         if k == 0:
             cs.append(float(norm.isf(spent / 2)))
             continue
-        prev = tuple(cs)
-        cs.append(float(brentq(lambda c: _inside((*prev, c), fractions[:k + 1]) - (1 - spent), 0.5, 12.0, xtol=1e-6)))
+        cs.append(float(brentq(_gap, 0.5, 12.0, args=(tuple(cs), fractions[:k + 1], 1 - spent), xtol=1e-6)))
     return tuple(cs)
 
 
