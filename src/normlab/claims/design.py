@@ -1,0 +1,205 @@
+"""Design (power) analysis before registration: what a part's rule can decide at the planned
+seeds, from exploratory data (seen seeds) or a stated prior.
+
+Each analysis applies the part's own rule (``claims/rules.py``) to the lab's own effects
+(``stats/effects.py``) on data drawn at the planned design, and reports the smallest effect the
+rule detects with 80% power: the true value at which the predicted verdict ("supported") comes
+out in at least 80% of the draws. A :class:`Design` whose rule cannot reach 80% power at any true
+value cannot decide whatever the data; :func:`require_decidable` refuses it in one line naming
+the part and the effect it could detect (issue 40: redesign it, or register it as descriptive).
+
+- :func:`mean_design`: a mean over seeds (one-sample, paired) or a difference of means (Welch),
+  per-seed values normal with the exploratory spread. A shift of the truth shifts the interval
+  and nothing else, so the intervals are drawn once at effect 0 and the power at any effect is
+  read off them: for ``Direction(+1, ref)`` the detectable effect is ref - q20(lo_0).
+- :func:`rate_design`: a rate (k of n) or a difference of rates; exact, by enumerating every
+  table and its binomial probability (no draws).
+- ``claims/design_frontier.py``: differences of critical lrs.
+
+For a ``Within`` rule (an equivalence) ``detectable`` is how far from the margin's centre the
+truth may lie and still be shown inside with 80% power (None: not even at the centre); for
+``Outside``, the true value nearest the margin shown outside with 80% power. ``power`` is the power at the stated ``effect`` (the exploratory estimate, or the
+prior's), when one is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from normlab.claims.rules import SUPPORTED, Direction, Outside, Rule, Within
+from normlab.core.errors import UserError
+from normlab.stats.effects import MIN_SEEDS, Effect, one_sample, rate, rate_diff, welch
+
+POWER = 0.8
+SIMS = 2000
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a part's rule can decide at a planned design. ``detectable``: the smallest effect (a
+    true value of the quantity) detected with 80% power, None when none is (``searched``: how far
+    the search went); ``power``: at the stated effect; ``limit``: what stops it, when it cannot
+    decide, and the fix."""
+
+    part: str
+    rule: Rule
+    plan: str                        # the design in words: "4 seeds a side", "lrs ... x 4 seeds"
+    detectable: float | None
+    power: float | None = None
+    effect: float | None = None
+    searched: float | None = None
+    best_bound: float | None = None  # critical lrs: the best 95% bound the design can reach
+    limit: str = ""
+    unit: str = ""
+
+    @property
+    def decidable(self) -> bool:
+        return self.detectable is not None and not self.limit
+
+    def record(self) -> dict[str, Any]:
+        return {"part": self.part, "rule": self.rule.spec(), "plan": self.plan, "detectable": self.detectable,
+                "power": self.power, "effect": self.effect, "best_bound": self.best_bound, "limit": self.limit,
+                "decidable": self.decidable, "text": self.text()}
+
+    def text(self) -> str:
+        u = f" {self.unit}" if self.unit else ""
+        if not self.decidable:
+            return f"{self.part}: cannot decide at the planned design ({self.plan}): {self.limit}"
+        what = (f"shows equivalence with 80% power for a truth within +-{self.detectable:.3g}{u} of the margin's centre"
+                if isinstance(self.rule, Within) else f"detects {self.detectable:+.3g}{u} with 80% power")
+        at = "" if self.power is None or self.effect is None else \
+            f"; power {self.power:.0%} at the expected {self.effect:+.3g}{u}"
+        return f"{self.part}: {self.plan}: {what}{at}"
+
+
+def require_decidable(d: Design) -> None:
+    """Refuse (UserError, one line) a part that cannot decide whatever the data."""
+    if not d.decidable:
+        raise UserError(d.text())
+
+
+def _quantile(xs: Any, q: float) -> float:
+    import numpy as np
+
+    return float(np.quantile(np.asarray(xs, float), q))
+
+
+def mean_design(part: str, rule: Rule, n_a: int, sd_a: float, n_b: int | None = None, sd_b: float | None = None,
+                effect: float | None = None, sims: int = SIMS, seed: int = 0, unit: str = "") -> Design:
+    """A mean over ``n_a`` seeds (``n_b`` None) or a Welch difference of ``n_a`` and ``n_b``
+    seeds, per-seed spreads ``sd_a`` / ``sd_b`` (exploratory: ``statistics.stdev`` of the seen
+    seeds' values)."""
+    import numpy as np
+
+    plan = f"{n_a} seeds" + (f" against {n_b}" if n_b is not None else "")
+    if min(n_a, n_b if n_b is not None else n_a) < MIN_SEEDS:
+        return Design(part, rule, plan, None, limit=f"fewer than {MIN_SEEDS} seeds a side is always inconclusive; "
+                                                     f"plan {MIN_SEEDS} or more", unit=unit)
+    rng = np.random.default_rng(seed)
+    los, his = np.empty(sims), np.empty(sims)
+    for i in range(sims):  # the lab's own intervals, truth 0 (a shift of the truth shifts them)
+        a = rng.normal(0.0, sd_a, n_a).tolist()
+        e = one_sample(a) if n_b is None else welch(a, rng.normal(0.0, sd_b if sd_b is not None else sd_a, n_b).tolist())
+        assert e.lo is not None and e.hi is not None
+        los[i], his[i] = e.lo, e.hi
+
+    def power(theta: float) -> float:
+        return float(np.mean(_supported(rule, los + theta, his + theta)))
+
+    if isinstance(rule, Direction):
+        det = rule.ref - _quantile(los, 1 - POWER) if rule.sign > 0 else rule.ref - _quantile(his, POWER)
+    elif isinstance(rule, Within):  # the truths shown inside with 80% power, scanned over the margin
+        return _scan(part, rule, plan, lambda ts: [power(float(t)) for t in ts], rule.lo, rule.hi, effect, 400,
+                     unit)
+    else:  # Outside: above the upper bound
+        det = rule.hi - _quantile(los, 1 - POWER)
+    return Design(part, rule, plan, float(det), power(effect) if effect is not None else None, effect, unit=unit)
+
+
+def _supported(rule: Rule, lo: Any, hi: Any) -> Any:
+    """Whether intervals [lo, hi] (arrays) get the rule's "supported", as the rule decides it."""
+    if isinstance(rule, Direction):
+        return lo > rule.ref if rule.sign > 0 else hi < rule.ref
+    if isinstance(rule, Within):
+        return (lo > rule.lo) & (hi < rule.hi)
+    return (lo > rule.hi) | (hi < rule.lo)
+
+
+def _binom(n: int, p: Any) -> Any:
+    """Binomial(n, p) probabilities of 0..n for each p (rows)."""
+    import numpy as np
+    from scipy import stats
+
+    return stats.binom.pmf(np.arange(n + 1)[None, :], n, np.atleast_1d(p)[:, None])
+
+
+def rate_design(part: str, rule: Rule, n_a: int, n_b: int | None = None, p_b: float | None = None,
+                effect: float | None = None, grid: int = 1000) -> Design:
+    """A rate over ``n_a`` runs (``n_b`` None), or the difference of rates of ``n_a`` and
+    ``n_b`` runs with the control's rate ``p_b`` (exploratory, or the prior's). Exact: every
+    table's verdict from the lab's exact intervals, weighted by its binomial probability."""
+    import numpy as np
+
+    if n_b is None:
+        mask = np.array([rule.verdict(rate(k, n_a)) == SUPPORTED for k in range(n_a + 1)], float)
+        lo_t, hi_t, plan = 0.0, 1.0, f"{n_a} runs"
+
+        def power_at(t: Any) -> Any:
+            return _binom(n_a, t) @ mask
+    else:
+        if p_b is None:
+            raise ValueError("rate_design: a difference of rates needs the control's rate p_b")
+        table = np.array([[rule.verdict(rate_diff(ka, n_a, kb, n_b)) == SUPPORTED for kb in range(n_b + 1)]
+                          for ka in range(n_a + 1)], float)
+        pb = _binom(n_b, p_b)[0]
+        lo_t, hi_t, plan = -p_b, 1.0 - p_b, f"{n_a} runs against {n_b} (control rate {p_b:g})"
+
+        def power_at(t: Any) -> Any:
+            return (_binom(n_a, np.clip(np.atleast_1d(t) + p_b, 0.0, 1.0)) @ table) @ pb
+
+    return _scan(part, rule, plan, power_at, lo_t, hi_t, effect, grid, "")
+
+
+def _scan(part: str, rule: Rule, plan: str, power_at: Callable[[Any], Any], lo_t: float, hi_t: float,
+          effect: float | None, grid: int, unit: str = "") -> Design:
+    """The smallest effect with 80% power, from the predicted side of the reference outward.
+    Within: the truths shown inside with 80% power form a band around the margin's centre, and
+    ``detectable`` is its half-width (None: no truth is shown inside with 80% power)."""
+    import numpy as np
+
+    ts = np.linspace(lo_t, hi_t, grid + 1)
+    pw = np.asarray(power_at(ts), float)
+    power = None if effect is None else float(np.asarray(power_at(np.array([effect])))[0])
+    if isinstance(rule, Direction):
+        side = ts > rule.ref if rule.sign > 0 else ts < rule.ref
+    elif isinstance(rule, Within):
+        side = (ts > rule.lo) & (ts < rule.hi)
+    else:
+        side = (ts > rule.hi) | (ts < rule.lo)
+    ok = side & (pw >= POWER)
+    if not ok.any():
+        best = float(pw[side].max()) if side.any() else 0.0
+        return Design(part, rule, plan, None, power, effect, limit=f"no true value gives the rule's verdict 80% power "
+                      f"(at best {best:.0%}); add seeds or runs", unit=unit)
+    if isinstance(rule, Within):
+        centre = (rule.lo + rule.hi) / 2
+        return Design(part, rule, plan, float(np.abs(ts[ok] - centre).max()), power, effect, unit=unit)
+    if isinstance(rule, Outside):  # the truth nearest the margin on either side
+        gap = np.where(ts > rule.hi, ts - rule.hi, rule.lo - ts)
+        return Design(part, rule, plan, float(ts[ok][np.argmin(gap[ok])]), power, effect, unit=unit)
+    near = ts[ok][0] if rule.sign > 0 else ts[ok][-1]
+    return Design(part, rule, plan, float(near), power, effect, unit=unit)
+
+
+def censored_text(e: Effect, unit: str = "decades") -> str:
+    """A censored difference as what it is, a bound with no p-value: "> -0.301 decades
+    (censored: a bound, no p-value)". Today's rule gives it p = 0.05 by construction
+    (``Direction.p``), which cannot survive a Holm family of two or more."""
+    if e.estimate is not None or (e.lo is None) == (e.hi is None):
+        return e.text()
+    side = f"> {e.lo:+.3g}" if e.lo is not None else f"< {e.hi:+.3g}"
+    return f"{side} {unit} (censored: a bound, no p-value)"
+
+
+__all__ = ["POWER", "Design", "censored_text", "mean_design", "rate_design", "require_decidable"]

@@ -1,0 +1,99 @@
+"""One Holm family over the whole catalogue (claims/family.py): on synthetic claims.json files,
+and on the published runs of docs/evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from normlab.claims.family import catalogue_family
+from normlab.claims.holm import adjust, holm_verdicts
+from normlab.core.errors import UserError
+from normlab.stats.effects import holm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _part(pid: str, p: float | None, verdict: str, departures: list[str] | None = None) -> dict:
+    return {"id": pid, "p": p, "verdict": verdict, "rule_verdict": verdict, "departures": departures or []}
+
+
+def _write(folder: Path, mode: str | None, claims: list[tuple[str, list[dict]]]) -> None:
+    """A claims.json as a run writes it: its own Holm family adjusted (claims/holm.py)."""
+    records = [{"id": cid, "verdict": "", "parts": parts} for cid, parts in claims]
+    for r in records:
+        from normlab.claims.claim import claim_verdict
+        from normlab.claims.regime import scoped
+
+        r["verdict"] = scoped(*claim_verdict(r["parts"]))
+    adjust(records)
+    holm_verdicts(records)
+    folder.mkdir(parents=True)
+    (folder / "claims.json").write_text(json.dumps({"meta": {"mode": mode}, "claims": records}), encoding="utf-8")
+
+
+def test_one_family_over_synthetic_runs(tmp_path: Path) -> None:
+    # run a: a family of 3 where 0.001 passes; run b: a family of one where 0.02 passes alone.
+    # Together (4 p-values): 0.001 * 4 passes, 0.02 * 3 = 0.06 fails, and with it claim b-one.
+    _write(tmp_path / "a", "confirmatory", [("a-one", [_part("x", 0.001, "supported"), _part("y", 0.2, "inconclusive")]),
+                                            ("a-two", [_part("z", 0.3, "inconclusive"), _part("w", None, "inconclusive")])])
+    _write(tmp_path / "b", "confirmatory", [("b-one", [_part("x", 0.02, "contradicted", ["steps"])])])
+    _write(tmp_path / "explore", "exploratory", [("e", [_part("x", 1e-9, "supported")])])
+    _write(tmp_path / "old", None, [("e", [_part("x", 1e-9, "supported")])])
+    fam = catalogue_family(tmp_path)
+    assert fam.runs == ["a", "b"] and set(fam.skipped) == {"explore", "old"}
+    assert "meta.mode is 'exploratory'" in fam.skipped["explore"]
+    assert fam.size == 4 and len(fam.parts) == 5
+    by = {(p.run, p.claim, p.part): p for p in fam.parts}
+    assert by["a", "a-one", "x"].p_holm == pytest.approx(0.004) and by["a", "a-one", "x"].ok is True
+    b = by["b", "b-one", "x"]
+    assert b.run_ok is True and b.run_p_holm == pytest.approx(0.02)
+    assert b.p_holm == pytest.approx(0.06) and b.ok is False and b.verdict_after == "inconclusive"
+    assert by["a", "a-two", "w"].p_holm is None and by["a", "a-two", "w"].ok is None
+    assert [(p.run, p.claim) for p in fam.fail_catalogue()] == [("b", "b-one")]
+    claims = {(c["run"], c["id"]): c for c in fam.claims}
+    # scoped as the run scopes it: every part departs (steps), so "contradicted" reads "not seen"
+    assert claims["b", "b-one"]["verdict_holm_run"] == "not seen at the lab's settings"
+    assert claims["b", "b-one"]["verdict_holm"] == "inconclusive"
+    assert "does not survive the Holm adjustment" in claims["b", "b-one"]["holm_note"]
+    assert [c["id"] for c in fam.changed_claims()] == ["b-one"]
+    assert fam.text().startswith("4 p-values over 2 confirmatory runs; of the 2 decisive parts that survive their "
+                                 "run's Holm, 1 fail")
+
+
+def test_the_published_files_are_left_as_they_are(tmp_path: Path) -> None:
+    _write(tmp_path / "b", "confirmatory", [("b-one", [_part("x", 0.02, "supported")])])
+    before = (tmp_path / "b" / "claims.json").read_bytes()
+    catalogue_family(tmp_path)
+    assert (tmp_path / "b" / "claims.json").read_bytes() == before
+
+
+def test_a_damaged_or_missing_catalogue_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no claims.json under it"):
+        catalogue_family(tmp_path)
+    (tmp_path / "claims.json").write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match="cannot read it as a claims.json"):
+        catalogue_family(tmp_path)
+
+
+def test_the_published_catalogue_under_one_holm() -> None:
+    """Issue 40: six confirmatory runs, 104 p-values; 63 decisive parts survive their run's Holm,
+    and 10 of them fail under one Holm over all 104, among them the seed-scale headline "Post-LN
+    without warm-up converges" (adjusted p 0.031 in its family of 3, 0.94 in the catalogue)."""
+    fam = catalogue_family(ROOT / "docs" / "evidence")
+    print(fam.text())
+    assert sorted(fam.runs) == [".", "confirm-2a", "confirm-2b", "confirm-liu", "confirm-ln", "confirm-seed"]
+    assert set(fam.skipped) == {"exploratory", "seed"}
+    assert fam.size == 104
+    assert len(fam.survived_run()) == 63
+    fails = fam.fail_catalogue()
+    assert len(fails) == 10
+    headline = next(p for p in fails if p.run == "confirm-seed")
+    assert (headline.claim, headline.part) == ("seed002-pet-project", "post-fails")
+    assert headline.run_p_holm == pytest.approx(0.031, abs=5e-4) and headline.p_holm == pytest.approx(0.94, abs=5e-3)
+    # the run families the files publish are Holm over each run alone (so the comparison is like for like)
+    for run in fam.runs:
+        mine = [p for p in fam.parts if p.run == run]
+        assert holm([p.p for p in mine]) == pytest.approx([p.run_p_holm for p in mine], rel=1e-12)
