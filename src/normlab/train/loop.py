@@ -236,7 +236,7 @@ class Trainer:
                 self._save("latest", st)
             if plan.ckpt:  # weights only, when the series is kept: a series to inspect
                 self._save_step(s1, st)
-            if self.interrupted:
+            if self.interrupted and s1 < t.steps:  # a signal during the last step: the run is complete
                 status = "interrupted"
                 break
         bar.close()
