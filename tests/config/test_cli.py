@@ -59,6 +59,14 @@ def test_unknown_preset_lists_valid(capsys):
     assert "--preset" in err and "nanogpt-cpu" in err
 
 
+def test_config_refuses_an_unknown_logger_listing_the_valid_ones(capsys):
+    """The config layer leaves logger names to training; `normlab config` still checks them."""
+    assert main(["config", "--set", 'train.loggers=["tensorbored"]']) == 2
+    err = capsys.readouterr().err
+    assert "train.loggers" in err and "did you mean 'tensorboard'" in err and "valid: jsonl, tensorboard, wandb" in err
+    assert main(["config", "--set", 'train.loggers=["tensorboard"]']) == 0  # its package need not be installed
+
+
 def test_unknown_command_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["frobnicate"])

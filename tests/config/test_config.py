@@ -209,7 +209,7 @@ INVALID = [
      "needs train.checkpoint_every > 0"),
     (TrainConfig, {"diag_every": -1}, "train.diag_every", ">= 0"),
     (TrainConfig, {"threads": -1}, "train.threads", ">= 0"),
-    (TrainConfig, {"loggers": ["csv"]}, "train.loggers", "valid: jsonl, tensorboard, wandb"),
+    (TrainConfig, {"loggers": [" "]}, "train.loggers", "name each logger"),
     (TrainConfig, {"batch_size": 12, "grad_accum": 5}, "train.grad_accum", "must divide train.batch_size=12"),
     (TrainConfig, {"diverge_loss": 0.0}, "train.diverge_loss", "> 0"),
     (TrainConfig, {"device": "tpu"}, "train.device", "auto, cpu, cuda"),

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from normlab.core.errors import ConfigError
+from normlab.run.schedules import SCHEDULES, lr_at
 from normlab.run.train_config import OptimConfig
-from normlab.train.schedules import SCHEDULES, lr_at
 
 
 # (schedule, step, warmup, total, lr=1.0, min_lr=0.1) -> expected

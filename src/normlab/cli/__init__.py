@@ -1,34 +1,51 @@
 """The ``normlab`` command line. Subcommands are registered in ``COMMANDS`` (one place).
 
 Each entry is a module exposing ``register(subparsers)``, which adds its parser and sets
-``func`` (a callable taking the parsed args and returning an exit status). Modules are
-imported only when the CLI starts, and heavy imports stay inside ``func``.
+``func`` (a callable taking the parsed args and returning an exit status). They are imported
+with this package (plain imports, so the import graph and import-linter see every command), and
+heavy imports stay inside ``func``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import NoReturn
 
 from normlab import __version__
+from normlab.cli import (
+    analyze_cmd,
+    bench_cmd,
+    claims_cmd,
+    config_cmd,
+    data_cmd,
+    demo_cmd,
+    export_cmd,
+    inspect_cmd,
+    model_cmd,
+    probe_cmd,
+    report_cmd,
+    study_cmd,
+    train_cmd,
+)
+from normlab.cli.common import interrupted
 
-COMMANDS = [
-    "normlab.cli.demo_cmd",     # demo (the README's main job)
-    "normlab.cli.config_cmd",   # presets, config
-    "normlab.cli.train_cmd",    # train, sample
-    "normlab.cli.data_cmd",     # data prepare (token shards of corpora bigger than memory)
-    "normlab.cli.model_cmd",    # placements, norms, inits
-    "normlab.cli.report_cmd",   # report
-    "normlab.cli.claims_cmd",   # claims (the evidence check)
-    "normlab.cli.probe_cmd",    # probe (diagnostics at init)
-    "normlab.cli.study_cmd",    # study run, status, presets
-    "normlab.cli.analyze_cmd",  # analyze, lr-sensitivity
-    "normlab.cli.bench_cmd",    # bench (throughput vs peers)
-    "normlab.cli.inspect_cmd",  # inspect (HF or lab model statistics), import (HF -> TransformerLM)
-    "normlab.cli.export_cmd",   # export (TransformerLM -> HF checkpoint)
-]
+# one module per command group, in help order; each module's register(subparsers) adds its commands
+COMMANDS = (
+    demo_cmd,      # demo (the README's main job)
+    config_cmd,    # presets, config
+    train_cmd,     # train, sample
+    data_cmd,      # data prepare (token shards of corpora bigger than memory)
+    model_cmd,     # placements, norms, inits
+    report_cmd,    # report
+    claims_cmd,    # claims (the evidence check)
+    probe_cmd,     # probe (diagnostics at init)
+    study_cmd,     # study run, status, presets
+    analyze_cmd,   # analyze, lr-sensitivity
+    bench_cmd,     # bench (throughput vs peers)
+    inspect_cmd,   # inspect (HF or lab model statistics), import (HF -> TransformerLM)
+    export_cmd,    # export (TransformerLM -> HF checkpoint)
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,18 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "in Transformers: train, probe, compare, report.")
     parser.add_argument("--version", action="version", version=f"normlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
-        importlib.import_module(name).register(sub)
+    for module in COMMANDS:
+        module.register(sub)
     return parser
-
-
-def interrupted(command: str, what: str) -> int:
-    """Ctrl-C or SIGTERM: one line saying where things stand (the command that resumes), exit
-    status 128 + the signal (130, 143)."""
-    from normlab.core.stopping import exit_status
-
-    print(f"normlab {command}: interrupted; {what}", file=sys.stderr)
-    return exit_status()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the config pulls in torch; the parser must not (`normlab --help` stays instant)
@@ -67,3 +68,12 @@ def config_from_args(args: argparse.Namespace) -> "RunConfig":
     from normlab.run.resolve import resolve
 
     return resolve(args.preset, args.config, args.placement, args.overrides, options=run_options(args))
+
+
+def interrupted(command: str, what: str) -> int:
+    """Ctrl-C or SIGTERM: one line saying where things stand (the command that resumes), exit
+    status 128 + the signal (130, 143)."""
+    from normlab.core.stopping import exit_status
+
+    print(f"normlab {command}: interrupted; {what}", file=sys.stderr)
+    return exit_status()

@@ -54,8 +54,10 @@ def _config(args: argparse.Namespace) -> int:
 
     from normlab.data.record import absolute
     from normlab.model.build import resolve_model
+    from normlab.train.loggers import check_logger_names
 
     resolve_model(cfg.model)  # names and placement options: the first check `normlab train` makes
+    check_logger_names(cfg.train.loggers)  # the config layer leaves logger names to training
     # the paths as a fresh run writes them into config.json (absolute, links resolved)
     print(dataclasses.replace(cfg, data=absolute(cfg.data)).to_json())
     return 0

@@ -53,7 +53,7 @@ def _demo(args: argparse.Namespace) -> int:
     load_corpus(DataConfig())  # download and verify once, before workers start
     logging.getLogger(__name__).info(f"study '{NAME}' ({args.scale}) into {args.store}; "
                                      f"{len(spec.trials())} trials, rerun to resume if interrupted")
-    from normlab.cli import interrupted
+    from normlab.cli.common import interrupted
 
     resume = "finished trials are kept; rerun the same command to resume"
     try:

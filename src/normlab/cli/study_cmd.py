@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
         for t in trials:
             print(f"  {t.id}  " + "  ".join(f"{k}={v}" for k, v in t.params.items()))
         return 0
-    from normlab.cli import interrupted
+    from normlab.cli.common import interrupted
 
     try:
         store = run_study(spec, args.store, executor=args.executor, workers=args.workers,

@@ -79,7 +79,7 @@ def _train(args: argparse.Namespace) -> int:
         s = {"status": "interrupted", "steps": None}
     run_dir = held[0] if held else Path(run_dir)
     if s["status"] == "interrupted":
-        from normlab.cli import interrupted
+        from normlab.cli.common import interrupted
 
         return interrupted("train", resume_train(Path(run_dir), s.get("steps")))
     val = "n/a" if s["final_val_loss"] is None else f"{s['final_val_loss']:.4f}"

@@ -12,6 +12,7 @@ def lazy_getattr(package: str, names: dict[str, str]) -> Callable[[str], Any]:
 
     def __getattr__(name: str) -> Any:
         if name in names:
+            # the package's own modules, named by its __init__: the lazy public face (no hidden edge)
             return getattr(importlib.import_module(names[name]), name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 

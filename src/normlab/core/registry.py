@@ -5,8 +5,11 @@ with the list of valid ones, so typos never fall back silently to a default.
 
 Registries are filled one way only: a package's ``catalogue`` module adds every built-in
 with one ``add`` line each, and nothing registers itself when imported. A registry that
-names its catalogue (``Registry(..., catalogue="normlab.train.catalogue")``) imports it at
+names its catalogue (``Registry(..., catalogue="normlab.model.catalogue")``) imports it at
 its first lookup, so the module that declares the registry needs no import of its catalogue.
+The catalogue is always in the registry's own package (a test holds it): a name in a string
+never hides an import across packages, which import-linter checks. A registry that names none
+is filled where it is declared (``run/schedules.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class Registry(Generic[T]):
     def _fill(self) -> None:
         if not self._catalogued and self.catalogue is not None:
             self._catalogued = True  # first: the catalogue's own lookups see what it added so far
+            # By name, not by import: the catalogue imports the components, which may name this
+            # registry. Always the registry's own package (tests/architecture/test_no_string_imports).
             importlib.import_module(self.catalogue)
         fill, self._later = self._later, None  # cleared first: lookups made by fill see the built-ins
         if fill is not None:

@@ -22,21 +22,22 @@ else:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
 from normlab.core.errors import NO_VALUE, ConfigError, closest_key
+from normlab.core.registry import Registry
 
 C = TypeVar("C", bound="Section")
 
 
-def doc(help: str, default: Any = dataclasses.MISSING, *, names: str | None = None,
+def doc(help: str, default: Any = dataclasses.MISSING, *, names: Registry[Any] | None = None,
         exclude: tuple[str, ...] = (), omit_default: bool = False, **kw: Any) -> Any:
     """A dataclass field with a help string (shown by ``normlab config --explain``).
 
-    ``names="module:REGISTRY"`` lists that registry's names where the help says ``{names}``,
+    ``names=REGISTRY`` lists that registry's names where the help says ``{names}``,
     read when the help is shown, so the text never falls behind the registry (or a plugin);
     ``exclude`` leaves out names the help speaks of apart. ``omit_default``: ``to_dict``
     writes the field only when it differs from its default, for a field added after configs
     were stored: every config that leaves it alone keeps its JSON, so its study trial id
     (a hash of that JSON) and its saved files stay as they were."""
-    meta: dict[str, Any] = {"help": help, "names": names, "exclude": exclude} if names else {"help": help}
+    meta: dict[str, Any] = {"help": help, "names": names, "exclude": exclude} if names is not None else {"help": help}
     if omit_default:
         meta["omit_default"] = True
     if isinstance(default, (list, dict)):
@@ -47,16 +48,13 @@ def doc(help: str, default: Any = dataclasses.MISSING, *, names: str | None = No
 
 
 def help_text(f: dataclasses.Field[Any]) -> str:
-    """A field's help, its ``{names}`` filled from its registry (imported only now)."""
+    """A field's help, its ``{names}`` filled from its registry (looked up only now)."""
     help = str(f.metadata.get("help", ""))
-    source = f.metadata.get("names")
-    if not source:
+    registry = f.metadata.get("names")
+    if registry is None:
         return help
-    import importlib
-
-    module, _, attr = source.partition(":")
     exclude = set(f.metadata.get("exclude", ()))
-    names = [n for n in getattr(importlib.import_module(module), attr).names() if n not in exclude]
+    names = [n for n in registry.names() if n not in exclude]
     return help.replace("{names}", ", ".join(names))
 
 

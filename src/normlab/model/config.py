@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
 from normlab.core.schema import Section, doc
+from normlab.model.registries import FFNS, IMPLS, INITS, NORMS, QK_NORMS  # help texts' {names}, read when shown
 
 # A placement is a name, or a table {name = ..., option = ...}, for every layer; a per-layer
 # list of those; and per layer optionally a table by sub-layer {attn = ..., ffn = ...}:
@@ -27,8 +28,6 @@ _MOVED: dict[str, tuple[str, str, Any, str]] = {
     "admin_omega": ("admin", "omega", "profile", '"profile"'),
     "rezero": ("none", "rezero", False, "true"),
 }
-
-_CATALOGUE = "normlab.model.catalogue:"  # where the help texts' {names} come from
 
 
 @dataclass
@@ -46,14 +45,14 @@ class ModelConfig(Section):
     placement: PlacementSpec = doc("norm placement: a name (see `normlab placements`), or a table {name=..., "
                                "option=...} for a placement with options; a per-layer list of those, or per "
                                "layer a table {attn=..., ffn=...}", "pre")
-    norm: str = doc("norm used by the placement: {names}", "layernorm", names=_CATALOGUE + "NORMS")
-    qk_norm: str | None = doc("normalise q and k per head: {names} (or none)", None, names=_CATALOGUE + "QK_NORMS")
+    norm: str = doc("norm used by the placement: {names}", "layernorm", names=NORMS)
+    qk_norm: str | None = doc("normalise q and k per head: {names} (or none)", None, names=QK_NORMS)
     qkv_norm: bool = doc("also normalise v with qk_norm's norm (HybridNorm)", False)
     qk_norm_span: str = doc("what qk_norm normalises: 'head' (each head's q and k) or 'full' (all of q and "
                             "all of k at once, before the split into heads, as OLMo-2)", "head")
     final_norm: bool | None = doc("norm after the last block (none = the placement's default)", None)
-    init: str = doc("weight init: {names} (see `normlab inits`)", "gpt2", names=_CATALOGUE + "INITS")
-    ffn: str = doc("feed-forward type: {names}", "gelu", names=_CATALOGUE + "FFNS")
+    init: str = doc("weight init: {names} (see `normlab inits`)", "gpt2", names=INITS)
+    ffn: str = doc("feed-forward type: {names}", "gelu", names=FFNS)
     d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
     pos: str = doc("positions: learned or rope", "learned")
     rope_base: float = doc("RoPE base theta (10000 in Su et al. and Llama 2; 500000 in Llama 3)", 10000.0)
@@ -83,7 +82,7 @@ class ModelConfig(Section):
                                         "rope_base globally; none = model.rope_base)", None, omit_default=True)
     impl: str = doc("the code that computes this architecture: {names} (hf-gpt2: transformers' GPT-2, "
                     "initialised with the lab model's seeded weights, a baseline for placement pre)", "normlab",
-                    names=_CATALOGUE + "IMPLS", omit_default=True)
+                    names=IMPLS, omit_default=True)
 
     # Options that moved into their placement: an old key fails naming the new spelling.
     moved: ClassVar[dict[str, str]] = {key: f'model.placement = {{name = "{name}", {option} = {example}}}'

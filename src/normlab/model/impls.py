@@ -18,6 +18,8 @@ from normlab.model.config import ModelConfig
 
 
 def _attr(path: str) -> Any:
+    # By name: the implementations import the catalogue that lists them (transformer -> build ->
+    # catalogue -> impls). Every such name stays in normlab.model (tests/architecture/test_no_string_imports).
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 

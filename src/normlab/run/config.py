@@ -10,7 +10,7 @@ from typing import Any
 from normlab.core.schema import Section, doc, from_dict, to_dict
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
-from normlab.run.train_config import OptimConfig, TrainConfig, reading_stored
+from normlab.run.train_config import OptimConfig, TrainConfig
 
 
 @dataclass
@@ -38,7 +38,8 @@ class RunConfig(Section):
     def from_json(cls, text: str) -> "RunConfig":
         """A stored config (a run's config.json, a study trial), written by this or an older
         normlab: options that have moved since are read in their new place. Logger names are
-        not looked up: only training needs them, and it checks them (``train.plan``)."""
+        never looked up by a config (only training needs them, and checks them: ``train.plan``),
+        so a finished run stays readable after its logger plugin is uninstalled."""
         return cls.from_stored(json.loads(text))
 
     @classmethod
@@ -46,5 +47,4 @@ class RunConfig(Section):
         """``from_json`` of the parsed document (``RunDir.config`` reads the file and its damage)."""
         if isinstance(data, dict) and isinstance(data.get("model"), dict):
             data = {**data, "model": ModelConfig.upgrade(data["model"])}
-        with reading_stored():
-            return from_dict(cls, data)
+        return from_dict(cls, data)

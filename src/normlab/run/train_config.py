@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator
 
 from normlab.core.schema import Section, doc
-from normlab.run.registries import LOGGERS, SCHEDULES
-
-# Set while a stored config (a run's config.json) is read: its logger names matter only to
-# training, which checks them again (``train.plan.check_train``), so a logger plugin
-# uninstalled since the run does not make a finished run unreadable by sample, inspect or report.
-_STORED: ContextVar[bool] = ContextVar("normlab_stored_config", default=False)
-
-
-@contextlib.contextmanager
-def reading_stored() -> Iterator[None]:
-    """Build configs from stored files: logger names are not looked up (see ``_STORED``)."""
-    token = _STORED.set(True)
-    try:
-        yield
-    finally:
-        _STORED.reset(token)
+from normlab.run.schedules import SCHEDULES
 
 
 @dataclass
@@ -33,7 +15,7 @@ class OptimConfig(Section):
     section = "optim"
     lr: float = doc("peak learning rate", 1e-3)
     min_lr: float = doc("floor of decaying schedules (cosine, linear)", 1e-4)
-    schedule: str = doc("lr schedule: {names}", "cosine", names="normlab.run.registries:SCHEDULES")
+    schedule: str = doc("lr schedule: {names}", "cosine", names=SCHEDULES)
     warmup_steps: int = doc("linear warm-up steps (0 = none)", 100)
     weight_decay: float = doc("AdamW decoupled decay on matrices (never norms, biases, embeddings)", 0.1)
     beta1: float = doc("Adam beta1", 0.9)
@@ -80,8 +62,10 @@ class TrainConfig(Section):
     dtype: str = doc("float32 or bfloat16 (autocast)", "float32")
     compile: bool = doc("wrap the model in torch.compile", False)
     threads: int = doc("torch intra-op threads (0 = leave torch's default)", 0)
-    loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: {names}", [],
-                             names="normlab.run.registries:LOGGERS", exclude=("jsonl",))
+    # The logger registry belongs to training (normlab.train.loggers), above this layer: the names
+    # are checked when a run starts (train.plan), so the help names the built-ins and plugins.
+    loggers: list[str] = doc("extra metric loggers besides metrics.jsonl: tensorboard, wandb, or one an "
+                             "installed plugin adds (docs/plugins.md); checked when the run starts", [])
     init_from: str | None = doc("start from the weights of this model directory (`normlab train --init-from`, "
                                 "docs/training.md) instead of a fresh init", None)
 
@@ -108,6 +92,5 @@ class TrainConfig(Section):
         self.check(self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16")
         self.check(self.init_from is None or bool(self.init_from.strip()), "init_from",
                    "name a model directory (model.safetensors + model_config.json) or none")
-        if not _STORED.get():  # a stored config is read, not trained: its loggers need not be installed
-            for name in self.loggers:
-                LOGGERS.get(name, "train.loggers")
+        for name in self.loggers:  # the names themselves are looked up when a run starts (see above)
+            self.check(bool(name.strip()), "loggers", "name each logger, e.g. [\"tensorboard\"]")

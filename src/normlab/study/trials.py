@@ -35,7 +35,7 @@ def load_trial(name: str) -> TrialFn:
     if ":" not in name:
         return TRIALS.get(name)
     mod, _, attr = name.partition(":")
-    try:
+    try:  # a module the user names (the spec's `trial = "module:function"`), not a dependency of ours
         fn = getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as e:
         raise ConfigError("trial", name, f"cannot import it ({e}); is the module on PYTHONPATH?") from None

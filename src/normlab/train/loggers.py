@@ -20,8 +20,8 @@ from typing import Any, Callable, ClassVar
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
+from normlab.core.registry import Registry
 from normlab.run.dir import RunDir
-from normlab.run.registries import LOGGERS
 
 STUDY_ENV = "NORMLAB_STUDY"  # JSON: {"name", "metric", "trials": {run_dir: axis values}}
 
@@ -60,6 +60,10 @@ class Logger:
         pass
 
 
+# The loggers ``train.loggers`` names, filled by ``normlab.train.catalogue`` at the first lookup.
+# Names are looked up when a run starts (``require_loggers``, called by ``train.plan``), never
+# when a config is built: the config layer sits below training and cannot see this registry.
+LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers", catalogue="normlab.train.catalogue")
 
 
 class JsonlLogger(Logger):
@@ -79,6 +83,8 @@ class JsonlLogger(Logger):
 
 
 def _need(module: str, extra: str) -> Any:
+    """The optional third-party package a logger declares in ``requires`` (a plugin logger
+    declares its own): imported by name so that a missing one is the one-line error below."""
     import importlib
 
     try:
@@ -171,6 +177,13 @@ def make_loggers(names: list[str], run_dir: Path, config: dict[str, Any],
     ``train.loggers`` (in that order, no duplicates)."""
     extras = [LOGGERS.get(n)(run_dir, config) for n in dict.fromkeys(names) if n != "jsonl"]
     return [JsonlLogger(run_dir, config, line), *extras]
+
+
+def check_logger_names(names: list[str]) -> None:
+    """Each name in ``train.loggers`` is a logger (the ConfigError lists the valid ones), without
+    importing any logger's package: ``normlab config`` checks this much of what ``require_loggers`` does."""
+    for n in names:
+        LOGGERS.get(n, "train.loggers")
 
 
 def require_loggers(names: list[str]) -> None:

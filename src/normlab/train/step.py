@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from normlab.run.schedules import lr_at
 from normlab.run.train_config import OptimConfig
-from normlab.train.schedules import lr_at
 
 if TYPE_CHECKING:
     from normlab.model.transformer import TransformerLM

@@ -11,13 +11,22 @@ S = total steps, m = min_lr / lr:
 | linear        | 1 - (1 - m) * p                                            | BERT |
 | inverse_sqrt  | sqrt(W) / sqrt(s + 1)  (peak at the end of warm-up)        | Vaswani 2017; Xiong 2020 |
 | none          | 1, and warm-up is ignored                                  | |
+
+The schedules are pure arithmetic, so they live below the training loop, with their registry:
+``OptimConfig`` checks ``optim.schedule`` against ``SCHEDULES`` by an ordinary import, and
+reading a run's config.json never imports ``normlab.train``. The registry and its built-ins are
+one module (each built-in one ``add`` line at the end), so no lookup can find it unfilled and
+it needs no catalogue to import at its first lookup.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
-from normlab.run.registries import SCHEDULES
+from normlab.core.registry import Registry
+
+ScheduleFn = Callable[[int, int, int, float], float]  # (step, warmup, total, min_ratio) -> factor
 
 
 def _warm(step: int, warmup: int) -> float | None:
@@ -55,6 +64,14 @@ def inverse_sqrt(step: int, warmup: int, total: int, m: float) -> float:
 
 def none(step: int, warmup: int, total: int, m: float) -> float:
     return 1.0
+
+
+SCHEDULES: Registry[ScheduleFn] = Registry("schedule", "optim.schedule")
+SCHEDULES.add("constant", constant)
+SCHEDULES.add("cosine", cosine)
+SCHEDULES.add("linear", linear)
+SCHEDULES.add("inverse_sqrt", inverse_sqrt)
+SCHEDULES.add("none", none)
 
 
 def lr_at(name: str, step: int, lr: float, warmup: int, total: int, min_lr: float) -> float:
