@@ -54,6 +54,8 @@ def test_the_package_keeps_its_contracts(tmp_path, lint_available) -> None:
     ("report/planted.py", "def f():\n    from normlab.claims import catalogue\n", "Layers"),  # inside a function
     ("inspect/planted.py", "from normlab.train import loop\n", "independent"),  # two independent packages
     ("core/planted.py", "from normlab.run import dir\n", "Layers"),
+    # claims measure through diagnostics, never by building or hooking a model themselves
+    ("claims/planted.py", "def f():\n    from normlab.model.transformer import TransformerLM\n", "Claims decide"),
 ])
 def test_a_planted_forbidden_import_fails(tmp_path, lint_available, where, line, contract) -> None:
     out = _lint(tmp_path, {where: line})
