@@ -55,6 +55,8 @@ def test_the_package_keeps_its_contracts(tmp_path, lint_available) -> None:
     ("inspect/planted.py", "from normlab.train import loop\n", "independent"),  # two independent packages
     ("core/planted.py", "from normlab.run import dir\n", "Layers"),
     ("run/planted.py", "def f():\n    from normlab.train import loggers\n", "run does not import train"),
+    # claims measure through diagnostics, never by building or hooking a model themselves
+    ("claims/planted.py", "def f():\n    from normlab.model.transformer import TransformerLM\n", "Claims decide"),
 ])
 def test_a_planted_forbidden_import_fails(tmp_path, lint_available, where, line, contract) -> None:
     out = _lint(tmp_path, {where: line})

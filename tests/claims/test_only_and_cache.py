@@ -40,7 +40,7 @@ def test_each_quick_claim_reads_only_what_it_declares(monkeypatch: pytest.Monkey
     """Deciding a claim on just its declared cells and extras gives the record it gets on the
     whole grid: a claim reading anything undeclared would get NaN or a KeyError instead."""
     import normlab.claims.measure as m
-    from normlab.claims.measure_beyond_grid import EXTRAS, measure_extras
+    from normlab.diagnostics.measurements import EXTRAS, measure_extras
 
     monkeypatch.setattr(m, "REF_DEPTH", 4)  # so that 'ref' (4) and 'max' (8) are different depths
     full = m.measure(**SMALL)
@@ -61,7 +61,7 @@ def test_each_quick_claim_reads_only_what_it_declares(monkeypatch: pytest.Monkey
 
 
 def test_only_one_quick_claim_probes_only_its_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import normlab.claims.measure_beyond_grid as more
+    import normlab.diagnostics.measurements as more
     from normlab.cli import main
 
     seen = _count_models(monkeypatch)
@@ -73,7 +73,7 @@ def test_only_one_quick_claim_probes_only_its_cells(tmp_path: Path, monkeypatch:
 
 def test_interrupted_run_resumes_from_the_cache_with_the_uncached_results(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import normlab.claims.measure_beyond_grid as more
+    import normlab.diagnostics.measurements as more
     from normlab.claims import run_claims
 
     only = ["normformer-pre-early", "seed001-rms"]

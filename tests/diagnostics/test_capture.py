@@ -1,5 +1,5 @@
 """The one capture path (diagnostics/hooks.py): every placement, the second stream of
-two-stream placements, norm inputs, a skipped block, sites in order, hooks removed."""
+two-stream placements, norm and sub-layer inputs, a skipped block, sites in order, hooks removed."""
 
 from __future__ import annotations
 
@@ -97,6 +97,21 @@ def test_sites_come_in_the_order_the_forward_ran() -> None:
     torch.testing.assert_close(rec.sites[3][1], rec.sites[2][1])  # a block's output is its FFN sub-layer's
 
 
+def test_inputs_are_what_each_sub_layer_received() -> None:
+    model = _model("post", n_layer=2)
+    idx = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(1))
+    with recording(as_subject(model), stream=False, sites=True, inputs=True) as rec:
+        model(idx)
+    assert list(rec.inputs) == ["blocks.0.attn", "blocks.0.ffn", "blocks.1.attn", "blocks.1.ffn"]
+    sites = dict(rec.sites)
+    x = model.embed(idx)
+    for i, b in enumerate(model.blocks):  # a lab block: attention on the block's input, the FFN on its output
+        torch.testing.assert_close(rec.inputs[f"blocks.{i}.attn"], x, rtol=0, atol=0)
+        torch.testing.assert_close(rec.inputs[f"blocks.{i}.ffn"], sites[f"blocks.{i}.attn"], rtol=0, atol=0)
+        x = b(x)
+    assert not any(t.requires_grad for t in rec.inputs.values())  # values only, like the norm inputs
+
+
 def test_hooks_removed_on_exit_and_on_error() -> None:
     model = _model("pre", n_layer=2)
     idx = torch.zeros(1, 6, dtype=torch.long)
@@ -104,7 +119,7 @@ def test_hooks_removed_on_exit_and_on_error() -> None:
         model(idx)
     model(idx)
     assert len(rec.stream) == 3 and len(rec.norm_in) == 5  # 2 per block + final norm
-    with pytest.raises(RuntimeError), recording(as_subject(model), norms=True) as rec2:
+    with pytest.raises(RuntimeError), recording(as_subject(model), norms=True, sites=True, inputs=True) as rec2:
         raise RuntimeError("boom")
     model(idx)
     assert rec2.stream == []

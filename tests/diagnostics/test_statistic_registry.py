@@ -131,3 +131,38 @@ def test_two_statistics_writing_one_key_are_refused() -> None:
         Statistic("d", "blocks", {"stream"}, "d", _mean, draw=("pie",))
     # a statistic that declares no figure gets the one of its ``over``
     assert [f.kind for f in Statistic("e", "pairs", {"stream"}, "e", _mean).figures()] == ["matrix"]
+
+
+def test_a_misspelt_need_is_refused_naming_the_valid_ones() -> None:
+    """A need no tool captures would never be met: the statistic would silently never be computed."""
+    from normlab.diagnostics.statistic import NEEDS
+
+    with pytest.raises(ValueError, match=r"needs 'stram', which no tool captures; use names from stream, aux, ") as e:
+        Statistic("typo", "states", {"stram"}, "mean entry", _mean)
+    assert all(n in str(e.value) for n in NEEDS)
+    with pytest.raises(ValueError, match="give a set of names"):  # a bare string would be its letters
+        Statistic("bare", "states", "stream", "mean entry", _mean)  # type: ignore[arg-type]
+    # every built-in statistic needs only declared names, and the tools capture only declared names
+    assert all(s.needs <= set(NEEDS) for _, s in STATISTICS.items())
+    with pytest.raises(ValueError, match="probe captures 'gradz', not in statistic.NEEDS"):
+        chosen([], "probe", {"stream", "gradz"})
+
+
+def test_what_the_probe_captures_is_declared() -> None:
+    from normlab.diagnostics.capture import probe_capture
+    from normlab.diagnostics.statistic import NEEDS
+    from normlab.diagnostics.subject import as_subject
+
+    model, idx, tgt = _model()
+    c = probe_capture(as_subject(model), idx, tgt, 1, torch.Generator().manual_seed(0), set(NEEDS))
+    assert {"stream", "loss", "param_grads", "jacobian", "norm_inputs", "grad_stats"} <= c.provided <= set(NEEDS)
+
+
+def test_every_need_is_described_in_the_table() -> None:
+    """The module docstring's table says what each need holds and which tool captures it."""
+    import normlab.diagnostics.statistic as statistic
+
+    described = set(re.findall(r"^\| (\w+) *\|", statistic.__doc__ or "", re.M))
+    measured = {"deletion", "state_grads", "block_grads", "log_z", "max_logit"}  # the paragraph below the table
+    assert set(statistic.NEEDS) - measured <= described
+    assert all(f"``{n}``" in (statistic.__doc__ or "") for n in measured)

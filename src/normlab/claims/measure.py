@@ -1,7 +1,8 @@
 """Measurements of the quick claims: one probe grid at initialisation (the lab's own
 ``normlab.diagnostics.probe``), per-seed values taken from it, and the extra measurements of
-:mod:`normlab.claims.measure_beyond_grid` (identity coefficients, one-step output change, exact
-checks). Every quick quantity is a value per seed, so that each effect has an interval.
+:mod:`normlab.diagnostics.measurements` (identity coefficients, one-step output change, exact
+checks). Every quick quantity is a value per seed, so that each effect has an interval. The
+measuring is diagnostics' (the one capture path); claims/ says what to measure and decides.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Needs:
 
     ``probe`` maps a placement to the depths it is read at: ``"all"`` (every probed depth),
     ``"ref"`` (:meth:`QuickData.ref_depth`) or ``"max"`` (the largest); ``extra`` names keys of
-    :data:`normlab.claims.measure_beyond_grid.EXTRAS` (``"one_step:admin"``, ``"rms"``, ...).
+    :data:`normlab.diagnostics.measurements.EXTRAS` (``"one_step:admin"``, ``"rms"``, ...).
     """
 
     probe: dict[str, str] = field(default_factory=dict)

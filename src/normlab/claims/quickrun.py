@@ -14,7 +14,7 @@ from typing import Any
 
 from normlab.claims.cache import Cache, key
 from normlab.claims.measure import empty, probe_cell
-from normlab.claims.measure_beyond_grid import extra_size, measure_extra
+from normlab.diagnostics import measurements
 from normlab.diagnostics.probe import COLUMNS
 
 
@@ -55,7 +55,7 @@ class QuickRun:
         cells = list(dict.fromkeys(x for n in needs for x in self._cells_of(n)))
         fresh = [x for x in cells if not self._cached_cell(*x)]
         extras = list(dict.fromkeys(e for n in needs for e in n.extra))
-        models = len(fresh) * self.q.seeds + sum(extra_size(e, self.q.seeds, self.q.depths) for e in extras)
+        models = len(fresh) * self.q.seeds + sum(measurements.extra_size(e, self.q.seeds, self.q.depths) for e in extras)
         self.display.add("model", models)
         reused = len(claims) - len(todo)
         what = (f"{len(fresh)} probe cells to measure ({len(cells) - len(fresh)} cached), {len(extras)} extra "
@@ -92,7 +92,7 @@ class QuickRun:
             if e in self._extras:
                 continue
             self.display.item(f"extra measurement {e}")
-            measure_extra(e, self.q.extra, self.q.seeds, self.q.depths, self.q.ref_depth(), tick, self.q.first_seed)
+            measurements.measure_extra(e, self.q.extra, self.q.seeds, self.q.depths, self.q.ref_depth(), tick, self.q.first_seed)
             self._extras.add(e)
 
     def record(self, c: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@
     rec.stream          # x_0 .. x_L: the main stream entering block 1, then leaving each block
     rec.aux_stream()    # the second stream beside it (ResiDual's d), or None
     rec.norm_in["blocks.3.attn.norm"]   # what that norm received; "norm_f": the final norm
+    rec.inputs["blocks.3.ffn"]          # what block 3's sub-module ffn received (inputs=True)
     rec.sites           # ("embed", x_0), then (name, output) of each block's sub-modules and
                         # of the block, in the order the forward ran them
 
@@ -15,7 +16,7 @@ quantity is read the same way by every tool. The model's forward is never change
 observe it (``skip`` alone replaces a block's output by its input, for layer deletion).
 
 Stream states are the tensors autograd uses (not detached): ``torch.autograd.grad(loss,
-rec.stream)`` gives dLoss/dx_l. Norm inputs are detached (values only). Hooks are removed
+rec.stream)`` gives dLoss/dx_l. Norm and sub-module inputs are detached (values only). Hooks are removed
 when the context exits, even on error; a forward run twice inside one context appends twice.
 """
 
@@ -39,6 +40,7 @@ class Recording:
     stream: list[torch.Tensor] = field(default_factory=list)
     aux: list[torch.Tensor | None] = field(default_factory=list)
     norm_in: dict[str, torch.Tensor] = field(default_factory=dict)
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
     sites: list[tuple[str, Any]] = field(default_factory=list)
 
     def aux_stream(self) -> list[torch.Tensor] | None:
@@ -50,11 +52,13 @@ class Recording:
 
 @contextlib.contextmanager
 def recording(subject: Subject, *, stream: bool = True, skip: int | None = None, norms: bool = False,
-              sites: bool = False) -> Iterator[Recording]:
+              sites: bool = False, inputs: bool = False) -> Iterator[Recording]:
     """Record while the context is open: the residual ``stream`` (and its second stream), the
     inputs of the norm modules (``norms``: :func:`norm_names`), the state entering block 1
     (``embed``) and the outputs of each block's direct sub-modules and of the block (``sites``,
-    named ``blocks.{l}.{child}`` and ``blocks.{l}``); make block ``skip`` (0-based) pass its input on."""
+    named ``blocks.{l}.{child}`` and ``blocks.{l}``), the tensor input of each block's direct
+    sub-modules (``inputs``, the same names: a lab block's sub-layers ``attn`` and ``ffn``);
+    make block ``skip`` (0-based) pass its input on."""
     rec = Recording()
     handles: list[Any] = []
 
@@ -87,13 +91,21 @@ def recording(subject: Subject, *, stream: bool = True, skip: int | None = None,
             rec.sites.append((name, out))
         return hook
 
+    def given(name: str) -> Callable:
+        def hook(_m: nn.Module, args: tuple) -> None:
+            if args and isinstance(args[0], torch.Tensor):
+                rec.inputs[name] = args[0].detach()
+        return hook
+
     try:
         for i, layer in enumerate(subject.layers):
             handles.append(layer.register_forward_pre_hook(pre(i), with_kwargs=True))
             handles.append(layer.register_forward_hook(post(i), with_kwargs=True))
-            if sites:
-                for child, mod in layer.named_children():
+            for child, mod in layer.named_children() if sites or inputs else ():
+                if sites:
                     handles.append(mod.register_forward_hook(site(f"blocks.{i}.{child}")))
+                if inputs:
+                    handles.append(mod.register_forward_pre_hook(given(f"blocks.{i}.{child}")))
         if norms:
             handles += _norm_hooks(subject, rec.norm_in)
         yield rec

@@ -20,7 +20,8 @@ report can read names, labels and help without building a model.
 | labelled   | any    | given by compute         | given by compute                   |
 | pairs      | (L+1)² | x0 .. xL both ways       | (i, pair, j): layer_pairs.csv's (layer_a, layer_b) |
 
-``needs`` names what the tool must capture; a tool computes a statistic only when it
+``needs`` names what the tool must capture, from :data:`NEEDS` (an unknown name is refused
+when the statistic is defined); a tool computes a statistic only when it
 captures all of it (and ``tools`` names it), so a statistic that needs the second stream
 is skipped for a one-stream model and one that needs attention records is skipped by the
 probe, whose attention takes the fast path:
@@ -71,6 +72,14 @@ OVER: dict[str, str] = {"states": "stream x_l", "inputs": "stream x_l", "blocks"
                         "groups": "parameter group", "scalar": "", "labelled": "layer", "pairs": "stream x_l"}
 _EXTRA = {"states": 1, "inputs": 0, "blocks": 0, "groups": 2}  # values beyond L
 TOOLS = frozenset({"probe", "training", "inspect", "analyze"})
+# Every name a statistic may need: what some tool captures into a Captured (the table in the
+# module docstring says what each holds and which tool captures it). A statistic's needs are
+# checked against these when it is defined: a misspelt need would otherwise never be met, and
+# the statistic would silently never be computed. A new kind of capture adds its name here.
+NEEDS: tuple[str, ...] = ("stream", "aux", "logits", "loss", "attention", "reference", "grads", "update", "param_grads",
+                          "stream_grads", "jacobian", "norm_inputs", "param_stats", "grad_stats", "history",
+                          # measured by inspect and analyze themselves (Captured.measured)
+                          "deletion", "state_grads", "block_grads", "log_z", "max_logit")
 # how a page draws a statistic (docs/diagnostics.md); a statistic without ``draw`` gets _BY_OVER's
 DRAW = frozenset({"layers", "depth", "matrix", "bars", "curve", "growth", "none"})
 
@@ -117,6 +126,12 @@ class Statistic:
             raise ValueError(f"statistic {self.name!r}: over={self.over!r}; use one of {', '.join(OVER)}")
         if not self.tools or not set(self.tools) <= TOOLS:
             raise ValueError(f"statistic {self.name!r}: tools={sorted(self.tools)}; use a subset of {sorted(TOOLS)}")
+        if isinstance(self.needs, str):  # frozenset("stream") would be its letters
+            raise ValueError(f"statistic {self.name!r}: needs={self.needs!r}; give a set of names, e.g. {{{self.needs!r}}}")
+        unknown = sorted(set(self.needs) - set(NEEDS))
+        if unknown:
+            raise ValueError(f"statistic {self.name!r}: needs {', '.join(map(repr, unknown))}, which no tool captures; "
+                             f"use names from {', '.join(NEEDS)}")
         object.__setattr__(self, "needs", frozenset(self.needs))
         object.__setattr__(self, "tools", frozenset(self.tools))
         object.__setattr__(self, "key", self.key or self.name)
@@ -176,6 +191,9 @@ STATISTICS: Registry[Statistic] = Registry("statistic", "statistics", catalogue=
 def chosen(stats: Sequence[Statistic], tool: str, captured: set[str]) -> list[Statistic]:
     """The statistics ``tool`` computes, given what it captures; refuses two with one key and
     one ``over`` (their values would overwrite each other)."""
+    unknown = sorted(set(captured) - set(NEEDS))
+    if unknown:  # a tool that provides a name no statistic can declare: a bug in the tool
+        raise ValueError(f"{tool} captures {', '.join(map(repr, unknown))}, not in statistic.NEEDS; declare it there")
     out = [s for s in stats if tool in s.tools and s.needs <= captured]
     seen: dict[tuple[str, str], str] = {}
     for s in out:

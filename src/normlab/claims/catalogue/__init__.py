@@ -9,7 +9,7 @@ these modules is its definition and its test. A new module of claims is one entr
 ``MODULES``.
 
 - ``quick.py``, ``quick_beyond_grid.py``: claims decided at initialisation (the probe grid, and
-  the extra measurements of ``claims/measure_beyond_grid.py``);
+  the extra measurements of ``diagnostics/measurements.py``);
 - ``training_warmup.py``, ``training_depth.py``: cells of the stability map (``map_cells.py``);
 - ``training_frontier.py``: critical learning rates of the map and ``frontier-ends``;
 - ``training_long.py``: where training ends (study ``shallow-long``);

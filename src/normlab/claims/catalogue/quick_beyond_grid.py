@@ -1,6 +1,6 @@
 """Quick claims on the Jacobian, the first update and the seeds' exact statements.
 
-Their per-seed data come from :mod:`normlab.claims.measure_beyond_grid` (in ``QuickData.extra``)
+Their per-seed data come from :mod:`normlab.diagnostics.measurements` (in ``QuickData.extra``)
 and, for the end-to-end gain, from the probe grid.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from normlab.claims.measure_norm_gain import norm_gain
+from normlab.diagnostics.sublayers import norm_gain
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import normlab.claims.measure_beyond_grid as mb
+import normlab.diagnostics.measurements as mb
 
 
 def _stepped(blocks_only: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
