@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import torch
 from torch import nn
 
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
@@ -106,6 +107,21 @@ def build_model(cfg: ModelConfig, plan: Plan | None = None) -> Any:
     training run resolves its model once, when it is checked). (Any: the implementations share
     the forward contract of ``normlab.model.impls.Impl``, not a class.)"""
     return IMPLS.get(cfg.impl).build(cfg, plan if plan is not None else resolve_model(cfg))
+
+
+def materialise(model: Any, device: torch.device | str) -> Any:
+    """``model``, a ``TransformerLM`` built on the meta device (``model/cost.py`` ``meta_model``, the
+    training run's pre-flight), with the values ``build_model`` would give, on ``device``: with the
+    global RNG seeded as for that build, every parameter and buffer and the RNG state afterwards
+    equal ``torch.manual_seed(s); build_model(cfg).to(device)`` bit for bit
+    (``TransformerLM.materialise``). Refuses another ``model.impl`` (build it with ``build_model``)."""
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, ModelConfig) or not callable(getattr(model, "materialise", None)):
+        raise TypeError(f"materialise: expected a TransformerLM built on the meta device, got {type(model).__name__}")
+    if not lab_internals(cfg):
+        raise ValueError(f"materialise: model.impl={cfg.impl!r} is not the lab's TransformerLM and is not built "
+                         "from a meta model; build it with build_model(cfg)")
+    return model.materialise(device)
 
 
 def lab_internals(cfg: ModelConfig) -> bool:
