@@ -161,6 +161,13 @@ def test_a_module_without_reset_is_refused_before_any_draw() -> None:
         materialise(meta, "cpu")
     assert torch.equal(before, torch.get_rng_state())
     assert all(t.is_meta for t in _state(meta).values())  # untouched: still the meta model
+    trained = materialise(_meta(), "cpu")
+    with torch.device("meta"):
+        trained.blocks[1].ffn.planted = NoReset()
+    before = torch.get_rng_state()
+    with pytest.raises(ValueError, match=r"blocks\.1\.ffn\.planted \(NoReset\)"):
+        materialise(trained, "cpu")  # a real model is refused as well, before any draw
+    assert torch.equal(before, torch.get_rng_state())
 
 
 def test_a_forgotten_tensor_is_named() -> None:
@@ -172,10 +179,30 @@ def test_a_forgotten_tensor_is_named() -> None:
     assert "planted.g" not in str(e.value)  # the tensor its reset writes is not blamed
 
 
-def test_a_model_off_the_meta_device_is_refused() -> None:
-    model = TransformerLM(ModelConfig(**TINY))
-    with pytest.raises(ValueError, match=r"wte\.weight is on cpu, not the meta device"):
-        materialise(model, "cpu")
+def test_materialising_again_restores_the_initial_values_in_place() -> None:
+    """The divergence replay's restart: the trained model materialised again under the same seed
+    is the direct build once more, in the same Parameter objects (its optimizer stays valid)."""
+    cfg = ModelConfig(**{**TINY, "placement": "admin", "pos": "rope", "ffn": "swiglu"})
+    torch.manual_seed(SEED)
+    model = materialise(cost.meta_model(cfg), "cpu")
+    params = dict(model.named_parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    idx = torch.randint(0, cfg.vocab_size, (2, cfg.context))
+    model(idx, idx)[1].backward()
+    opt.step()
+    model.blocks[0].attn.omega.fill_(7.0)
+    torch.manual_seed(SEED)
+    direct = TransformerLM(cfg)
+    rng_direct = torch.get_rng_state()
+    assert not torch.equal(direct.wte.weight, model.wte.weight)  # the step moved it
+    torch.manual_seed(SEED)
+    assert materialise(model, "cpu") is model
+    assert torch.equal(rng_direct, torch.get_rng_state())
+    a, b = _state(direct), _state(model)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert all(p is params[n] for n, p in model.named_parameters())
+    assert model.lm_head.weight is model.wte.weight
+    assert {id(p) for g in opt.param_groups for p in g["params"]} == {id(p) for p in params.values()}
 
 
 def test_another_implementation_is_refused() -> None:

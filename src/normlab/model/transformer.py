@@ -91,24 +91,26 @@ class TransformerLM(nn.Module):
         With the global RNG seeded as for the direct build, ``torch.manual_seed(s);
         m.materialise(device)`` equals ``torch.manual_seed(s); TransformerLM(cfg).to(device)``
         bit for bit (every parameter and buffer, and the RNG state after), so the pre-flight's
-        meta model is the one that trains. ``normlab.model.build.materialise`` is the entry.
-        Raises ValueError for a model not on the meta device or a module that cannot re-make
-        its tensors (no ``reset_parameters``; checked before any number is drawn), and
-        RuntimeError naming a tensor no step wrote.
+        meta model is the one that trains. On a model already materialised it puts those
+        initial values back in place: the same Parameter objects, so an optimizer built over
+        them stays valid (the divergence replay's restart). ``normlab.model.build.materialise``
+        is the entry. Raises ValueError for a module that cannot re-make its tensors (no
+        ``reset_parameters``; checked before any number is drawn), RuntimeError naming a
+        tensor no step wrote.
         """
-        real = next(((name, t.device) for name, t in self._tensors() if not t.is_meta), None)
-        if real is not None:
-            raise ValueError(f"materialise: {real[0]} is on {real[1]}, not the meta device; materialise "
-                             "a model built under torch.device('meta') (model/cost.py meta_model)")
         if lacking := unresettable(self):
             raise ValueError(f"materialise: {', '.join(lacking)} hold tensors but no reset_parameters() to "
                              "re-make them; give each module a reset_parameters() that __init__ calls")
         # Drawn on the CPU, where a direct build draws (build_model(cfg).to(device)): the CUDA
         # generator would give other numbers.
-        tied = self.lm_head.weight is self.wte.weight
-        self.to_empty(device="cpu")
-        if tied:  # to_empty gives each module a new Parameter: tie them again
-            self.lm_head.weight = self.wte.weight
+        if any(t.is_meta for _, t in self._tensors()):
+            tied = self.lm_head.weight is self.wte.weight
+            self.to_empty(device="cpu")
+            if tied:  # to_empty gives each module a new Parameter: tie them again
+                self.lm_head.weight = self.wte.weight
+        else:  # already real: new CPU storage under the same objects (a tied tensor is one object)
+            for _, t in self._tensors():
+                t.data = torch.empty_like(t, device="cpu")
         for _, t in self._tensors():  # a tensor no step writes shows as NaN below, not as stale memory
             if t.is_floating_point():
                 t.fill_(float("nan"))
