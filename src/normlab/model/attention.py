@@ -21,11 +21,20 @@ class Rotary(nn.Module):
 
     def __init__(self, head_dim: int, context: int, base: float = 10000.0) -> None:
         super().__init__()
-        inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-        ang = torch.outer(torch.arange(context, dtype=torch.float32), inv)  # (T, Dh/2)
+        self.head_dim, self.context, self.base = head_dim, context, base
         # Not persistent: derived from the config, so checkpoints stay weights-only.
-        self.register_buffer("cos", ang.cos(), persistent=False)
-        self.register_buffer("sin", ang.sin(), persistent=False)
+        self.register_buffer("cos", torch.empty(context, head_dim // 2, dtype=torch.float32), persistent=False)
+        self.register_buffer("sin", torch.empty(context, head_dim // 2, dtype=torch.float32), persistent=False)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """The tables, recomputed (on the buffers' device) from head_dim, context and base."""
+        dev, Dh = self.cos.device, self.head_dim
+        inv = 1.0 / self.base ** (torch.arange(0, Dh, 2, dtype=torch.float32, device=dev) / Dh)
+        ang = torch.outer(torch.arange(self.context, dtype=torch.float32, device=dev), inv)  # (T, Dh/2)
+        self.cos.copy_(ang.cos())
+        self.sin.copy_(ang.sin())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x (B, H, T, Dh)
         T = x.size(-2)
@@ -77,8 +86,9 @@ class CausalSelfAttention(nn.Module):
         # softmax temperature: a float, or a learned scalar (l2 QK-norm)
         self.scale: float | nn.Parameter = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(self.head_dim)
         if getattr(make, "learned_scale", False):  # unit-length q, k (L2Norm): 1/sqrt(d) would be far too small
-            T = max(cfg.context, 2)
-            self.scale = nn.Parameter(torch.tensor(math.log2(T * T - T)))
+            self.scale = nn.Parameter(torch.empty(()))
+        self.context = cfg.context
+        self.reset_parameters()
         base = cfg.rope_base_of(layer)
         self.rotary = Rotary(self.head_dim, cfg.context, base) if cfg.pos == "rope" else None
         self.window = cfg.sliding_window if cfg.windowed(layer) else None  # keys a query sees, itself included
@@ -88,6 +98,14 @@ class CausalSelfAttention(nn.Module):
         self.pre_proj: nn.Module = nn.Identity()
         self.record = False
         self.stats: dict[str, torch.Tensor] = {}
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """The learned l2 scale g, if any: log2(T^2 - T) (Henry et al. 2020). Only this module's
+        own tensor; W_Q, W_K, W_V, W_O and the norms reset themselves."""
+        if isinstance(self.scale, nn.Parameter):
+            T = max(self.context, 2)
+            self.scale.fill_(math.log2(T * T - T))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape

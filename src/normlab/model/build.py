@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import torch
 from torch import nn
 
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
@@ -106,6 +107,23 @@ def build_model(cfg: ModelConfig, plan: Plan | None = None) -> Any:
     training run resolves its model once, when it is checked). (Any: the implementations share
     the forward contract of ``normlab.model.impls.Impl``, not a class.)"""
     return IMPLS.get(cfg.impl).build(cfg, plan if plan is not None else resolve_model(cfg))
+
+
+def materialise(model: Any, device: torch.device | str) -> Any:
+    """``model``, a ``TransformerLM`` built on the meta device (``model/cost.py`` ``meta_model``, the
+    training run's pre-flight), with the values ``build_model`` would give, on ``device``: with the
+    global RNG seeded as for that build, every parameter and buffer and the RNG state afterwards
+    equal ``torch.manual_seed(s); build_model(cfg).to(device)`` bit for bit
+    (``TransformerLM.materialise``). Called again on the materialised model, it puts the same
+    initial values back into the same Parameter objects (a replay's restart). Refuses another
+    ``model.impl`` (build it with ``build_model``)."""
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, ModelConfig) or not callable(getattr(model, "materialise", None)):
+        raise TypeError(f"materialise: expected a TransformerLM built on the meta device, got {type(model).__name__}")
+    if not lab_internals(cfg):
+        raise ValueError(f"materialise: model.impl={cfg.impl!r} is not the lab's TransformerLM and is not built "
+                         "from a meta model; build it with build_model(cfg)")
+    return model.materialise(device)
 
 
 def lab_internals(cfg: ModelConfig) -> bool:
@@ -214,19 +232,3 @@ def _check_combination(cfg: ModelConfig, layout: list[tuple[SubLayer, SubLayer]]
                               f"placement {', '.join(grouped)} assumes one key/value head per query head; "
                               "set model.n_kv_head=none")
 
-
-def materialise(model: Any, device: Any) -> Any:  # TEMPORARY shim until the meta-init lands
-    import torch
-
-    from normlab.model.transformer import TransformerLM
-
-    fresh = TransformerLM(model.cfg)
-    model.to_empty(device=device)
-    if model.cfg.tie_embeddings:
-        model.lm_head.weight = model.wte.weight
-    with torch.no_grad():
-        for (_, a), (_, b) in zip(model.named_parameters(), fresh.named_parameters()):
-            a.copy_(b)
-        for (_, a), (_, b) in zip(model.named_buffers(), fresh.named_buffers()):
-            a.copy_(b)
-    return model

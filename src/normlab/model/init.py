@@ -76,8 +76,26 @@ def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits belo
     | ffn.proj.weight (W_2)          | N(0, 0.02/sqrt(2L))   | N(0, 1/d_ff)                    |
     | lm_head (untied only)          | N(0, 0.02)            | N(0, 1/d)                       |
     | every linear bias              | 0                     | 0                               |
-    | norm gains / biases            | 1 / 0 (ScaleNorm g = sqrt(d); DyT alpha = 0.5), set by the norm |
-    | qk-norm l2 scale g             | log2(T^2 - T) (Henry et al. 2020), set by the attention         |
+
+    Tensors that do not depend on the scheme are constants, written by their module's
+    ``reset_parameters()`` (which ``__init__`` calls, and ``TransformerLM.materialise`` again):
+
+    | tensor                                   | value at init                                  |
+    |------------------------------------------|------------------------------------------------|
+    | layernorm / rmsnorm gain, bias           | 1, 0 (norms.py)                                |
+    | rmsnorm_1p w                             | 0 (gain 1 + w)                                 |
+    | scalenorm g (scalar)                     | sqrt(d) (d: the width it normalises)           |
+    | dyt alpha (scalar), gamma, beta          | 0.5, 1, 0                                      |
+    | derf alpha, s (scalars), gamma, beta     | 0.5, 0, 1, 0                                   |
+    | seednorm gamma, alpha, beta (vectors)    | 1, 1, 0                                        |
+    | attn.scale (qk_norm l2 only)             | log2(T^2 - T), T = max(context, 2) (Henry et al. 2020) |
+    | attn.rotary cos, sin (buffers, not saved)| cos, sin of t * base^(-2i/d_head), t < context |
+    | layerscale scale                         | 0.1 (L <= 18), 1e-5 (L <= 24), 1e-6            |
+    | none + rezero: gate a                    | 0                                              |
+    | admin omega (buffer)                     | closed form, or 1 then profiled (below)        |
+    | normformer head scales (attn.pre_proj)   | 1                                              |
+    | ngpt alpha, s_qk, s_fc, s_z (raw)        | 1/sqrt(d), 1/sqrt(d), 1, 1/sqrt(d) (effective 0.05, 1, 1, 1) |
+    | ngpt fc_gain (buffer, not saved)         | sqrt(d) on the rows of W_1 feeding the nonlinearity, 1 on the others |
 
     Then each placement's ``init_()`` adjusts its own tensors and the stream's ``init_``
     the model-level ones:

@@ -14,6 +14,10 @@
 QK-norms (applied per head to q and k, over the head dimension): layernorm, rmsnorm,
 rmsnorm_1p and l2 (Henry et al. 2020: unit-length q and k; the attention then uses a learned
 scale in place of 1/sqrt(d_head), see attention.py).
+
+Each norm creates its tensors empty and writes the init of the table in ``reset_parameters``,
+which ``__init__`` calls: the one place each constant is written, so a model built on the
+meta device gets the same values after ``to_empty`` (``TransformerLM.materialise``).
 """
 
 from __future__ import annotations
@@ -34,8 +38,15 @@ class LayerNorm(nn.Module):
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))
-        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+        self.weight = nn.Parameter(torch.empty(d))
+        self.bias = nn.Parameter(torch.empty(d)) if bias else None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.weight.fill_(1.0)
+        if self.bias is not None:
+            self.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
@@ -50,7 +61,12 @@ class RMSNorm(nn.Module):
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))
+        self.weight = nn.Parameter(torch.empty(d))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.weight.fill_(1.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
@@ -69,7 +85,12 @@ class RMSNorm1p(nn.Module):
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(d))
+        self.weight = nn.Parameter(torch.empty(d))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.weight.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Gemma's order: normalise, then multiply by (1 + w) computed in x's precision
@@ -84,8 +105,13 @@ class ScaleNorm(nn.Module):
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
         super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.tensor(math.sqrt(d)))
+        self.eps, self.d = eps, d
+        self.weight = nn.Parameter(torch.empty(()))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.weight.fill_(math.sqrt(self.d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.weight * x / x.norm(dim=-1, keepdim=True).clamp_min(self.eps)
@@ -102,9 +128,18 @@ class DyT(nn.Module):
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, alpha0: float = 0.5) -> None:
         super().__init__()
-        self.alpha = nn.Parameter(torch.tensor(alpha0))
-        self.weight = nn.Parameter(torch.ones(d))
-        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+        self.alpha0 = alpha0
+        self.alpha = nn.Parameter(torch.empty(()))
+        self.weight = nn.Parameter(torch.empty(d))
+        self.bias = nn.Parameter(torch.empty(d)) if bias else None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.alpha.fill_(self.alpha0)
+        self.weight.fill_(1.0)
+        if self.bias is not None:
+            self.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.weight * torch.tanh(self.alpha * x)
@@ -125,10 +160,20 @@ class Derf(nn.Module):
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, alpha0: float = 0.5) -> None:
         super().__init__()
-        self.alpha = nn.Parameter(torch.tensor(alpha0))
-        self.shift = nn.Parameter(torch.tensor(0.0))
-        self.weight = nn.Parameter(torch.ones(d))
-        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+        self.alpha0 = alpha0
+        self.alpha = nn.Parameter(torch.empty(()))
+        self.shift = nn.Parameter(torch.empty(()))
+        self.weight = nn.Parameter(torch.empty(d))
+        self.bias = nn.Parameter(torch.empty(d)) if bias else None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.alpha.fill_(self.alpha0)
+        self.shift.zero_()
+        self.weight.fill_(1.0)
+        if self.bias is not None:
+            self.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.weight * torch.erf(self.alpha * x + self.shift)
@@ -151,9 +196,16 @@ class SeeDNorm(nn.Module):
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = False) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))        # gamma
-        self.alpha = nn.Parameter(torch.ones(d))
-        self.beta = nn.Parameter(torch.zeros(d))
+        self.weight = nn.Parameter(torch.empty(d))        # gamma
+        self.alpha = nn.Parameter(torch.empty(d))
+        self.beta = nn.Parameter(torch.empty(d))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.weight.fill_(1.0)
+        self.alpha.fill_(1.0)
+        self.beta.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = torch.tanh(x @ self.beta).unsqueeze(-1)   # (..., 1): one scalar per token

@@ -168,7 +168,13 @@ class NoNorm(Placement):
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
-        self.gate = nn.Parameter(torch.zeros(())) if self.options.rezero else None
+        self.gate = nn.Parameter(torch.empty(())) if self.options.rezero else None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        if self.gate is not None:
+            self.gate.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.branch(x)
@@ -185,8 +191,13 @@ class LayerScale(Placement):
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
         self.norm = site.norm()
-        L = site.cfg.n_layer
-        self.scale = nn.Parameter(torch.full((site.cfg.d_model,), 0.1 if L <= 18 else 1e-5 if L <= 24 else 1e-6))
+        self.scale = nn.Parameter(torch.empty(site.cfg.d_model))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        L = self.site.cfg.n_layer
+        self.scale.fill_(0.1 if L <= 18 else 1e-5 if L <= 24 else 1e-6)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.scale * self.branch(self.norm(x))
@@ -240,10 +251,15 @@ class Admin(Placement):
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
         self.norm = site.norm()
-        cfg = site.cfg
-        omega = admin_closed_form_omega(2 * cfg.n_layer) if self.options.omega == "closed_form" else 1.0
-        self.register_buffer("omega", torch.tensor(omega))
+        self.register_buffer("omega", torch.empty(()))
+        self.reset_parameters()
         self._profile: dict[str, float] | None = None  # shared running state during calibrate
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """omega before calibration: the closed form, or 1 until ``calibrate`` profiles it."""
+        closed = self.options.omega == "closed_form"
+        self.omega.fill_(admin_closed_form_omega(2 * self.site.cfg.n_layer) if closed else 1.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.branch(x)

@@ -80,7 +80,12 @@ class HeadScale(nn.Module):
 
     def __init__(self, n_head: int) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(n_head))
+        self.weight = nn.Parameter(torch.empty(n_head))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.weight.fill_(1.0)
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:  # (B, T, H * Dh), heads concatenated
         B, T, C = y.shape

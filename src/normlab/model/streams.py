@@ -73,8 +73,13 @@ class ScaledParam(nn.Module):
 
     def __init__(self, shape: tuple[int, ...], init_value: float, init_scale: float) -> None:
         super().__init__()
-        self.ratio = init_value / init_scale
-        self.raw = nn.Parameter(torch.full(shape, init_scale))
+        self.ratio, self.init_scale = init_value / init_scale, init_scale
+        self.raw = nn.Parameter(torch.empty(shape))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        self.raw.fill_(self.init_scale)
 
     def forward(self) -> torch.Tensor:
         return self.raw * self.ratio
@@ -151,11 +156,18 @@ class NGPT(Placement):
             qk = SphereQK(cfg.n_head, cfg.head_dim, cfg.d_model)
             branch.set_qk(qk, qk, math.sqrt(cfg.head_dim))
         else:
-            gain = torch.ones(branch.fc.out_features)
-            gain[branch.act_rows()] = math.sqrt(cfg.d_model)
-            self.register_buffer("fc_gain", gain, persistent=False)
+            self.act_rows: slice = branch.act_rows()
+            self.register_buffer("fc_gain", torch.empty(branch.fc.out_features), persistent=False)
             self.s_fc = ScaledParam((branch.fc.out_features,), 1.0, 1.0)  # [s_v; s_u]
             branch.fc.register_forward_hook(self._scale_fc)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """fc_gain (FFN sites): sqrt(d_model) on the rows of W_1 that feed the nonlinearity, 1 elsewhere."""
+        if self.site.kind != "attn":
+            self.fc_gain.fill_(1.0)
+            self.fc_gain[self.act_rows] = math.sqrt(self.site.cfg.d_model)
 
     def _scale_fc(self, module: nn.Module, inputs: tuple, out: torch.Tensor) -> torch.Tensor:
         return out * (self.s_fc() * self.fc_gain)  # (B, T, fc_out)

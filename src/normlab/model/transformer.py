@@ -20,6 +20,14 @@ from normlab.model.sampling import generate
 CALIBRATION_SEED = 20200817  # private generator for the init-time profiling batch
 
 
+def unresettable(model: nn.Module) -> list[str]:
+    """Modules of ``model`` that hold parameters or buffers of their own but have no
+    ``reset_parameters()`` (as ``name (Type)``): what ``materialise`` cannot re-make."""
+    return [f"{name or 'model'} ({type(m).__name__})" for name, m in model.named_modules()
+            if not callable(getattr(m, "reset_parameters", None))
+            and (next(m.parameters(recurse=False), None) is not None or next(m.buffers(recurse=False), None) is not None)]
+
+
 class Block(nn.Module):
     """One layer: an attention sub-layer then an FFN sub-layer, each wrapped by its placement."""
 
@@ -38,7 +46,9 @@ class TransformerLM(nn.Module):
     """``logits, loss = model(idx, targets=None)``: always a pair; logits (B, T, V), loss the
     mean cross-entropy against ``targets`` (B, T), or None without targets.
 
-    Building resolves and checks every name of ``cfg`` once (``model/build.py``).
+    Building resolves and checks every name of ``cfg`` once (``model/build.py``). Every tensor's
+    init is tabled in ``model/init.py`` (``init_weights``). A model built on the meta device
+    (``model/cost.py``) becomes the model a direct build gives with ``materialise``.
     """
 
     def __init__(self, cfg: ModelConfig, plan: Plan | None = None) -> None:
@@ -57,18 +67,72 @@ class TransformerLM(nn.Module):
         self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.wte.weight
+        self.init_scheme = plan.init  # kept for materialise, which runs init_weights again
         init_weights(self, plan.init)  # also runs each placement's init_ and the stream's init_
         # Only placements that override after_step (nGPT) are called each step.
         self._after_step = [m for m in self.modules() if isinstance(m, Placement)
                             and type(m).after_step is not Placement.after_step]
+        self._calibrate_at_init()
+
+    def _calibrate_at_init(self) -> None:
         # Data-dependent constants (Admin's omega) come from one pass over random tokens
         # drawn from a private generator, so building a model never consumes the global RNG.
         # A model built on the meta device (model/cost.py counts it) has no values to profile.
         if self.wte.weight.device.type != "meta" and any(type(p).calibrate.__func__ is not Placement.calibrate.__func__  # type: ignore[attr-defined]
                for p in self._placements()):  # (mypy types a classmethod read off a class as a plain callable)
             gen = torch.Generator().manual_seed(CALIBRATION_SEED)
-            T = min(cfg.context, 64)
-            self.calibrate(torch.randint(0, cfg.vocab_size, (8, T), generator=gen, device="cpu"))
+            T = min(self.cfg.context, 64)
+            self.calibrate(torch.randint(0, self.cfg.vocab_size, (8, T), generator=gen, device="cpu"))
+
+    @torch.no_grad()
+    def materialise(self, device: torch.device | str) -> "TransformerLM":
+        """This model, built on the meta device, given the values of a direct build, on ``device``.
+
+        With the global RNG seeded as for the direct build, ``torch.manual_seed(s);
+        m.materialise(device)`` equals ``torch.manual_seed(s); TransformerLM(cfg).to(device)``
+        bit for bit (every parameter and buffer, and the RNG state after), so the pre-flight's
+        meta model is the one that trains. On a model already materialised it puts those
+        initial values back in place: the same Parameter objects, so an optimizer built over
+        them stays valid (the divergence replay's restart). ``normlab.model.build.materialise``
+        is the entry. Raises ValueError for a module that cannot re-make its tensors (no
+        ``reset_parameters``; checked before any number is drawn), RuntimeError naming a
+        tensor no step wrote.
+        """
+        if lacking := unresettable(self):
+            raise ValueError(f"materialise: {', '.join(lacking)} hold tensors but no reset_parameters() to "
+                             "re-make them; give each module a reset_parameters() that __init__ calls")
+        # Drawn on the CPU, where a direct build draws (build_model(cfg).to(device)): the CUDA
+        # generator would give other numbers.
+        if any(t.is_meta for _, t in self._tensors()):
+            tied = self.lm_head.weight is self.wte.weight
+            self.to_empty(device="cpu")
+            if tied:  # to_empty gives each module a new Parameter: tie them again
+                self.lm_head.weight = self.wte.weight
+        else:  # already real: new CPU storage under the same objects (a tied tensor is one object)
+            for _, t in self._tensors():
+                t.data = torch.empty_like(t, device="cpu")
+        for _, t in self._tensors():  # a tensor no step writes shows as NaN below, not as stale memory
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+        # Construction order. nn.Linear and nn.Embedding drew their default init from the global
+        # RNG while __init__ built them; init_weights overwrites those values, but the draws that
+        # follow depend on the generator's position, so they are drawn again, in the same order
+        # (modules() lists them in construction order), for the RNG to end where a build leaves it.
+        for m in self.modules():
+            reset = getattr(m, "reset_parameters", None)
+            if callable(reset):
+                reset()
+        init_weights(self, self.init_scheme)
+        self._calibrate_at_init()
+        unwritten = [name for name, t in self._tensors() if t.is_floating_point() and not bool(t.isfinite().all())]
+        if unwritten:
+            raise RuntimeError(f"materialise: {', '.join(unwritten)} not written (NaN after init): the "
+                               "module's reset_parameters() must set every tensor __init__ creates")
+        return self.to(device)
+
+    def _tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """Every parameter and buffer (non-persistent ones too), a tied tensor once."""
+        return [*self.named_parameters(), *self.named_buffers()]
 
     def _placements(self) -> list[Placement]:
         return [m for m in self.modules() if isinstance(m, Placement)]
