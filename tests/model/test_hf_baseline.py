@@ -88,8 +88,8 @@ def test_configs_gpt2_does_not_compute_are_refused_in_one_line(change, words) ->
 
 
 def test_lab_only_machinery_refuses_the_baseline(tmp_path) -> None:
-    from normlab.run.resolve import RunConfig
     from normlab.model.build import lab_internals
+    from normlab.run.resolve import RunConfig
     from normlab.train.plan import check_train, incompatibility
 
     run = RunConfig(model=CFG)
