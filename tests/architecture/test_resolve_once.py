@@ -1,6 +1,6 @@
 """A training run resolves its model config once (item "resolve_model once per run"): the
 checks, the step budget's meta-device model, the build and ``TransformerLM`` all use the
-Plan that ``prepare`` made. Counted at ``build._layout``, which only ``resolve_model`` calls."""
+ResolvedModel that ``prepare`` made. Counted at ``build._layout``, which only ``resolve_model`` calls."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def test_a_type_checker_outside_the_package_sees_the_classes(tmp_path: Path) -> 
                           text=True, timeout=300)
     out = done.stdout
     assert 'use.py:5: note: Revealed type is "def (cfg: normlab.model.config.ModelConfig, plan: ' \
-           'normlab.model.build.Plan | None =) -> normlab.model.transformer.TransformerLM"' in out, out
+           'normlab.model.build.ResolvedModel | None =) -> normlab.model.transformer.TransformerLM"' in out, out
     assert 'use.py:6: note: Revealed type is "def (store: str | pathlib.Path) -> ' \
            'normlab.study.frame.StudyTables"' in out, out
     # Any would accept this call: the class's own signature refuses it

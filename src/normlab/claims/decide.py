@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from normlab.claims.claim import Claim
-from normlab.claims.plan import Plan
+from normlab.claims.plan import ClaimsPlan
 
 
-def decide(p: Plan, claims: list[Claim]) -> dict[str, dict[str, Any]]:
+def decide(p: ClaimsPlan, claims: list[Claim]) -> dict[str, dict[str, Any]]:
     """The records of ``claims`` (claim id -> its claims.json entry, before the Holm adjustment).
     After the quick claims, the rest of the probe grid the page's context figures read."""
     got: dict[str, dict[str, Any]] = {}

@@ -27,7 +27,7 @@ from normlab.study.presets import SCALES
 
 
 @dataclass
-class Plan:
+class ClaimsPlan:
     """A planned claims run: the chosen claims and what measures, trains and caches them."""
 
     run: ClaimsRun
@@ -73,7 +73,7 @@ def choose(run: ClaimsRun) -> list[Claim]:
     return chosen
 
 
-def plan(run: ClaimsRun) -> Plan:
+def plan(run: ClaimsRun) -> ClaimsPlan:
     """Choose, check the registration (before anything is measured or trained), plan the work."""
     chosen = choose(run)
     reg, mode = None, "exploratory"
@@ -89,7 +89,7 @@ def plan(run: ClaimsRun) -> Plan:
     store = Cache(run.out / "cache" if run.cache else None)
     ctx = StudyContext(run.out, scale=run.scale, workers=run.workers, train=run.train, display=display,
                        seeds={} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))})
-    p = Plan(run, chosen, reg, display, store, ctx, None, mode=mode)
+    p = ClaimsPlan(run, chosen, reg, display, store, ctx, None, mode=mode)
     try:
         fast = p.quick_claims
         if fast:
@@ -108,4 +108,4 @@ def plan(run: ClaimsRun) -> Plan:
     return p
 
 
-__all__ = ["Plan", "choose", "plan"]
+__all__ = ["ClaimsPlan", "choose", "plan"]

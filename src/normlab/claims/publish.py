@@ -13,13 +13,13 @@ from normlab.claims import registered
 from normlab.claims.decision import decision_code_hash
 from normlab.claims.ledger import PROBE
 from normlab.claims.output import write_outputs
-from normlab.claims.plan import Plan
+from normlab.claims.plan import ClaimsPlan
 from normlab.claims.studies import StudyContext
 from normlab.report import build_report
 from normlab.report.kinds import STABILITY_STUDIES
 
 
-def publish(p: Plan, records: list[dict[str, Any]], started: float) -> None:
+def publish(p: ClaimsPlan, records: list[dict[str, Any]], started: float) -> None:
     """Write the outputs of ``records`` (in ``p.claims``' order); ``started``: the run's start
     (time.time()), the date of the quick claims' data for the registration marks."""
     run, ctx = p.run, p.ctx

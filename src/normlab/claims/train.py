@@ -5,10 +5,10 @@ measured at initialisation as they are decided (``claims/decide.py``)."""
 
 from __future__ import annotations
 
-from normlab.claims.plan import Plan
+from normlab.claims.plan import ClaimsPlan
 
 
-def train(p: Plan) -> None:
+def train(p: ClaimsPlan) -> None:
     """Run (or read) every study of ``p.studies``, in the claims' order, one progress item each."""
     for i, name in enumerate(p.studies, 1):
         p.display.item(f"study {name} [{i}/{len(p.studies)}]")

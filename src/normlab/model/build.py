@@ -3,7 +3,7 @@ placement, layout, norm, qk-norm, init and FFN names and the placements' options
 checked, and where refused combinations are refused.
 
 ``resolve_model(cfg)`` also checks ``model.impl`` (the code that computes the architecture,
-``normlab.model.impls``) and returns a ``Plan``: per block the (attention, FFN) sub-layers with
+``normlab.model.impls``) and returns a ``ResolvedModel``: per block the (attention, FFN) sub-layers with
 their placement class and validated options, the norm factories, the init scheme and the
 FFN class. ``TransformerLM`` builds from it; callers that only want to validate a config
 early (before anything is written) call it too. Accepted ``model.placement`` forms:
@@ -45,7 +45,7 @@ class SubLayer:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ResolvedModel:
     """Everything ``TransformerLM`` needs beyond the config's numbers (see the module docstring)."""
 
     cfg: ModelConfig
@@ -69,11 +69,11 @@ class Plan:
         """The residual stream the placements need (every sub-layer agrees, see ``resolve_model``)."""
         return self.layout[0][0].cls.make_stream(self.cfg, self.make_norm)
 
-    def for_config(self, cfg: ModelConfig) -> "Plan":
+    def for_config(self, cfg: ModelConfig) -> "ResolvedModel":
         """This plan for ``cfg``, a config that differs from the one it was resolved from only in
         its vocabulary (the corpus fixes it after the names are checked): no second resolution."""
         if dataclasses.replace(cfg, vocab_size=self.cfg.vocab_size) != self.cfg:
-            raise ValueError("Plan.for_config: the config differs in more than model.vocab_size; resolve it")
+            raise ValueError("ResolvedModel.for_config: the config differs in more than model.vocab_size; resolve it")
         return dataclasses.replace(self, cfg=cfg)
 
     @property
@@ -82,8 +82,8 @@ class Plan:
         return self.cfg.final_norm if self.cfg.final_norm is not None else self.layout[-1][1].cls.final_norm
 
 
-def resolve_model(cfg: ModelConfig) -> Plan:
-    """The Plan of ``cfg``; raises ConfigError naming the field (``model.placement[2].omega``, ...)."""
+def resolve_model(cfg: ModelConfig) -> ResolvedModel:
+    """The ResolvedModel of ``cfg``; raises ConfigError naming the field (``model.placement[2].omega``, ...)."""
     make_norm = NORMS.get(cfg.norm)
     qk_norm = QK_NORMS.get(cfg.qk_norm, "model.qk_norm") if cfg.qk_norm is not None else None
     init = INITS.get(cfg.init)
@@ -95,12 +95,12 @@ def resolve_model(cfg: ModelConfig) -> Plan:
     if cfg.attn_scale is not None and getattr(qk_norm, "learned_scale", False):
         raise ConfigError("model.attn_scale", cfg.attn_scale, f"qk_norm {cfg.qk_norm!r} learns its own softmax "
                                                              "scale; set model.attn_scale=none")
-    plan = Plan(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
+    plan = ResolvedModel(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
     impl.check(cfg)  # after the lab's own checks: an implementation refuses what it cannot compute
     return plan
 
 
-def build_model(cfg: ModelConfig, plan: Plan | None = None) -> Any:
+def build_model(cfg: ModelConfig, plan: ResolvedModel | None = None) -> Any:
     """The model of ``cfg`` as ``model.impl`` computes it (the lab's ``TransformerLM`` by
     default), its weights drawn from the global RNG as seeded by the caller; what the training
     loop, its replay and ``RunDir.load_model`` build. ``plan``: ``cfg`` already resolved (a

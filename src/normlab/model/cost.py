@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Union
 from torch import nn
 
 from normlab.model.attention import CausalSelfAttention
-from normlab.model.build import Plan
+from normlab.model.build import ResolvedModel
 from normlab.model.config import ModelConfig
 from normlab.model.transformer import TransformerLM
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 Model = Union["TransformerLM", ModelConfig]
 
 
-def meta_model(what: Model, plan: Plan | None = None) -> TransformerLM:
+def meta_model(what: Model, plan: ResolvedModel | None = None) -> TransformerLM:
     """``what`` itself if it is a model, else the TransformerLM of a config built on the meta
     device (shapes only; build once to ask it several questions); ``plan``: the config resolved."""
 

@@ -40,7 +40,7 @@ class Impl:
     description: str = ""
 
     def build(self, cfg: ModelConfig, plan: Any = None) -> Any:
-        """The module of ``cfg``; ``plan``: its resolution (``model.build.Plan``), passed on."""
+        """The module of ``cfg``; ``plan``: its resolution (``model.build.ResolvedModel``), passed on."""
         return _attr(self.builder)(cfg, plan)
 
     def check(self, cfg: ModelConfig) -> None:

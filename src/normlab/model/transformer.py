@@ -10,7 +10,7 @@ from torch import nn
 
 from normlab.core.errors import UserError
 from normlab.model.attention import CausalSelfAttention
-from normlab.model.build import Plan, lab_internals, resolve_model
+from normlab.model.build import ResolvedModel, lab_internals, resolve_model
 from normlab.model.config import ModelConfig
 from normlab.model.init import init_weights
 from normlab.model.io import load_config, load_weights, save_model
@@ -31,7 +31,7 @@ def unresettable(model: nn.Module) -> list[str]:
 class Block(nn.Module):
     """One layer: an attention sub-layer then an FFN sub-layer, each wrapped by its placement."""
 
-    def __init__(self, plan: Plan, layer: int) -> None:
+    def __init__(self, plan: ResolvedModel, layer: int) -> None:
         super().__init__()
         attn, ffn = plan.layout[layer - 1]  # 1-based layer
         self.attn = attn.cls(CausalSelfAttention(plan.cfg, plan.qk_norm, layer), plan.site(layer, "attn"))
@@ -51,7 +51,7 @@ class TransformerLM(nn.Module):
     (``model/cost.py``) becomes the model a direct build gives with ``materialise``.
     """
 
-    def __init__(self, cfg: ModelConfig, plan: Plan | None = None) -> None:
+    def __init__(self, cfg: ModelConfig, plan: ResolvedModel | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         plan = plan.for_config(cfg) if plan is not None else resolve_model(cfg)  # resolved once per run

@@ -33,7 +33,7 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.model import cost
-from normlab.model.build import Plan as ModelPlan
+from normlab.model.build import ResolvedModel
 from normlab.model.config import ModelConfig
 from normlab.run.train_config import TrainConfig
 
@@ -52,7 +52,7 @@ class StepEstimate:
         return self.flops / rate
 
 
-def estimate(m: ModelConfig, t: TrainConfig, world: int = 1, plan: ModelPlan | None = None,
+def estimate(m: ModelConfig, t: TrainConfig, world: int = 1, plan: ResolvedModel | None = None,
              model: Any = None) -> StepEstimate:
     """Memory (bytes) and FLOPs of one optimizer step of model ``m`` trained as ``t`` says, on one
     of ``world`` processes; ``model``: ``m`` already built on the meta device (else built here)."""
@@ -73,7 +73,7 @@ EXTRAPOLATE_ABOVE = 64
 _PROBES = (8, 16, 24)
 
 
-def _costs(m: ModelConfig, plan: ModelPlan | None, batch: int, model: Any = None) -> tuple[float, float]:
+def _costs(m: ModelConfig, plan: ResolvedModel | None, batch: int, model: Any = None) -> tuple[float, float]:
     """Parameters and step FLOPs of the model of ``m``: read off the resolved model, shapes only;
     for a deep stack of one placement, extrapolated from three shallow builds that lie on a line
     (if they do not, the stack is built whole)."""
@@ -174,7 +174,7 @@ def _blame(sections: Sections, named: str, memory: bool) -> tuple[str, str]:
 
 
 def check_step_fits(m: ModelConfig, t: TrainConfig, device: torch.device, world: int = 1,
-                    plan: ModelPlan | None = None, model: Any = None) -> None:
+                    plan: ResolvedModel | None = None, model: Any = None) -> None:
     """Refuse (UserError) a step of model ``m`` trained as ``t`` says that cannot fit in memory or
     time here; warn on a slow one. The error names the field to blame first (``culprit``), then
     every other field that sizes a step. ``plan``: ``m`` already resolved, ``model``: ``m`` built on

@@ -25,8 +25,7 @@ from normlab.data.config import DataConfig
 from normlab.data.record import absolute, locate
 from normlab.data.tokenizers import make_tokenizer
 from normlab.model import cost
-from normlab.model.build import Plan as ModelPlan
-from normlab.model.build import lab_internals, resolve_model
+from normlab.model.build import ResolvedModel, lab_internals, resolve_model
 from normlab.model.config import ModelConfig
 from normlab.model.placement import Placement, Stream
 from normlab.run import checkpoint
@@ -49,7 +48,7 @@ class RunPlan:
     resume: bool
     done: dict[str, Any] | None = None  # the summary of a finished run that has nothing left to do
     unique: bool = False  # run_dir is a proposed name: the run takes it or the next free one (-1, -2, ...)
-    model: ModelPlan | None = None      # cfg.model resolved (names, options), once per run
+    model: ResolvedModel | None = None      # cfg.model resolved (names, options), once per run
     corpus_sha256: str | None = None  # a resumed run's recorded corpus (RUN/data.json): no other is read
     meta: Any = None  # the run's one model, built on the meta device (shapes only): costed here, materialised later
 
