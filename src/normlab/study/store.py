@@ -362,13 +362,16 @@ class Store:
 
 
 def peek(path: str | Path) -> tuple[dict[str, Any], list[TrialRecord]]:
-    """(spec, trials) of the store at ``path``, read without writing anything there: no WAL
-    switch, no check, no lock (the seen-seeds ledger reads stores it does not own, published
-    copies included). A folder that is not a store this version reads is a ``UserError``."""
+    """(spec, trials) of the store at ``path``, read through a read-only connection: no WAL
+    switch, no check, no lock, no byte of spec.json or study.sqlite changed (the seen-seeds
+    ledger reads stores it does not own, published copies included; SQLite may leave its empty
+    -wal/-shm files beside a WAL database, as any reader's). A folder that is not a store this
+    version reads is a ``UserError``."""
     root = Path(path)
+    for name in (SPEC, DB):
+        if not (root / name).is_file():  # connecting would create an empty database in its place
+            raise UserError(f"{root / name}: missing; not a study store")
     spec = _read_spec(root / SPEC)
-    if not (root / DB).is_file():  # connecting would create an empty database in its place
-        raise CorruptFileError(f"{root / DB}: missing from its store")
     try:
         conn = _connect(root / DB, 60.0, read_only=True)
         try:
