@@ -39,15 +39,17 @@ def owners() -> dict[str, set[str]]:
         for n in names:
             out.setdefault(n, set()).add(module)
 
-    own("run/dir.py", _names(*rundir.OWNED) - {rundir.REPORT, rundir.ANALYSIS})  # see the kinds below
+    own("run/dir.py", _names(*rundir.OWNED) - {rundir.REPORT, rundir.ANALYSIS})  # (the bare words: below)
     own("run/outdir.py", _names(*(e for kind in outdir.ENTRIES.values() for e in kind))
         - {outdir.PAGE, outdir.ANALYSIS, outdir.STEPS})
     own("model/io.py", {model_io.WEIGHTS, model_io.CONFIG, model_io.HF_CONFIG})
     own("run/checkpoint.py", {checkpoint.OPTIMIZER, checkpoint.RNG, checkpoint.STATE, checkpoint.MANIFEST})
     own("study/store.py", {store.SPEC, store.DB})
     own("claims/folder.py", {claims_folder.CLAIMS_JSON, claims_folder.HISTORY})
-    own("train/loggers.py", {"tensorboard", "wandb"})  # the built-in loggers' declared folders
-    own("train/catalogue.py", {"tensorboard", "wandb"})  # ... which are also their registry names
+    builtin = set(rundir.RunDir.logger_folders()) & {"tensorboard", "wandb"}
+    assert builtin == {"tensorboard", "wandb"}, "the built-in loggers declare their folders"
+    own("train/loggers.py", builtin)  # where each built-in logger declares its folder
+    own("train/catalogue.py", builtin)  # ... also the loggers' registry names
     # Files of other formats that share a name with one of ours, each with its own single owner:
     own("data/hf_source.py", {checkpoint.STATE})  # a datasets ``save_to_disk`` folder's state.json
     own("data/shards.py", {checkpoint.MANIFEST})  # a token-shard folder's manifest.json
@@ -57,7 +59,7 @@ def owners() -> dict[str, set[str]]:
     return out
 
 
-STEP = [re.compile(r"step_(\(|\\d|\{|%)")]  # a pattern or template of a kept step's folder name
+STEP = re.compile(r"step_(\(|\\d|\{|%)")  # a pattern or template of a kept step's folder name
 SQL = re.compile(r"\b(FROM|INTO|UPDATE|JOIN|TABLE(?: IF NOT EXISTS)?)\s+(trials|events)\b")
 
 
@@ -92,7 +94,7 @@ def spellings(source: str, names: set[str]) -> list[tuple[int, str]]:
             text = node.value
             if SQL.search(text):
                 found.append((node.lineno, f"SQL on a store table: {text[:40]}"))
-            if any(p.search(text) for p in STEP):
+            if STEP.search(text):
                 found.append((node.lineno, "step_ pattern"))
             if not re.search(r"\s", text):
                 found += [(node.lineno, part) for part in text.split("/") if part in names]
