@@ -16,9 +16,7 @@ NAMES = {"config.json", "env.json", "metrics.jsonl", "diagnostics.jsonl", "diagn
          "data.json", "checkpoints", ".old", ".normlab.lock", "normlab.json"}  # the last two: every lab folder's lock and marker
 ALLOWED = {  # (module, name): why this is not a run directory's file
     ("run/checkpoint.py", ".old"): "the checkpoint folder's own swap twin, inside the folder format it owns",
-    ("inspect/subject.py", "config.json"): "a Hugging Face model directory's config.json (same file name)",
-    ("inspect/hub.py", "config.json"): "the Hugging Face Hub cache's config.json",
-    ("run/init_from.py", "config.json"): "a Hugging Face model directory's config.json, refused as --init-from",
+    ("model/io.py", "config.json"): "a Hugging Face model directory's config.json (HF_CONFIG: same file name)",
 }
 
 

@@ -75,7 +75,8 @@ def test_an_installed_plugin_adds_a_placement_a_statistic_and_a_logger(tmp_path:
     assert json.loads((run / "config.json").read_text())["model"]["placement"] == {"name": "scaled_pre", "scale": 0.5}
     # The logger got every logged step, with the numbers metrics.jsonl has.
     own = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    kept = [line.split("\t") for line in (run / "losses.tsv").read_text().splitlines()]
+    kept = [line.split("\t") for line in (run / "tsv" / "losses.tsv").read_text().splitlines()]  # its declared folder
+    assert not (run / "losses.tsv").exists()
     assert [int(k[0]) for k in kept] == [m["step"] for m in own] and own[-1]["step"] == 3
     assert [float(k[1]) for k in kept] == [m["train/loss"] for m in own]
     assert kept[-1][2] == repr(own[-1]["val/loss"])  # the last step evaluates

@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normlab.claims.folder import CLAIMS_JSON, HISTORY
 from normlab.claims.registration import study_spec
 from normlab.core.errors import UserError
 from normlab.core.fsutil import read_jsonl
 from normlab.study.presets import study_preset
+from normlab.study.store import SPEC, Store, peek
 
 PROBE = "probe"  # the quick measurements' seeds (probe cells and extra measurements share them)
 _QUICK_SEED = re.compile(r"(?:^|/)seed(\d+)$")
@@ -80,7 +81,7 @@ def read(paths: Iterable[Path], own: Path | None = None, before: float | None = 
         mine = own is not None and p.resolve() == Path(own).resolve()
         if p.is_file():
             (_history if p.suffix == ".jsonl" else _claims_json)(seen, p)
-        elif (p / "spec.json").is_file() and (p / "study.sqlite").is_file():
+        elif Store.is_store(p):
             _store(seen, p, before if mine else None)
         elif p.is_dir():
             _folder(seen, p, before if mine else None)
@@ -88,13 +89,13 @@ def read(paths: Iterable[Path], own: Path | None = None, before: float | None = 
 
 
 def _folder(seen: Seen, root: Path, before: float | None) -> None:
-    for f in sorted(root.rglob("claims.json")):
+    for f in sorted(root.rglob(CLAIMS_JSON)):
         if "cache" not in f.relative_to(root).parts:
             _claims_json(seen, f)
-    for f in sorted(root.rglob("history.jsonl")):
+    for f in sorted(root.rglob(HISTORY)):
         _history(seen, f)
-    for spec in sorted(root.rglob("spec.json")):
-        if (spec.parent / "study.sqlite").is_file():
+    for spec in sorted(root.rglob(SPEC)):
+        if Store.has_db(spec.parent):
             _store(seen, spec.parent, before)
     for f in sorted(root.rglob("cache/*/*.json")):
         if before is None or f.stat().st_mtime < before:
@@ -103,17 +104,16 @@ def _folder(seen: Seen, root: Path, before: float | None) -> None:
 
 def _store(seen: Seen, root: Path, before: float | None) -> None:
     try:
-        name = json.loads((root / "spec.json").read_text(encoding="utf-8"))["name"]
-        with sqlite3.connect(f"file:{root / 'study.sqlite'}?mode=ro", uri=True) as conn:
-            rows = conn.execute("SELECT id, params, status, started_at FROM trials").fetchall()
-    except (OSError, ValueError, KeyError, sqlite3.Error):
+        spec, trials = peek(root)  # read-only: the ledger never writes a store it reads
+        name = spec["name"]
+    except (OSError, ValueError, KeyError, UserError):
         return  # not a store this version reads: nothing recorded in it can be named
-    for tid, params, status, started in rows:
-        if status == "pending" or started is None or (before is not None and float(started) >= before):
+    for t in trials:
+        if t.status == "pending" or t.started_at is None or (before is not None and float(t.started_at) >= before):
             continue
         where = f"store {root}"
-        seen.add_trial(tid, where)
-        seed = json.loads(params).get("seed")
+        seen.add_trial(t.id, where)
+        seed = t.params.get("seed")
         if seed is not None:
             seen.add_seed(name, seed, where)
 

@@ -13,14 +13,13 @@ from typing import Any
 
 import normlab
 from normlab.claims.figures import CONTEXT_CAPTIONS, effect_figure, quick_context_figures
+from normlab.claims.folder import CLAIMS_JSON, HISTORY
 from normlab.claims.holm import adjust, holm_verdicts  # (re-exported: the outputs' Holm step)
 from normlab.claims.page_regime import check_rows, mode_sentence, regime_rows, regime_sentence
 from normlab.claims.registered import summary, tag
 from normlab.core.errors import UserError
 from normlab.core.fsutil import append_jsonl, atomic_write_text, read_jsonl
 from normlab.report.html import Page, esc
-
-HISTORY = "history.jsonl"
 
 
 def headline(r: dict[str, Any]) -> str:
@@ -93,7 +92,7 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
     for r in records:
         r["effect_figure"] = effect_figure(r, out)
     update_history(records, out, meta)
-    atomic_write_text(out / "claims.json", json.dumps({"meta": meta, "claims": records}, indent=2, default=float))
+    atomic_write_text(out / CLAIMS_JSON, json.dumps({"meta": meta, "claims": records}, indent=2, default=float))
     atomic_write_text(out / "claims.md", markdown_table(records))
     write_page(records, out, meta, embed)
 
@@ -238,7 +237,7 @@ def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path
     repository). A missing or damaged claims.json is a UserError."""
 
     out = Path(out)
-    path = out / "claims.json"
+    path = out / CLAIMS_JSON
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         records, meta = data["claims"], data["meta"]

@@ -17,6 +17,7 @@ from normlab.claims.plan import ClaimsPlan
 from normlab.claims.studies import StudyContext
 from normlab.report import build_report
 from normlab.report.kinds import STABILITY_STUDIES
+from normlab.study.store import Store
 
 
 def publish(p: ClaimsPlan, records: list[dict[str, Any]], started: float) -> None:
@@ -54,7 +55,7 @@ def map_pages(ctx: StudyContext, out: Path) -> list[str]:
     pages = []
     for name in STABILITY_STUDIES:
         store = ctx.store_dir(name)
-        if name in ctx.studies_read() and (store / "study.sqlite").is_file():
+        if name in ctx.studies_read() and Store.has_db(store):
             page = build_report(store, out=out / "maps" / name)
             pages.append(str(page.relative_to(out)))
     return pages

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from normlab.claims.folder import CLAIMS_JSON
 from normlab.claims.registration import part_hash
 from normlab.claims.rules import Direction, Outside, Rule, Within
 from normlab.stats.effects import Effect
@@ -142,7 +143,7 @@ def verify(out: str | Path, repo: str | Path | None = None) -> list[str]:
     import json
     import subprocess
 
-    data = json.loads((Path(out) / "claims.json").read_text(encoding="utf-8"))
+    data = json.loads((Path(out) / CLAIMS_JSON).read_text(encoding="utf-8"))
     meta, records = data["meta"], data["claims"]
     parts = [(r, p) for r in records for p in [*r["parts"], *r.get("checks", [])]]
     problems = [f"{r['id']}/{p['id']}: registered={p.get('registered')!r}, not one of {BEFORE}, {POST_HOC}, "

@@ -69,7 +69,7 @@ class StudyContext:
         for name in names:
             ids = {t.id for t in self.spec(name).trials()}
             total += len(ids)
-            if (self.store_dir(name) / "spec.json").exists():
+            if Store.is_made(self.store_dir(name)):
                 store = Store(self.store_dir(name))
                 done += sum(t.id in ids and t.status in FINAL for t in store.trials())
                 store.close()
@@ -85,7 +85,7 @@ class StudyContext:
                 store = run_study(self.spec(name), self.store_dir(name),
                                   workers=self.workers or default_workers(1), progress=self.display is not None,
                                   display=self.display, retry_failed=True)
-            elif (self.store_dir(name) / "spec.json").exists():
+            elif Store.is_made(self.store_dir(name)):
                 store = Store(self.store_dir(name))
             else:
                 raise UserError(f"{self.store_dir(name)}: no store for study {name!r}; run `normlab claims` "
@@ -101,9 +101,9 @@ class StudyContext:
                 raise UserError(f"{self.store_dir(name)}: {len(failed)} of {total} trials of "
                                 f"study {name!r} failed, so no claim on it is decided; first error: {first}. "
                                 f"Fix the cause, then {again}")
-            row = store.conn.execute("SELECT MIN(started_at), MAX(finished_at) FROM trials").fetchone()
-            if row and row[0] is not None and row[1] is not None:
-                self.spans[name] = (float(row[0]), float(row[1]))
+            span = store.span()
+            if span is not None:
+                self.spans[name] = span
             store.close()
         return self._done[name]
 

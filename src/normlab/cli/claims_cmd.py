@@ -79,10 +79,11 @@ def _claims(args: argparse.Namespace) -> int:
                                    progress=not args.quiet, cache=not args.no_cache, registration=args.registration,
                                    allow_post_hoc=args.allow_post_hoc, embed=not args.link_figures,
                                    exploratory=args.exploratory, seen=args.seen))
+    from normlab.claims.folder import CLAIMS_JSON
     from normlab.core.fsutil import read_json
 
-    print_table(results, meta=(read_json(Path(args.out) / "claims.json", {}) or {}).get("meta"))
-    print(f"\nwrote {Path(args.out) / 'claims.json'} and {Path(args.out) / 'index.html'}")
+    print_table(results, meta=(read_json(Path(args.out) / CLAIMS_JSON, {}) or {}).get("meta"))
+    print(f"\nwrote {Path(args.out) / CLAIMS_JSON} and {Path(args.out) / 'index.html'}")
     return 0
 
 

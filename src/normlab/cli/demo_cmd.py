@@ -41,9 +41,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     spec = study_preset(NAME, args.scale)  # a bad --scale fails before anything is written
     writable_dir(args.store, "--store")  # before the corpus download and the study
-    if (Path(args.store) / "study.sqlite").exists():
-        from normlab.study.store import Store
+    from normlab.study.store import Store
 
+    if Store.has_db(args.store):
         Store(args.store).close()  # a damaged store is refused now, not after the download
     if args.data_dir:
         existing_dir(args.data_dir, "--data-dir", "a directory holding tinyshakespeare.txt")

@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-OUTPUTS = ("probe.csv", "summary.json", "probe_config.json")  # normlab.run.outdir.ENTRIES["probe"]
-
 
 def _ints(text: str) -> list[int]:
     try:
@@ -58,11 +56,11 @@ def _probe(args: argparse.Namespace) -> int:
                       batch_size=args.batch_size, context=args.context, data=args.data, n_proj=args.n_proj)
     out = writable_dir(args.out, "--out")  # before the work: a probe is never computed only to be lost
 
-    from normlab.run.outdir import OutDir
+    from normlab.run.outdir import ENTRIES, OutDir
 
     def refuse_existing() -> None:
         names = {p.name for p in OutDir(out, "probe").contents()}  # (a folder of another kind is refused)
-        existing = [n for n in OUTPUTS + ("report",) if n in names]
+        existing = [n.rstrip("/") for n in ENTRIES["probe"] if n.rstrip("/") in names]
         if existing and not args.force:
             raise UserError(f"--out {out}: already holds a probe ({', '.join(existing)}); choose another --out "
                             "or add --force to replace it")
@@ -87,7 +85,7 @@ def _run(cfg: Any, args: argparse.Namespace, out: Path) -> tuple[dict[str, Any],
     from normlab.core.schema import to_dict
     from normlab.diagnostics.fits import summarize
     from normlab.diagnostics.probe import run_probe, write_csv
-    from normlab.run.outdir import PROBE_CONFIG, PROBE_CSV, SUMMARY, OutDir
+    from normlab.run.outdir import PAGE, PROBE_CONFIG, PROBE_CSV, SUMMARY, OutDir
 
     display = Progress("probe", enabled=not args.quiet)
     display.add("model", len(cfg.placements) * len(cfg.depths) * cfg.seeds)
@@ -103,11 +101,11 @@ def _run(cfg: Any, args: argparse.Namespace, out: Path) -> tuple[dict[str, Any],
         rows = run_probe(cfg, data_dir=args.data_dir, progress=progress)
     summary = summarize(rows)
     summary["wall_time_s"] = time.perf_counter() - t0
-    if args.force and (out / "report").is_dir():
+    folder = OutDir(out, "probe")
+    if args.force and folder.file(PAGE).is_dir():
         import shutil
 
-        shutil.rmtree(out / "report")  # built from the probe being replaced: stale now
-    folder = OutDir(out, "probe")
+        shutil.rmtree(folder.file(PAGE))  # built from the probe being replaced: stale now
     write_csv(rows, folder.file(PROBE_CSV))
     atomic_write_text(folder.file(SUMMARY), json.dumps(summary, indent=2))
     atomic_write_text(folder.file(PROBE_CONFIG), json.dumps(to_dict(cfg), indent=2))

@@ -28,6 +28,7 @@ def _report(args: argparse.Namespace) -> int:
     from normlab.core.fscheck import existing_dir, writable_dir
     from normlab.report import build_report
     from normlab.report.compare import compare_page
+    from normlab.run.outdir import default_page
 
     for path in args.paths:
         existing_dir(path, "PATH", "a run directory, a probe --out directory or a study store")
@@ -36,7 +37,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.out:
         writable_dir(args.out, "--out")
     else:  # the default place: beside the one PATH, or ./compare
-        one = Path(args.paths[0]) / "report" if len(args.paths) == 1 else Path("compare")
+        one = default_page(args.paths[0]) if len(args.paths) == 1 else Path("compare")
         writable_dir(one, "report", "give --out DIR elsewhere")
     progress = not args.quiet
     if len(args.paths) == 1:

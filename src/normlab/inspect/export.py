@@ -23,6 +23,7 @@ from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_json
 from normlab.data.tokenizers import tokenizer_from_state
 from normlab.model.hf_export import family_for, max_logit_diff, to_hf
+from normlab.model.io import is_model_dir
 from normlab.model.transformer import TransformerLM
 from normlab.run import checkpoint as checkpoint_files  # (callers name their argument `checkpoint`)
 from normlab.run.dir import RunDir
@@ -86,7 +87,7 @@ def hf_tokenizer(lab_tok: Any, context: int | None = None) -> Any:
 def _load(src: Path, checkpoint: str) -> tuple[Any, Any, Path | None]:
     """(lab model, lab tokenizer or None, directory of an imported tokenizer or None)."""
 
-    if (src / "model_config.json").is_file():  # a checkpoint or a `normlab import` / save_model dir
+    if is_model_dir(src):  # a checkpoint or a `normlab import` / save_model dir
 
         model = TransformerLM.load(src).eval()
         tok_state = checkpoint_files.tokenizer_state(src)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from normlab.core.errors import UserError
+from normlab.model.io import HF_CONFIG
 
 LOCAL_DIR_HINT = ("or give a local directory holding config.json, the weights (model.safetensors or "
                   "pytorch_model.bin) and the tokenizer files (tokenizer.json, or vocab.json + merges.txt; "
@@ -51,7 +52,7 @@ def hub_source(model: str) -> dict[str, Any]:
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        cached = isinstance(try_to_load_from_cache(model, "config.json"), str)
+        cached = isinstance(try_to_load_from_cache(model, HF_CONFIG), str)
     except ValueError:  # not a valid repo id: from_pretrained says why, without the network
         return {}
     if _offline():

@@ -32,11 +32,12 @@ from normlab.core.progress import Progress
 from normlab.data.source import KNOWN
 from normlab.diagnostics.rows import COLUMNS, write_csv
 from normlab.inspect import inspect_subject, read_text
-from normlab.inspect.subject import DTYPES, is_hf_dir, load_subject
+from normlab.inspect.subject import DTYPES, load_subject
+from normlab.model.io import is_hf_dir, is_model_dir
 from normlab.report.pages import series_page
 from normlab.run import checkpoint as checkpoint_files  # (callers name their argument `checkpoint`)
 from normlab.run.dir import RunDir, note_if_written
-from normlab.run.outdir import SERIES_CSV, SERIES_JSON, STEPS, OutDir
+from normlab.run.outdir import PROBE_CSV, SERIES_CSV, SERIES_JSON, STEPS, OutDir
 
 SERIES, ROWS = SERIES_JSON, SERIES_CSV  # the series folder's entries (normlab.run.outdir.ENTRIES)
 _NUMBER = re.compile(r"\d+")
@@ -58,7 +59,7 @@ def _step_of_name(path: Path) -> int | None:
 def _is_model_dir(p: Path) -> bool:
     """A lab checkpoint or model directory, or a Hugging Face one."""
 
-    return p.is_dir() and ((p / "model_config.json").is_file() or is_hf_dir(p))
+    return p.is_dir() and (is_model_dir(p) or is_hf_dir(p))
 
 
 def _one(p: Path) -> Member:
@@ -115,7 +116,7 @@ def default_out(sources: list[str]) -> Path:
 
 
 def step_dir(out: Path, step: int) -> Path:
-    return out / STEPS / f"step_{step:06d}"
+    return OutDir(out, "series").step_dir(step)
 
 
 def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], force: bool) -> None:
@@ -222,7 +223,7 @@ def write_rows(out: Path) -> list[int]:
     rows: list[dict[str, Any]] = []
     depth: dict[int, int] = {}
     for s in steps:
-        with (step_dir(out, s) / "probe.csv").open(newline="", encoding="utf-8") as fh:
+        with OutDir(step_dir(out, s), "inspect").file(PROBE_CSV).open(newline="", encoding="utf-8") as fh:
             got = [{"step": s, **r} for r in csv.DictReader(fh)]
         if got:
             depth[s] = int(got[0]["n_layer"])

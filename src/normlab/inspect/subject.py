@@ -12,7 +12,6 @@ through the same statistics.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -24,6 +23,7 @@ from normlab.data.tokenizers import tokenizer_from_state
 from normlab.diagnostics.families import Family, family_of
 from normlab.diagnostics.subject import Subject, find_blocks, subject_from_module
 from normlab.inspect.hub import hub_source
+from normlab.model.io import HF_CONFIG, is_model_dir
 from normlab.model.transformer import TransformerLM
 from normlab.run import checkpoint as checkpoint_files  # (callers name their argument `checkpoint`)
 from normlab.run.dir import RunDir, note_if_written
@@ -36,10 +36,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def load_subject(model: str, dtype: str = "float32", device: str = "cpu", context: int | None = None) -> Subject:
     """Resolve MODEL (lab run / checkpoint / model dir, HF directory or Hub id) into a Subject."""
     path = Path(model)
-    if path.is_dir() and (path / "model_config.json").is_file():
+    if path.is_dir() and is_model_dir(path):
         return _lab_dir(path, dtype, device, context)
     # A lab run and a Hugging Face directory both hold a config.json: its content tells them apart.
-    if path.is_dir() and (path / "config.json").is_file():
+    if path.is_dir() and (path / HF_CONFIG).is_file():
         data = dir_config(path)
         if isinstance(data.get("model"), dict) and "model_type" not in data:
             return _lab_run(path, dtype, device, context)
@@ -52,25 +52,15 @@ def load_subject(model: str, dtype: str = "float32", device: str = "cpu", contex
 def dir_config(path: Path) -> dict[str, Any]:
     """A directory's config.json, a lab run's or a Hugging Face model's: read here before
     transformers sees it, so damage is the lab's one line naming the file."""
-    return read_json_table(Path(path) / "config.json", "restore it from a backup (a lab run's, or a Hugging "
+    return read_json_table(Path(path) / HF_CONFIG, "restore it from a backup (a lab run's, or a Hugging "
                            "Face model's as save_pretrained writes it)")
 
 
 def check_dir_config(model: str) -> None:
     """MODEL a directory with a config.json: read it now, so that damage is the lab's one line
     naming the file before transformers words it its own way (a Hub id: nothing to check)."""
-    if Path(model).is_dir() and (Path(model) / "config.json").is_file():
+    if Path(model).is_dir() and (Path(model) / HF_CONFIG).is_file():
         dir_config(Path(model))
-
-
-def is_hf_dir(path: Path) -> bool:
-    """A Hugging Face model directory: its config.json names a ``model_type`` (a lab run's
-    config.json, the same file name, holds the run's sections instead)."""
-    try:
-        data = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "model_type" in data
 
 
 # ------------------------------------------------------------------------------ lab models

@@ -17,8 +17,27 @@ from normlab.core.fscheck import read_json_table
 from normlab.core.schema import from_dict, to_dict
 from normlab.model.config import ModelConfig
 
+# The files of a model directory, spelled here only (a checkpoint is one too: ``run.checkpoint``).
 WEIGHTS = "model.safetensors"
 CONFIG = "model_config.json"
+# A Hugging Face model directory's config (``save_pretrained``). A lab run's config.json has the
+# same name (``RunDir``): an HF one is told apart by the ``model_type`` it names (``is_hf_dir``).
+HF_CONFIG = "config.json"
+
+
+def is_model_dir(folder: str | Path) -> bool:
+    """Whether ``folder`` is a lab model directory (``save_model``, ``normlab import``, a checkpoint)."""
+    return (Path(folder) / CONFIG).is_file()
+
+
+def is_hf_dir(folder: str | Path) -> bool:
+    """A Hugging Face model directory: its config.json names a ``model_type`` (a lab run's
+    config.json, the same file name, holds the run's sections instead)."""
+    try:
+        data = json.loads((Path(folder) / HF_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "model_type" in data
 
 
 def _replace_atomically(tmp: Path, final: Path) -> None:

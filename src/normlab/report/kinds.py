@@ -27,6 +27,8 @@ from typing import Any
 from normlab.report.html import Page
 from normlab.report.load import detect
 from normlab.run.dir import folder_kind
+from normlab.run.outdir import SUMMARY, OutDir, default_page
+from normlab.study.store import Store
 
 KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "series")
 
@@ -85,7 +87,7 @@ def inspected(path: str | Path) -> bool:
     marked = folder_kind(path)
     if marked in ("probe", "inspect"):
         return marked == "inspect"
-    s = _json(Path(path) / "summary.json")
+    s = _json(OutDir(path, "inspect").file(SUMMARY))
     return isinstance(s, dict) and isinstance(s.get("model"), str) and "family" in s
 
 
@@ -95,7 +97,7 @@ def page_kind(path: str | Path) -> str:
 
     kind = detect(path)
     if kind == "study":
-        spec = _json(Path(path) / "spec.json")
+        spec = _json(Store.spec_path(path))
         spec = spec if isinstance(spec, dict) else {}
         if spec.get("name") in DEMO_STUDIES:
             return "demo"
@@ -175,7 +177,7 @@ def open_study_page(study: Any, kind: str, progress: bool, out: Path | None,
     spec = study.spec
     question, _ = study_question(spec)
     head = heading(kind, name=spec.get("name", study.path.name), question=question)
-    page = Page(head.title, out or study.path / "report", progress=progress)
+    page = Page(head.title, out or default_page(study.path), progress=progress)
     finished = [t for t in study.trials if t.status in ("completed", "diverged")]
     if not finished:
         page.lead(head.question, none_yet)

@@ -18,6 +18,7 @@ from typing import Any
 from normlab.core.errors import UserError
 from normlab.core.fsutil import read_json
 from normlab.run.dir import RunDir, folder_kind, writer
+from normlab.run.outdir import PROBE_CONFIG, PROBE_CSV, SERIES_CSV, SERIES_JSON, SUMMARY, OutDir
 from normlab.study.store import Store
 
 # the file format a folder's marker (``normlab.run.dir.MARKER``) implies
@@ -29,7 +30,7 @@ def _written(p: Path, fmt: str) -> bool:
 
     if fmt == "run":
         return RunDir(p).is_report_run()
-    return (p / ("series.csv" if fmt == "series" else "probe.csv")).is_file()
+    return (OutDir(p, "series").file(SERIES_CSV) if fmt == "series" else OutDir(p, "probe").file(PROBE_CSV)).is_file()
 
 
 def detect(path: str | Path) -> str:
@@ -50,11 +51,12 @@ def detect(path: str | Path) -> str:
         if h is not None:
             raise UserError(f"{p}: a {kind} still being written by {h.describe()}, with nothing to draw yet; "
                             "rerun normlab report once it has written its first results")
-    if (p / "study.sqlite").is_file():
+    if Store.has_db(p):
         return "study"
-    if (p / "probe.csv").is_file():
+    if OutDir(p, "probe").file(PROBE_CSV).is_file():
         return "probe"
-    if (p / "series.csv").is_file() and (p / "series.json").is_file():
+    series = OutDir(p, "series")
+    if series.file(SERIES_CSV).is_file() and series.file(SERIES_JSON).is_file():
         return "series"
 
     if RunDir(p).is_report_run():
@@ -141,8 +143,9 @@ def load_probe(path: str | Path) -> ProbeData:
 
     p = Path(path)
     h = writer(p)
-    rows = _long_rows(p / "probe.csv")
-    return ProbeData(p, rows, read_json(p / "summary.json", {}) or {}, read_json(p / "probe_config.json", {}) or {},
+    folder = OutDir(p, "probe")  # an inspect folder holds the same three files
+    rows = _long_rows(folder.file(PROBE_CSV))
+    return ProbeData(p, rows, read_json(folder.file(SUMMARY), {}) or {}, read_json(folder.file(PROBE_CONFIG), {}) or {},
                      h.describe() if h is not None else None)
 
 
@@ -180,12 +183,13 @@ class SeriesData:
 
 def load_series(path: str | Path) -> SeriesData:
     p = Path(path)
-    meta = read_json(p / "series.json", {})
+    folder = OutDir(p, "series")
+    meta = read_json(folder.file(SERIES_JSON), {})
     if not isinstance(meta, dict) or not isinstance(meta.get("sources"), dict):
-        raise UserError(f"{p / 'series.json'}: damaged; rerun `normlab inspect --series ... --out {p}`")
-    rows = _long_rows(p / "series.csv", ("step", *_INT_COLS))
+        raise UserError(f"{folder.file(SERIES_JSON)}: damaged; rerun `normlab inspect --series ... --out {p}`")
+    rows = _long_rows(folder.file(SERIES_CSV), ("step", *_INT_COLS))
     summaries = {}
     for s in sorted({r["step"] for r in rows}):
-        got = read_json(p / "steps" / f"step_{s:06d}" / "summary.json", {})
+        got = read_json(OutDir(folder.step_dir(s), "inspect").file(SUMMARY), {})
         summaries[s] = got if isinstance(got, dict) else {}
     return SeriesData(p, rows, meta, summaries)

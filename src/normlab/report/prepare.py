@@ -23,6 +23,7 @@ from normlab.report.kinds import page_kind
 from normlab.report.load import load_run
 from normlab.report.run_page import analysis_figures, analysis_of, current, measured_at
 from normlab.run.dir import RunDir
+from normlab.run.outdir import ANALYSIS, default_page
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def prepare(path: str | Path, out: str | Path | None = None, data_dir: str | Non
     run_dir = Path(path)
     if page_kind(run_dir) != "run":
         return
-    out_dir = Path(out) if out is not None else run_dir / "report"
+    out_dir = Path(out) if out is not None else default_page(run_dir)
     load_run(run_dir)  # what the page reads first: a damaged run is its one-line error, before any analysis
     keys = [key for key, _, _ in analysis_figures()]
     res, now = analysis_of(run_dir, out_dir)
@@ -43,7 +44,7 @@ def prepare(path: str | Path, out: str | Path | None = None, data_dir: str | Non
     try:
         writable_dir(cache, "analysis")
     except UserError:  # a read-only run (a published copy): the cache goes beside the page
-        cache = out_dir / "analysis"
+        cache = out_dir / ANALYSIS
     log.info("analysing the checkpoint at %s for the layer figures (once per checkpoint; cached in %s)",
              measured_at(now), cache)
     try:

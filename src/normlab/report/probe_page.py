@@ -26,6 +26,7 @@ from normlab.report.html import Page
 from normlab.report.kinds import heading, inspected, still_written
 from normlab.report.load import ProbeData
 from normlab.report.numbers import num, rounded, signed
+from normlab.run.outdir import default_page
 
 W2 = ("W_2", "W2")
 _KIND = {"layers": "profile", "depth": "depth"}  # a statistic's Figure.kind -> key_figure's kind
@@ -186,7 +187,7 @@ def build(probe: ProbeData, progress: bool = False, out: Path | None = None) -> 
     else:
         head = heading("probe", name=probe.path.name, what=describe_probe(probe) if probe.rows else "no rows")
         ans, notes = answer(probe) if probe.rows else ("probe.csv has no rows: nothing was measured.", [])
-    page = Page(head.title, out or probe.path / "report", progress=progress)
+    page = Page(head.title, out or default_page(probe.path), progress=progress)
     if probe.writer:
         notes = [still_written(probe.writer), *notes]
     page.lead(head.question, ans, notes)

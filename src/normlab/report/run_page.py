@@ -18,6 +18,7 @@ from normlab.report.kinds import heading, still_written
 from normlab.report.load import RunData
 from normlab.report.numbers import duration, num
 from normlab.run.dir import RunDir
+from normlab.run.outdir import ANALYSIS, ANALYSIS_JSON, OutDir, default_page
 
 
 def describe(config: dict[str, Any]) -> str:
@@ -91,7 +92,7 @@ def answer(run: RunData) -> str:
 def build(run: RunData, progress: bool = False, out: Path | None = None) -> Path:
     head = heading("run", name=run.path.name, label=run.label, what=describe(run.config),
                    corpus=run.config.get("data", {}).get("corpus"))
-    page = Page(head.title, out or run.path / "report", progress=progress)
+    page = Page(head.title, out or default_page(run.path), progress=progress)
     page.lead(head.question, answer(run), [still_written(run.writer)] if run.writer else [])
     s, stale = current_summary(run)
     status = "diverged" if s.get("status") in ("diverged", "failed") else "ok"
@@ -192,4 +193,4 @@ def analysis_figures() -> list[tuple[str, Any, Any]]:
 
 def analysis_places(run_dir: Path, out_dir: Path) -> list[Path]:
     """Where a run's analysis.json may be, in the order a page reads them."""
-    return [RunDir(run_dir).analysis_dir / "analysis.json", out_dir / "analysis" / "analysis.json"]
+    return [OutDir(folder, "analysis").file(ANALYSIS_JSON) for folder in (RunDir(run_dir).analysis_dir, out_dir / ANALYSIS)]

@@ -25,6 +25,7 @@ from normlab.report.html import Page
 from normlab.report.kinds import heading
 from normlab.report.load import SeriesData
 from normlab.report.numbers import duration, num, signed
+from normlab.run.outdir import default_page
 
 # the probe-row sublayer of each ``over`` (``Statistic.rows``); a labelled statistic takes the rest
 _SUBLAYER = {"states": "stream", "inputs": "stream", "blocks": "block", "groups": "group"}
@@ -148,7 +149,7 @@ def describe(series: SeriesData) -> str:
 def build(series: SeriesData, progress: bool = False, out: Path | None = None) -> Path:
     name = series.meta.get("name") or series.path.name
     head = heading("series", name=name, what=describe(series))
-    page = Page(head.title, out or series.path / "report", progress=progress)
+    page = Page(head.title, out or default_page(series.path), progress=progress)
     stats = stats_of(series)
     ans, notes = answer(series, stats)
     page.lead(head.question, ans, notes)

@@ -24,6 +24,7 @@ from normlab.report.load import RunData, StudyData, load_run
 from normlab.report.numbers import duration, num, pm
 from normlab.report.study_answer import contrast
 from normlab.run.dir import RunDir
+from normlab.run.outdir import default_page
 from normlab.stats.effects import MIN_SEEDS, welch
 from normlab.study.outcome import horizon_text, rule_text, trial_ces, trial_outcomes
 from normlab.study.results import results
@@ -95,7 +96,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     spec = study.spec
     question, axis = study_question(spec)
     head = heading("study", name=spec.get("name", study.path.name), question=question)
-    page = Page(head.title, out or study.path / "report", progress=progress)
+    page = Page(head.title, out or default_page(study.path), progress=progress)
     metric = spec.get("metric", "best_val_loss")
     groups: dict[str, list[Trial]] = defaultdict(list)
     for t in study.trials:

@@ -31,6 +31,8 @@ from torch import nn
 from normlab.core.errors import UserError
 from normlab.core.fsutil import json_text
 from normlab.core.schema import to_dict
+from normlab.model.io import CONFIG as MODEL_CONFIG
+from normlab.model.io import WEIGHTS
 
 
 def _fsync_dir(path: Path) -> None:
@@ -71,21 +73,21 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_model(model, str(tmp / "model.safetensors"))
+    save_model(model, str(tmp / WEIGHTS))
     if hasattr(model, "cfg"):  # also a model dir for TransformerLM.load (report, analyze)
 
-        _write_json(tmp / "model_config.json", to_dict(model.cfg))
+        _write_json(tmp / MODEL_CONFIG, to_dict(model.cfg))
     meta = dict(state)
     if optimizer is not None:
         tensors, opt_meta = flatten_state(optimizer)
-        save_file(tensors, str(tmp / "optimizer.safetensors"))
+        save_file(tensors, str(tmp / OPTIMIZER))
         meta["optimizer"] = opt_meta
     rng = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             rng[f"cuda{i}"] = s
-    save_file(rng, str(tmp / "rng.safetensors"))
-    _write_json(tmp / "state.json", meta)
+    save_file(rng, str(tmp / RNG))
+    _write_json(tmp / STATE, meta)
     _write_json(tmp / MANIFEST, {"files": {f.name: _digest(f) for f in sorted(tmp.iterdir())}})
     for f in tmp.iterdir():  # data on disk before the rename makes it visible: one fsync per file
         with open(f, "rb") as fh:
@@ -99,7 +101,8 @@ def _save(folder: Path, tmp: Path, model: nn.Module, state: dict[str, Any],
     shutil.rmtree(old, ignore_errors=True)
 
 
-MANIFEST = "manifest.json"
+# A checkpoint's own files (the model's two are ``normlab.model.io``'s): spelled here only.
+OPTIMIZER, RNG, STATE, MANIFEST = "optimizer.safetensors", "rng.safetensors", "state.json", "manifest.json"
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -128,7 +131,7 @@ def problem(folder: Path) -> str | None:
         return f"{folder}: no {MANIFEST} (checkpoint incomplete or not written by normlab)"
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         return f"{folder}/{MANIFEST}: unreadable ({type(e).__name__})"
-    for name in ("model.safetensors", "state.json"):
+    for name in (WEIGHTS, STATE):
         if name not in files:
             return f"{folder}/{MANIFEST}: does not list {name}"
     for name, want in files.items():
@@ -154,14 +157,14 @@ def find(folder: Path) -> Path | None:
 
 
 def read_state(folder: Path) -> dict[str, Any]:
-    return json.loads((Path(folder) / "state.json").read_text(encoding="utf-8"))
+    return json.loads((Path(folder) / STATE).read_text(encoding="utf-8"))
 
 
 def _state_or_none(folder: Path) -> dict[str, Any] | None:
     """A folder's state.json (a training checkpoint's), or None: absent (an imported or saved
     model) or unreadable (the callers fall back to what else the folder holds)."""
     try:
-        state = read_state(folder) if (Path(folder) / "state.json").is_file() else None
+        state = read_state(folder) if (Path(folder) / STATE).is_file() else None
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) else None
@@ -181,7 +184,7 @@ def identity(folder: Path) -> dict[str, Any] | None:
     folder = Path(folder)
     try:
         files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
-        sha = files["model.safetensors"]["sha256"]
+        sha = files[WEIGHTS]["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return {"checkpoint": folder.name.removesuffix(".old"), "step": step_of(folder), "sha256": sha}
@@ -204,12 +207,12 @@ def load(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None
         raise UserError(f"checkpoint not loadable: {bad}")
     state = read_state(folder)
     listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]  # only verified files
-    load_model(model, str(folder / "model.safetensors"))
-    if optimizer is not None and "optimizer.safetensors" in listed:
-        tensors = load_file(str(folder / "optimizer.safetensors"))
+    load_model(model, str(folder / WEIGHTS))
+    if optimizer is not None and OPTIMIZER in listed:
+        tensors = load_file(str(folder / OPTIMIZER))
         optimizer.load_state_dict(unflatten_state(tensors, state["optimizer"]))
-    if restore_rng and "rng.safetensors" in listed:
-        rng = load_file(str(folder / "rng.safetensors"))
+    if restore_rng and RNG in listed:
+        rng = load_file(str(folder / RNG))
         torch.set_rng_state(rng["cpu"])
         cuda = [rng[k] for k in sorted(rng) if k.startswith("cuda")]
         if cuda and torch.cuda.is_available():

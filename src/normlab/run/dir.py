@@ -16,7 +16,8 @@ Every file of ``RUN/`` is named here and only here:
   .normlab.lock      present while a process writes RUN: its flock and who it is (``writing``)
   diagnostics_ref.safetensors  W_0's logits for the in-training diagnostics
   analysis/          ``normlab analyze`` (and the run page's layer figures)
-  tensorboard/, wandb/  the folders of those loggers (``logger_dir``)
+  <folder>/          a logger's own folder: the ``folder`` its class declares (tensorboard/,
+                     wandb/, a plugin's), learnt from the loggers registry (``logger_folders``)
   report/            ``normlab report RUN``'s default page
   probe.csv          a study's probe trial: the model at initialisation (``probe_csv``)
   ray_nodes.jsonl, .trial.lock  a Ray trial: where each attempt ran, and the attempt that holds RUN
@@ -38,7 +39,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from normlab.core.dirlock import held, holder, marked_kind
 from normlab.core.errors import UserError
@@ -60,12 +61,12 @@ DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed ru
 CHECKPOINTS = "checkpoints"
 ANALYSIS, REPORT = "analysis", "report"
 PROBE_CSV, RAY_NODES, TRIAL_LOCK = "probe.csv", "ray_nodes.jsonl", ".trial.lock"  # study trials' own files
-LOGGER_DIRS = ("tensorboard", "wandb")
-# every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"
+# every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"; the
+# loggers' folders join them from the registry (``RunDir.logger_folders``), a plugin's included
 LOCK = ".normlab.lock"  # in every folder the lab writes: flocked by its one writer (``normlab.core.dirlock``)
 MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so readers need not guess
 OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, DATA, LOCK, MARKER, PROBE_CSV, RAY_NODES, TRIAL_LOCK,
-         f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/", *(f"{d}/" for d in LOGGER_DIRS))
+         f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/")
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 # What to do about each JSON file of RUN/ when it is damaged: every read goes through
 # ``RunDir._table``, so a malformed or empty file is one line naming it and this fix.
@@ -119,11 +120,32 @@ class RunDir:
         return any((self.path / n).exists() for n in (CONFIG, METRICS, CHECKPOINTS))
 
     @staticmethod
-    def owns(rel: str | Path) -> bool:
-        """Whether ``rel`` (a path relative to RUN/) is one of the entries this class names."""
+    def owns(rel: str | Path, logger_folders: Iterable[str] = ()) -> bool:
+        """Whether ``rel`` (a path relative to RUN/) is one of the entries this class names, or in
+        one of ``logger_folders`` (``normlab.train.loggers.logger_folders()``: the loggers' own)."""
         parts = Path(rel).parts
-        return bool(parts) and (parts[0] in OWNED if len(parts) == 1 and parts[0] + "/" not in OWNED
-                                else parts[0] + "/" in OWNED)
+        owned = (*OWNED, *(f"{d}/" for d in logger_folders))
+        return bool(parts) and (parts[0] in owned if len(parts) == 1 and parts[0] + "/" not in owned
+                                else parts[0] + "/" in owned)
+
+    @staticmethod
+    def logger_folders(loggers: Iterable[tuple[str, Any]]) -> dict[str, str]:
+        """{folder: logger name}: the folder under RUN/ that each of ``loggers`` ((name, class)
+        pairs: the loggers registry, which lives above run/) declares in its class's ``folder``,
+        checked against the entries this class names and each other, so a plugin's logger gets
+        its folder as the built-ins do."""
+        out: dict[str, str] = {}
+        for name, cls in loggers:
+            folder = getattr(cls, "folder", None)
+            if folder is None:
+                continue
+            if not isinstance(folder, str) or not folder or Path(folder).name != folder or folder.startswith("."):
+                raise UserError(f"logger {name!r}: folder {folder!r} is not one plain folder name (say {name!r})")
+            if folder in OWNED or f"{folder}/" in OWNED or folder in out:
+                taken = f"logger {out[folder]!r}'s" if folder in out else "an entry of every run"
+                raise UserError(f"logger {name!r}: folder {folder!r} is {taken}; declare another")
+            out[folder] = name
+        return out
 
     @property
     def analysis_dir(self) -> Path:
@@ -145,11 +167,13 @@ class RunDir:
         """The lock a Ray attempt holds while it trains in RUN (``study/ray_tasks.py``)."""
         return self.path / TRIAL_LOCK
 
-    def logger_dir(self, name: str) -> Path:
-        """The folder a logger writes inside RUN/ (``tensorboard``, ``wandb``)."""
-        if name not in LOGGER_DIRS:
-            raise ValueError(f"no run folder for logger {name!r}; known: {', '.join(LOGGER_DIRS)}")
-        return self.path / name
+    def logger_dir(self, folder: str, known: Iterable[str]) -> Path:
+        """RUN/``folder``: a logger's own folder, one of ``known`` (``logger_folders``)."""
+        known = list(known)
+        if folder not in known:
+            raise ValueError(f"no registered logger declares the run folder {folder!r}; declared: "
+                             f"{', '.join(known) or 'none'}")
+        return self.path / folder
 
     def has_checkpoints(self) -> bool:
         return (self.path / CHECKPOINTS).is_dir()
@@ -321,14 +345,13 @@ class RunDir:
         """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
         (hash-checked before any tensor is read)."""
         from normlab.model.build import build_model
-        from normlab.model.io import load_config
+        from normlab.model.io import is_model_dir, load_config
         from normlab.run import checkpoint
 
         cfg = self.config(label)
         folder = self.pick_checkpoint(which)
         model_cfg = cfg.model
-        if (folder / "model_config.json").is_file():  # the model the checkpoint holds, as saved
-
+        if is_model_dir(folder):  # the model the checkpoint holds, as saved
             model_cfg = load_config(folder)
         model = build_model(model_cfg).to(device)
         state = checkpoint.load(folder, model, restore_rng=False)

@@ -18,7 +18,7 @@ from typing import Any
 
 from normlab.core.errors import UserError
 from normlab.core.schema import to_dict
-from normlab.model.io import WEIGHTS, load_config
+from normlab.model.io import WEIGHTS, is_hf_dir, is_model_dir, load_config
 
 
 def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
     """
 
     folder = Path(init_dir)
-    if not (folder / "model_config.json").is_file() and _hugging_face_dir(folder):
+    if not is_model_dir(folder) and is_hf_dir(folder):
         raise UserError(f"--init-from (train.init_from) {folder}: a Hugging Face checkpoint (config.json with "
                         f"a model_type), not a normlab model directory; convert it first with `normlab import "
                         f"{folder} DIR`, then pass --init-from DIR")
@@ -45,18 +45,6 @@ def init_layer(base: dict[str, Any], init_dir: str | Path) -> dict[str, Any]:
         data["data"] = {**data.get("data", {}), "tokenizer": str(tok)}
     data["train"] = {**data.get("train", {}), "init_from": str(folder)}
     return data
-
-
-def _hugging_face_dir(folder: Path) -> bool:
-    """config.json naming a ``model_type``, as transformers' ``save_pretrained`` writes it."""
-    import json
-
-    try:
-        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "model_type" in data
-
 
 def load_init(model: Any, init_from: str) -> None:
     """Copy the weights of ``init_from`` (train.init_from, a model directory) into ``model``

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from normlab.core.dirlock import held, same_kind
-from normlab.run.dir import LOCK, MARKER, folder_kind, writer
+from normlab.run.dir import LOCK, MARKER, REPORT, RunDir, folder_kind, writer
 
 KINDS = ("probe", "inspect", "series", "analysis")
 # Every entry of each kind of folder (a file by its name, a folder and all below it by its name
@@ -29,7 +29,7 @@ KINDS = ("probe", "inspect", "series", "analysis")
 PROBE_CSV, SUMMARY, PROBE_CONFIG = "probe.csv", "summary.json", "probe_config.json"
 SERIES_JSON, SERIES_CSV, STEPS = "series.json", "series.csv", "steps"
 ANALYSIS_CSV, PAIRS_CSV, ANALYSIS_JSON, ANALYSIS = "analysis.csv", "layer_pairs.csv", "analysis.json", "analysis"
-PAGE = "report"  # ``normlab report``'s default page beside what it reads
+PAGE = REPORT  # ``normlab report``'s default page beside what it reads (RUN/report/ in a run)
 ENTRIES = {
     "probe": (PROBE_CSV, SUMMARY, PROBE_CONFIG, f"{PAGE}/"),
     "inspect": (PROBE_CSV, SUMMARY, PROBE_CONFIG, f"{ANALYSIS}/", f"{PAGE}/"),
@@ -37,7 +37,13 @@ ENTRIES = {
     "analysis": (ANALYSIS_CSV, PAIRS_CSV, ANALYSIS_JSON),
 }
 
-__all__ = ["KINDS", "ENTRIES", "OutDir", "folder_kind", "writer"]
+__all__ = ["KINDS", "ENTRIES", "OutDir", "default_page", "folder_kind", "writer"]
+
+
+def default_page(path: str | Path) -> Path:
+    """Where ``normlab report PATH`` writes its page when no --out is given: PATH/report/,
+    whatever PATH is (a run, a study store, a probe, an inspect folder, a series)."""
+    return Path(path) / PAGE
 
 
 class OutDir:
@@ -64,6 +70,13 @@ class OutDir:
         if not self.owns(Path(*names)):
             raise ValueError(f"{self!r} owns no {'/'.join(names)!r}; its entries: {', '.join(ENTRIES[self.kind])}")
         return self.path.joinpath(*names)
+
+    def step_dir(self, step: int) -> Path:
+        """A series' folder for step ``step`` (steps/step_NNNNNN, named by ``RunDir.step_name``),
+        itself an ``inspect`` folder."""
+        if self.kind != "series":
+            raise ValueError(f"{self!r}: only a series has step folders")
+        return self.file(STEPS, RunDir.step_name(step))
 
     def contents(self, flag: str = "--out") -> list[Path]:
         """What the folder holds besides its lock and marker (what "already holds output" means);

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -27,7 +26,7 @@ def open_store(spec: StudySpec | None, store_root: str | Path) -> Store:
     store with the spec it was created with (``normlab study run --store DIR``)."""
     root = Path(store_root)
     if spec is None:
-        if not (root / "spec.json").exists():
+        if not Store.is_made(root):
             raise UserError(f"--store {root}: no study there yet; name a study file or preset to start one")
         spec = spec_from_dict(Store(root).spec)
     trials = spec.trials()  # builds and validates every trial's RunConfig before anything runs
@@ -168,12 +167,11 @@ class StorePoller:
     def _update(self, store: Store) -> None:
         try:
             done = _final(store.counts())
-            running = store.conn.execute("SELECT id, params FROM trials WHERE status = 'running' "
-                                         "ORDER BY idx").fetchall()
+            running = store.running()
         except Exception:  # a busy database must not end the run; the next poll reads it
             return
         if running:
-            first = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in json.loads(running[0][1]).items())
+            first = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in running[0][1].items())
             more = f" (+{len(running) - 1} more)" if len(running) > 1 else ""
             self.display.item(f"{self.root.name}: {first}{more}")
         self.display.advance("trial", done - self.done)

@@ -38,6 +38,8 @@ SCHEMA_VERSION = 1
 FINAL = ("completed", "diverged", "failed")
 CLAIMABLE = ("pending", "interrupted")
 MAX_DEATHS = 3  # a trial whose worker dies this many times more than `retries` is marked failed
+# The store's files: only this module spells them (readers ask ``Store.is_store``/``has_db``, ``SPEC``).
+SPEC, DB = "spec.json", "study.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -82,6 +84,8 @@ class TrialRecord:
     error: str | None
     attempts: int = 0
     worker: str | None = None
+    started_at: float | None = None  # the last claim's time (None: never started)
+    finished_at: float | None = None
 
 
 @dataclass
@@ -102,10 +106,10 @@ class Store:
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
         self.root = Path(path)
-        self.db_path = self.root / "study.sqlite"
+        self.db_path = self.root / DB
         if self.root.exists() and not self.root.is_dir():
             raise UserError(f"{self.root}: is a file, not a study store directory; give the store's directory")
-        if not self.db_path.exists() or not (self.root / "spec.json").exists():
+        if not self.db_path.exists() or not (self.root / SPEC).exists():
             if RunDir(self.root).holds_run():  # never advise making a store inside a run
                 raise UserError(f"{self.root}: a training run directory, not a study store; `normlab report "
                                 f"{self.root}` shows the run, and a store is the --store DIR a `normlab study run "
@@ -114,7 +118,7 @@ class Store:
                             f"`normlab study run SPEC --store {self.root}`)")
         self._busy = busy_timeout_s
         self._conn: sqlite3.Connection | None = None
-        self.spec: dict[str, Any] = _read_spec(self.root / "spec.json")
+        self.spec: dict[str, Any] = _read_spec(self.root / SPEC)
         _check_db(self.db_path)
         self._check_version(self.conn)
 
@@ -149,7 +153,7 @@ class Store:
 
         root = writable_dir(path, "--store", "choose another --store (a store is written as it runs)")
         text = json.dumps(spec, indent=2, sort_keys=True)
-        spec_path = root / "spec.json"
+        spec_path = root / SPEC
         grown = False
         if spec_path.exists():
             held = _read_spec(spec_path)
@@ -159,14 +163,14 @@ class Store:
                     raise UserError(f"{root}: this store holds a different study: {why}; a study grows only by "
                                     "seeds and axis values. Pick a new --store, or rerun without a spec to resume it")
                 grown = True  # more seeds or axis values: the finished trials stay, the new ones are added
-            _check_db(root / "study.sqlite")  # a complete store: damage is reported, never written over
+            _check_db(root / DB)  # a complete store: damage is reported, never written over
         root.mkdir(parents=True, exist_ok=True)
-        with sqlite_errors(root / "study.sqlite", "restore it from a backup, or start a new --store"):
-            conn = _connect(root / "study.sqlite", 60.0)
+        with sqlite_errors(root / DB, "restore it from a backup, or start a new --store"):
+            conn = _connect(root / DB, 60.0)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise UserError(f"{root / 'study.sqlite'}: written by a newer normlab (store schema "
+                raise UserError(f"{root / DB}: written by a newer normlab (store schema "
                                 f"v{version}; this version reads v{SCHEMA_VERSION}); upgrade normlab")
             conn.execute("BEGIN IMMEDIATE")
             for stmt in _SCHEMA.strip().split(";"):
@@ -190,13 +194,40 @@ class Store:
             atomic_write_text(spec_path, text)  # last: a store with spec.json is complete (and says what it holds)
         return cls(root)
 
+    # -- what a folder is (readers ask these; only this module spells the store's files) ----------
+    @staticmethod
+    def is_made(path: str | Path) -> bool:
+        """Whether a store was made at ``path``: its spec.json, which ``create`` writes last."""
+        return (Path(path) / SPEC).exists()
+
+    @staticmethod
+    def has_db(path: str | Path) -> bool:
+        """Whether ``path`` holds a store database (what tells a store folder from a run's)."""
+        return (Path(path) / DB).is_file()
+
+    @staticmethod
+    def is_store(path: str | Path) -> bool:
+        """Whether ``path`` holds both files of a store (spec.json beside study.sqlite)."""
+        return (Path(path) / SPEC).is_file() and Store.has_db(path)
+
+    @staticmethod
+    def spec_path(path: str | Path) -> Path:
+        """Where a store at ``path`` keeps its resolved spec (a page reads it without opening the store)."""
+        return Path(path) / SPEC
+
     # -- readers ---------------------------------------------------------------------
     def trials(self) -> list[TrialRecord]:
-        rows = self.conn.execute("SELECT id, params, status, summary, run_dir, error, attempts, worker "
-                                 "FROM trials ORDER BY idx").fetchall()
-        return [TrialRecord(r[0], json.loads(r[1]), r[2], json.loads(r[3]) if r[3] else None,
-                            self.root / safe_relpath(r[4], f"trials[{r[0]}].run_dir"), r[5], r[6], r[7])
-                for r in rows]
+        return _trials(self.conn, self.root)
+
+    def span(self) -> tuple[float, float] | None:
+        """(first start, last finish) over every trial; None before one has started and finished."""
+        row = self.conn.execute("SELECT MIN(started_at), MAX(finished_at) FROM trials").fetchone()
+        return (float(row[0]), float(row[1])) if row and row[0] is not None and row[1] is not None else None
+
+    def running(self) -> list[tuple[str, dict[str, Any]]]:
+        """(id, params) of every trial running now, in the study's order."""
+        rows = self.conn.execute("SELECT id, params FROM trials WHERE status = 'running' ORDER BY idx").fetchall()
+        return [(tid, json.loads(params)) for tid, params in rows]
 
     def counts(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT status, COUNT(*) FROM trials GROUP BY status").fetchall())
@@ -328,6 +359,35 @@ class Store:
             c.execute("UPDATE trials SET status='pending', heartbeat=NULL WHERE id=?", (claim.id,))
             _event(c, claim.id, claim.attempt, "lost", worker, now, reason)
         return "pending"
+
+
+def peek(path: str | Path) -> tuple[dict[str, Any], list[TrialRecord]]:
+    """(spec, trials) of the store at ``path``, read through a read-only connection: no WAL
+    switch, no check, no lock, no byte of spec.json or study.sqlite changed (the seen-seeds
+    ledger reads stores it does not own, published copies included; SQLite may leave its empty
+    -wal/-shm files beside a WAL database, as any reader's). A folder that is not a store this
+    version reads is a ``UserError``."""
+    root = Path(path)
+    for name in (SPEC, DB):
+        if not (root / name).is_file():  # connecting would create an empty database in its place
+            raise UserError(f"{root / name}: missing; not a study store")
+    spec = _read_spec(root / SPEC)
+    try:
+        conn = _connect(root / DB, 60.0, read_only=True)
+        try:
+            return spec, _trials(conn, root)
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise UserError(f"{root / DB}: not a study database this version reads ({e})") from None
+
+
+def _trials(conn: sqlite3.Connection, root: Path) -> list[TrialRecord]:
+    rows = conn.execute("SELECT id, params, status, summary, run_dir, error, attempts, worker, started_at, "
+                        "finished_at FROM trials ORDER BY idx").fetchall()
+    return [TrialRecord(r[0], json.loads(r[1]), r[2], json.loads(r[3]) if r[3] else None,
+                        root / safe_relpath(r[4], f"trials[{r[0]}].run_dir"), r[5], r[6], r[7], r[8], r[9])
+            for r in rows]
 
 
 def _read_spec(path: Path) -> dict[str, Any]:

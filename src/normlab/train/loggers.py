@@ -40,9 +40,21 @@ def study_context(run_dir: Path) -> dict[str, Any] | None:
 
 class Logger:
     requires: ClassVar[tuple[str, str] | None] = None  # (module, pip extra) this logger imports
+    # The logger's own folder under RUN/, None when it writes no file of its own. RunDir checks
+    # the folders of the registry (``logger_folders`` below), so a plugin's folder is a run
+    # entry like tensorboard/'s: listed as owned, and found again by a resumed run.
+    folder: ClassVar[str | None] = None
 
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         self.run_dir = run_dir
+
+    def folder_path(self) -> Path:
+        """RUN/<folder>/ (``RunDir.logger_dir``), made if missing: where this logger writes."""
+        if self.folder is None:
+            raise RuntimeError(f"{type(self).__name__} declares no folder (set its class attribute `folder`)")
+        path = RunDir(self.run_dir).logger_dir(self.folder, logger_folders())
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     @classmethod
     def require(cls) -> None:
@@ -64,6 +76,12 @@ class Logger:
 # Names are looked up when a run starts (``require_loggers``, called by ``train.plan``), never
 # when a config is built: the config layer sits below training and cannot see this registry.
 LOGGERS: Registry[type[Logger]] = Registry("logger", "train.loggers", catalogue="normlab.train.catalogue")
+
+
+def logger_folders() -> dict[str, str]:
+    """{folder: logger name} of every registered logger that declares a folder under RUN/ (a
+    plugin's included), checked by the run directory's owner (``RunDir.logger_folders``)."""
+    return RunDir.logger_folders(LOGGERS.items())
 
 
 class JsonlLogger(Logger):
@@ -103,13 +121,14 @@ class TensorBoardLogger(Logger):
     """TensorBoard event files under RUN/tensorboard/ (a study trial adds its hparams)."""
 
     requires = ("tensorboard", "tensorboard")
+    folder = "tensorboard"
 
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         super().__init__(run_dir, config)
         self.require()
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(str(RunDir(run_dir).logger_dir("tensorboard")))
+        self.writer = SummaryWriter(str(self.folder_path()))
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         for k, v in metrics.items():
@@ -137,14 +156,13 @@ class WandbLogger(Logger):
     """
 
     requires = ("wandb", "wandb")
+    folder = "wandb"
     ID_FILE = "normlab-run-id"
 
     def __init__(self, run_dir: Path, config: dict[str, Any]) -> None:
         super().__init__(run_dir, config)
         wandb = _need(*self.requires)
-        folder = RunDir(run_dir).logger_dir("wandb")
-        folder.mkdir(parents=True, exist_ok=True)
-        id_file = folder / self.ID_FILE
+        id_file = self.folder_path() / self.ID_FILE
         if id_file.is_file():
             run_id = id_file.read_text(encoding="utf-8").strip()
         else:
