@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normlab.claims.folder import CLAIMS_JSON
 from normlab.claims.holm import holm_verdicts
 from normlab.core.errors import UserError
 from normlab.stats.effects import holm
@@ -100,7 +101,7 @@ def _read(path: Path) -> dict[str, Any]:
 def catalogue_family(root: str | Path) -> Family:
     """Holm over every part with a p-value of every confirmatory claims.json under ``root``."""
     root = Path(root)
-    files = sorted(root.rglob("claims.json"))
+    files = sorted(root.rglob(CLAIMS_JSON))
     if not files:
         raise UserError(f"{root}: no claims.json under it")
     fam = Family()
