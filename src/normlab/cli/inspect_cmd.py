@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=2048, help="tokens in the batch (default 2048)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions and of --measure's random "
+                   "tangents (default 0)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt, or the folder a lab "
                    "run's corpus file was moved to")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out (a series: measure "

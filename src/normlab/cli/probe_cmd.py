@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Probe freshly initialised models (no training): gradient norms per "
                        "weight and layer, residual-stream norms, cosines, rank collapse, end-to-end "
                        "Jacobian norms, and depth fits. Writes DIR/probe.csv, DIR/summary.json, "
-                       "DIR/probe_config.json.")
+                       "DIR/probe_config.json (and DIR/measurements.json with --measure).")
     p.add_argument("--placements", type=_names, default=["post", "pre"], help="comma-separated (default post,pre)")
     p.add_argument("--depths", type=_ints, default=[2, 4, 8, 16, 32], help="comma-separated L (default 2,4,8,16,32)")
     p.add_argument("--d-model", type=int, default=128, help="residual width d (default 128)")

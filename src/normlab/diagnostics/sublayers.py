@@ -111,12 +111,12 @@ def not_applicable(model: Any) -> dict[str, str]:
     from normlab.model.placements import DeepNorm, Post
 
     kinds = {type(getattr(b, name)) for b in model.blocks for name in SUBLAYERS}
-    has = ", ".join(sorted(k.__name__ for k in kinds))
+    has = f"in every sub-layer; this model's sub-layers: {', '.join(sorted(k.__name__ for k in kinds))}"
     out = {}
     if kinds != {Post}:
-        out["norm_gain"] = out["identity_path"] = f"needs Post-LN (x <- LN(x + F(x))) in every sub-layer; this model's sub-layers: {has}"
+        out["norm_gain"] = out["identity_path"] = f"needs Post-LN (x <- LN(x + F(x))) {has}"
     if kinds != {DeepNorm}:
-        out["branch_share"] = f"needs DeepNorm (x <- LN(alpha x + F(x))) in every sub-layer; this model's sub-layers: {has}"
+        out["branch_share"] = f"needs DeepNorm (x <- LN(alpha x + F(x))) {has}"
     return {k: out[k] for k in PER_BLOCK if k in out}
 
 

@@ -129,7 +129,8 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     ``subject_from_module``): measure it on ``text`` (a file; default a lab run's own validation
     split, else Tiny Shakespeare's validation tenth: ``measured_ids``) and write OUT, which
     ``normlab report OUT`` and ``normlab report A B`` read. Returns the summary (summary.json)
-    with the raw results under ``result``. OUT is held while it is written
+    with the raw results under ``result`` (with ``measure``, a lab model's sub-layer measurements
+    too: the module docstring). OUT is held while it is written
     (``normlab.run.outdir.OutDir``): a second writer is refused."""
 
     t0 = time.perf_counter() if started is None else started
