@@ -30,11 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=2048, help="tokens in the batch (default 2048)")
     p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default float32)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the masked-LM positions and of --measure's random "
+                   "tangents (default 0)")
     p.add_argument("--data-dir", metavar="DIR", help="directory holding tinyshakespeare.txt, or the folder a lab "
                    "run's corpus file was moved to")
     p.add_argument("--force", action="store_true", help="write into a non-empty --out (a series: measure "
                    "every step again)")
+    p.add_argument("--measure", action="store_true", help="also the sub-layer measurements of a lab model, per "
+                   "block: identity coefficient (any placement), LayerNorm gain and identity path (Post-LN), "
+                   "branch share (DeepNorm); printed and in OUT/analysis/analysis.json (docs/inspect.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_inspect)
 
@@ -60,12 +64,14 @@ def _inspect(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.series is None):
         raise UserError("give MODEL or --series SRC (one or more), not " + ("both" if args.model else "neither"))
     if args.series:
+        if args.measure:
+            raise UserError("--measure applies to one MODEL, not to a --series")
         return _series(args)
     out = writable_dir(Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name,
                        "--out")
     s = inspect_model(args.model, out, args.text, context=args.context, max_tokens=args.max_tokens,
                       dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
-                      quiet=args.quiet, force=args.force)
+                      quiet=args.quiet, force=args.force, measure=args.measure)
     r = s["result"]
     print(f"family {s['family']}; placement {s['placement']}; norm {s['norm']}"
           + (f"; {s['notes']}" if s["notes"] else "")
@@ -76,9 +82,32 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "
               f"{r['deletion_loss'][li - 1] - r['loss']:>+9.4f} {r['grad_norm_block'][li - 1]:>10.3g} "
               f"{r['attn_max_logit'][li - 1]:>9.3g}")
+    if args.measure:
+        _print_measurements(r["measurements"], r["not_measured"])
     logging.getLogger(__name__).info(f"wrote {out}/probe.csv, summary.json, probe_config.json, analysis/ "
                                      f"in {s['wall_time_s']:.1f} s")
     return 0
+
+
+def _print_measurements(got: dict[str, list], skipped: dict[str, str]) -> None:
+    """The sub-layer measurements, a row per block and a column per measurement and sub-layer:
+    ``identity`` (the block's identity coefficient), ``ratio.attn`` and ``gain.attn`` (the
+    norm after the attention: RMS(F)/RMS(x) and its gain on F), ``path.ffn``, ``share.ffn``."""
+    short = {"identity_path": "path", "branch_share": "share"}
+    columns: list[tuple[str, list[float]]] = []
+    for name, per in got.items():
+        if name == "identity_coefficients":
+            columns.append(("identity", per))
+        elif name == "norm_gain":
+            for sub in per[0]:
+                columns += [(f"ratio.{sub}", [b[sub]["ratio"] for b in per]), (f"gain.{sub}", [b[sub]["gain"] for b in per])]
+        else:
+            columns += [(f"{short[name]}.{sub}", [b[sub] for b in per]) for sub in per[0]]
+    print(f"{'block':>5} " + " ".join(f"{c:>10}" for c, _ in columns))
+    for i in range(len(columns[0][1])):
+        print(f"{i + 1:>5} " + " ".join(f"{v[i]:>10.4g}" for _, v in columns))
+    for name, why in skipped.items():
+        print(f"not measured: {name} ({why})")
 
 
 def _series(args: argparse.Namespace) -> int:

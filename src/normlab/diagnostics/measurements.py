@@ -107,7 +107,7 @@ def extra_size(key: str, seeds: int, depths: list[int]) -> int:
     """How many models (or draws) measuring ``key`` takes: the progress display's unit."""
     name = key.partition(":")[0]
     return {"identity": seeds, "identity_path": seeds, "one_step": seeds * len(depths),
-            "one_step_blocks": seeds * len(depths), "ln_gain": seeds, "rms": seeds}.get(name, 3)
+            "one_step_blocks": seeds * len(depths), "ln_gain": seeds, "rms": seeds}.get(name, min(seeds, 3))
 
 
 def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,

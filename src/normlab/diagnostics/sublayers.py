@@ -14,7 +14,8 @@ through the one capture path (:func:`normlab.diagnostics.hooks.recording`):
 
 The model is a lab ``TransformerLM`` (its blocks hold the sub-layers ``attn`` and ``ffn``,
 each with ``branch`` and ``norm``); the measurements that build one are in
-:mod:`normlab.diagnostics.measurements`.
+:mod:`normlab.diagnostics.measurements`. :func:`per_block` applies every one that fits a
+given model (``normlab inspect --measure``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def identity_coefficients(model: Any, idx: torch.Tensor, targets: torch.Tensor, 
         model(idx, targets)
     out = []
     for x, y in zip(rec.stream[:-1], rec.stream[1:]):
-        v = torch.randint(0, 2, y.shape, generator=gen).to(y.dtype) * 2 - 1
+        # drawn on the CPU (the generator's), then moved: the same tangents on every device
+        v = torch.randint(0, 2, y.shape, generator=gen).to(device=y.device, dtype=y.dtype) * 2 - 1
         (g,) = torch.autograd.grad(y, x, v, retain_graph=True)
         out.append(float((g * v).sum() / v.numel()))
     return out
@@ -89,10 +91,54 @@ def identity_path(model: Any, idx: torch.Tensor, targets: torch.Tensor, gen: tor
     with torch.no_grad(), recording(subject, stream=False, norms=True) as rec:
         model(idx, targets)
     ins = [rec.norm_in[names[id(n)]] for n in norms]
-    v = torch.randn(ins[0].shape, generator=gen)
+    v = torch.randn(ins[0].shape, generator=gen).to(ins[0])  # (drawn on the CPU, as above)
     out = []
     for n, u in zip(norms, ins):
         w = torch.func.jvp(n, (u,), (v,))[1].detach()
         out.append(float(w.norm() / v.norm()))
         v = w
+    return out
+
+
+PER_BLOCK = ("identity_coefficients", "norm_gain", "branch_share", "identity_path")  # per_block's, in order
+
+
+def not_applicable(model: Any) -> dict[str, str]:
+    """The measurements of :data:`PER_BLOCK` that do not fit the lab model ``model``, each with
+    why: ``norm_gain`` and ``identity_path`` read Post-LN's x <- LN(x + F(x)) and
+    ``branch_share`` DeepNorm's alpha, so each needs that placement in every sub-layer;
+    ``identity_coefficients`` fits any lab model."""
+    from normlab.model.placements import DeepNorm, Post
+
+    kinds = {type(getattr(b, name)) for b in model.blocks for name in SUBLAYERS}
+    has = f"in every sub-layer; this model's sub-layers: {', '.join(sorted(k.__name__ for k in kinds))}"
+    out = {}
+    if kinds != {Post}:
+        out["norm_gain"] = out["identity_path"] = f"needs Post-LN (x <- LN(x + F(x))) {has}"
+    if kinds != {DeepNorm}:
+        out["branch_share"] = f"needs DeepNorm (x <- LN(alpha x + F(x))) {has}"
+    return {k: out[k] for k in PER_BLOCK if k in out}
+
+
+def per_block(model: Any, idx: torch.Tensor, targets: torch.Tensor, seed: int = 0) -> dict[str, list[Any]]:
+    """Every measurement of :data:`PER_BLOCK` that fits the lab model ``model``
+    (:func:`not_applicable`) on the batch ``idx``, one entry per block: a number
+    (``identity_coefficients``) or ``{"attn": ..., "ffn": ...}`` (the two sub-layers;
+    ``norm_gain``'s each ``{"ratio", "gain"}``). The random tangents come from generators
+    seeded with ``seed``, one per measurement (as :mod:`normlab.diagnostics.measurements` draws them)."""
+    skip = not_applicable(model)
+
+    def pairs(values: list[Any]) -> list[dict[str, Any]]:
+        return [dict(zip(SUBLAYERS, values[i:i + len(SUBLAYERS)])) for i in range(0, len(values), len(SUBLAYERS))]
+
+    out: dict[str, list[Any]] = {}
+    for name in PER_BLOCK:
+        if name in skip:
+            continue
+        if name == "identity_coefficients":
+            out[name] = identity_coefficients(model, idx, targets, torch.Generator().manual_seed(seed))
+        elif name == "identity_path":
+            out[name] = pairs(identity_path(model, idx, targets, torch.Generator().manual_seed(seed)))
+        else:
+            out[name] = pairs((norm_gain if name == "norm_gain" else branch_share)(model, idx))
     return out

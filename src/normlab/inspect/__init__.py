@@ -10,6 +10,10 @@ tokenizer, measures (``measure.py``) and writes OUT in the formats the lab alrea
 | ``probe_config.json`` | the inspect settings | the probe page |
 | ``analysis/analysis.csv``, ``layer_pairs.csv``, ``analysis.json`` | ``normlab analyze``'s files | as a run's analysis |
 
+With ``measure`` (``normlab inspect --measure``), analysis.json also holds ``measurements``:
+the sub-layer measurements of :func:`normlab.diagnostics.sublayers.per_block` that fit the
+model (a lab ``TransformerLM`` only), one entry per block, and ``not_measured``: why the others do not.
+
 Everything is validated (model, tokenizer, text length) before OUT is created.
 """
 
@@ -27,12 +31,14 @@ from normlab.core.lazy import lazy_getattr
 from normlab.core.progress import Progress
 from normlab.data.record import load_located
 from normlab.data.source import KNOWN, read_corpus_bytes
-from normlab.diagnostics.capture import make_batch, measure
+from normlab.diagnostics.capture import make_batch
+from normlab.diagnostics.capture import measure as capture
 from normlab.diagnostics.catalogue import STATISTICS
 from normlab.diagnostics.rows import PAIR_COLUMNS, computed, long_rows, pair_rows, results, write_csv
 from normlab.diagnostics.statistic import chosen
 from normlab.inspect.subject import DTYPES, load_subject
 from normlab.model import cost
+from normlab.model.transformer import TransformerLM
 from normlab.run.dir import RunDir
 from normlab.run.outdir import (
     ANALYSIS,
@@ -92,7 +98,8 @@ def rows_of(captured: Any, placement: str, name: str, d: int) -> list[dict[str, 
 
 def inspect_model(model: str, out: str | Path, text: str | None = None, *, context: int | None = None,
                   max_tokens: int = 2048, dtype: str = "float32", device: str = "cpu", seed: int = 0,
-                  data_dir: str | None = None, quiet: bool = False, force: bool = False) -> dict[str, Any]:
+                  data_dir: str | None = None, quiet: bool = False, force: bool = False,
+                  measure: bool = False) -> dict[str, Any]:
     """Measure MODEL (a name: ``subject.load_subject``) on the text and write OUT (see the
     module docstring); returns the summary."""
 
@@ -103,7 +110,7 @@ def inspect_model(model: str, out: str | Path, text: str | None = None, *, conte
     subject = load_subject(model, dtype, device, context)
     settings = {"model": model, "dtype": dtype, "device": device}
     return inspect_subject(subject, out, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir, quiet=quiet,
-                           force=force, settings=settings, started=t0)
+                           force=force, settings=settings, started=t0, measure=measure)
 
 
 def _check_out(out: str | Path, max_tokens: int, context: int | None, force: bool) -> None:
@@ -116,12 +123,14 @@ def _check_out(out: str | Path, max_tokens: int, context: int | None, force: boo
 
 def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, max_tokens: int = 2048,
                     seed: int = 0, data_dir: str | None = None, quiet: bool = True, force: bool = False,
-                    settings: dict[str, Any] | None = None, started: float | None = None) -> dict[str, Any]:
+                    settings: dict[str, Any] | None = None, started: float | None = None,
+                    measure: bool = False) -> dict[str, Any]:
     """``normlab inspect`` of a :class:`~normlab.inspect.subject.Subject` (any causal LM, from
     ``subject_from_module``): measure it on ``text`` (a file; default a lab run's own validation
     split, else Tiny Shakespeare's validation tenth: ``measured_ids``) and write OUT, which
     ``normlab report OUT`` and ``normlab report A B`` read. Returns the summary (summary.json)
-    with the raw results under ``result``. OUT is held while it is written
+    with the raw results under ``result`` (with ``measure``, a lab model's sub-layer measurements
+    too: the module docstring). OUT is held while it is written
     (``normlab.run.outdir.OutDir``): a second writer is refused."""
 
     t0 = time.perf_counter() if started is None else started
@@ -140,12 +149,16 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     if vocab is not None and top >= vocab:
         raise UserError(f"{name}: the tokenizer gives token id {top} but the model has {vocab} embeddings; "
                         "the tokenizer does not belong to this model")
+    if measure and not isinstance(subject.model, TransformerLM):
+        raise UserError(f"--measure: {name} is not a lab TransformerLM, and the sub-layer measurements read its "
+                        "sub-layers (branch, norm); `normlab import` converts the families it can into one")
     with OutDir(out, "inspect").writing("--out", check=lambda: _check_out(out, max_tokens, None, force)):
-        return _measure_into(subject, out, ids, source, text, max_tokens, seed, settings, t0, quiet)
+        return _measure_into(subject, out, ids, source, text, max_tokens, seed, settings, t0, quiet, measure)
 
 
 def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: str | None, max_tokens: int,
-                  seed: int, settings: dict[str, Any] | None, t0: float, quiet: bool) -> dict[str, Any]:
+                  seed: int, settings: dict[str, Any] | None, t0: float, quiet: bool,
+                  measure: bool = False) -> dict[str, Any]:
     """``inspect_subject``'s work on the checked token ids ``ids``, into the folder it holds."""
     import torch
 
@@ -161,7 +174,10 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
         bar.add("layer", len(subject.layers))
         bar.item("skipping blocks")
         bar.start("layer")
-        captured, raw = measure(subject, x, y, lambda done, total: bar.advance("layer"))
+        captured, raw = capture(subject, x, y, lambda done, total: bar.advance("layer"))
+        if measure:  # after the statistics, which it leaves as they were
+            bar.item("sub-layer measurements")
+            raw.update(_sublayer_measurements(subject.model, x, y, seed))
     L, d = len(subject.layers), subject.d_model
     first = next(subject.model.parameters())
     given = settings or {}  # inspect_model's own words for them
@@ -178,6 +194,8 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
                "log_z": res["log_z"], "wall_time_s": round(time.perf_counter() - t0, 3)}
     settings = {"model": given.get("model", name), "text": text, "context": subject.context,
                 "max_tokens": max_tokens, "dtype": dtype, "device": device, "seed": seed}
+    if measure:  # (only then: the settings of an inspection without it stay as they were)
+        settings["measure"] = True
     # analysis/ holds what ``normlab analyze`` writes: the rows of the statistics it computes too
     per_block = {s.key for _, s in STATISTICS.items() if "analyze" in s.tools and s.over == "blocks"}
     arows = [r for r in rows if r["metric"] in per_block and r["sublayer"] == "block"]
@@ -191,6 +209,16 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
     write_csv(pair_rows(rows), folder.file(ANALYSIS, PAIRS_CSV), PAIR_COLUMNS)
     atomic_write_text(folder.file(ANALYSIS, ANALYSIS_JSON), json.dumps(_finite({**analysis, **res}), indent=2))
     return {**summary, "result": res}
+
+
+def _sublayer_measurements(model: Any, x: Any, y: Any, seed: int) -> dict[str, Any]:
+    """analysis.json's ``measurements`` (per block) and ``not_measured`` (why not) of the lab
+    model on the inspection's batch (its loss is not read: causal targets are the inputs here)."""
+    from normlab.diagnostics import sublayers
+
+    dev = next(model.parameters()).device
+    return {"measurements": sublayers.per_block(model, x.to(dev), y.to(dev), seed),
+            "not_measured": sublayers.not_applicable(model)}
 
 
 # The public Python API (docs/inspect.md), imported on first use: torch loads only then.

@@ -2,7 +2,7 @@
 
 | kind | written by | files (each command's own) |
 |---|---|---|
-| probe | ``normlab probe`` | probe.csv, summary.json, probe_config.json |
+| probe | ``normlab probe`` | probe.csv, summary.json, probe_config.json, measurements.json (``--measure``) |
 | inspect | ``normlab inspect MODEL`` (``inspect_subject``), and each step of a series | probe.csv, summary.json, probe_config.json, analysis/ |
 | series | ``normlab inspect --series`` | series.json, series.csv, steps/, report/ |
 | analysis | ``normlab analyze`` (RUN/analysis, or ``--out``) | analysis.csv, layer_pairs.csv, analysis.json |
@@ -27,11 +27,12 @@ KINDS = ("probe", "inspect", "series", "analysis")
 # and "/"): the writers ask ``OutDir.file`` for these paths, and a test runs each command and
 # checks every file it wrote against ``owns``.
 PROBE_CSV, SUMMARY, PROBE_CONFIG = "probe.csv", "summary.json", "probe_config.json"
+MEASUREMENTS = "measurements.json"  # ``normlab probe --measure``: the named measurements per seed
 SERIES_JSON, SERIES_CSV, STEPS = "series.json", "series.csv", "steps"
 ANALYSIS_CSV, PAIRS_CSV, ANALYSIS_JSON, ANALYSIS = "analysis.csv", "layer_pairs.csv", "analysis.json", "analysis"
 PAGE = REPORT  # ``normlab report``'s default page beside what it reads (RUN/report/ in a run)
 ENTRIES = {
-    "probe": (PROBE_CSV, SUMMARY, PROBE_CONFIG, f"{PAGE}/"),
+    "probe": (PROBE_CSV, SUMMARY, PROBE_CONFIG, MEASUREMENTS, f"{PAGE}/"),
     "inspect": (PROBE_CSV, SUMMARY, PROBE_CONFIG, f"{ANALYSIS}/", f"{PAGE}/"),
     "series": (SERIES_JSON, SERIES_CSV, f"{STEPS}/", f"{PAGE}/"),
     "analysis": (ANALYSIS_CSV, PAIRS_CSV, ANALYSIS_JSON),
