@@ -97,3 +97,33 @@ def test_the_published_catalogue_under_one_holm() -> None:
     for run in fam.runs:
         mine = [p for p in fam.parts if p.run == run]
         assert holm([p.p for p in mine]) == pytest.approx([p.run_p_holm for p in mine], rel=1e-12)
+
+
+def test_the_readme_headline_is_the_catalogue_adjustment() -> None:
+    """README's headline table is recomputed here from every published claims.json: one Holm over
+    the catalogue, each claim's verdict beside the one its run published."""
+    from normlab.claims.family import headline, section
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    fam = catalogue_family(ROOT / "docs" / "evidence")
+    assert section(readme) == headline(fam), (
+        "README.md's headline table differs from the catalogue's adjustment: paste `python -m normlab.claims.family` "
+        "between its markers")
+    changed = {(c["run"], c["id"]) for c in fam.changed_claims()}
+    assert len(changed) == 5 and ("confirm-seed", "seed002-pet-project") in changed
+    bold = [line for line in section(readme).splitlines() if "| **" in line]
+    assert len(bold) == len(changed)  # every changed verdict is marked, and only those
+
+
+def test_the_headline_marks_a_changed_verdict_and_says_why(tmp_path: Path) -> None:
+    from normlab.claims.family import headline
+
+    _write(tmp_path / "a", "confirmatory", [("c1", [_part("x", 0.02, "supported")])])
+    _write(tmp_path / "b", "confirmatory", [("c2", [_part("y", 0.03, "supported")]),
+                                              ("c3", [_part("z", 0.9, "inconclusive")])])
+    text = headline(catalogue_family(tmp_path))
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == 3
+    # alone in its run each part passes; over the catalogue (3 p-values) 0.02 -> 0.06 and 0.03 -> 0.06
+    assert rows[0].startswith("| `c1` | a | **inconclusive** | supported | rests on part x")
+    assert rows[2].startswith("| `c3` | b | inconclusive | inconclusive |  |")

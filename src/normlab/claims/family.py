@@ -130,4 +130,40 @@ def catalogue_family(root: str | Path) -> Family:
     return fam
 
 
-__all__ = ["Family", "FamilyPart", "catalogue_family"]
+# README.md's headline table sits between these markers (``python -m normlab.claims.family`` writes
+# it; tests/claims/test_catalogue_family.py holds the README to it).
+START, END = "<!-- catalogue-family:start -->", "<!-- catalogue-family:end -->"
+_RUNS = {".": "1", "confirm-2a": "2a", "confirm-2b": "2b", "confirm-liu": "liu", "confirm-ln": "ln",
+         "confirm-seed": "seed"}  # the run names the README uses (docs/evidence/README.md)
+
+
+def headline(fam: Family) -> str:
+    """The README's headline table: every claim of every confirmatory run with its verdict after
+    one Holm over the catalogue, beside its verdict after its own run's Holm (as published)."""
+    lines = [f"Adjusted over the whole catalogue: {fam.text().splitlines()[0]}.", "",
+             "| claim | run | verdict (Holm over the catalogue) | verdict (Holm over its run, as published) | why it changed |",
+             "|---|---|---|---|---|"]
+    for c in fam.claims:
+        changed = c["verdict_holm"] != c["verdict_holm_run"]
+        why = c["holm_note"].replace("|", "\\|") if changed else ""
+        lines.append(f"| `{c['id']}` | {_RUNS.get(c['run'], c['run'])} | {'**' if changed else ''}{c['verdict_holm']}"
+                     f"{'**' if changed else ''} | {c['verdict_holm_run']} | {why} |")
+    return "\n".join(lines)
+
+
+def section(page: str) -> str:
+    """The text between the markers of ``page`` (README.md)."""
+    for mark in (START, END):
+        if mark not in page:
+            raise ValueError(f"no {mark} in the page: add the two markers where the table goes")
+    return page.split(START, 1)[1].split(END, 1)[0].strip("\n")
+
+
+__all__ = ["END", "START", "Family", "FamilyPart", "catalogue_family", "headline", "section"]
+
+
+if __name__ == "__main__":  # python -m normlab.claims.family [ROOT]: the table to paste between the markers
+    import sys
+
+    print(headline(catalogue_family(sys.argv[1] if len(sys.argv) > 1 else "docs/evidence")))
+
