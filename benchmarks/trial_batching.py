@@ -24,7 +24,7 @@ from _common import json_arg, target, tiny_run, write_targets  # noqa: E402
 from normlab.core.fsutil import read_jsonl  # noqa: E402
 from normlab.run.resolve import RunConfig  # noqa: E402
 from normlab.train import run_training  # noqa: E402
-from normlab.train.batched import run_batched  # noqa: E402
+from normlab.train.run import run_batched  # noqa: E402
 
 
 def main() -> None:

@@ -83,9 +83,9 @@ def test_run_is_on_the_device_and_reproducible(dtype, device, corpus, reference,
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_ctrl_c_then_resume_is_bitwise_equal(dtype, device, corpus, reference, tmp_path, monkeypatch) -> None:
-    import normlab.train.loop as loop
+    import normlab.train.batches as batches
 
-    real = loop.train_batch
+    real = batches.train_batch  # what Batches.get draws each micro-batch with
     params = inspect.signature(real)
 
     def batch_then_sigint(*args, **kw):  # Ctrl-C during step STOP: that step is dropped, the run stops at once
@@ -94,9 +94,9 @@ def test_ctrl_c_then_resume_is_bitwise_equal(dtype, device, corpus, reference, t
         return real(*args, **kw)
 
     run = tmp_path / "run"
-    monkeypatch.setattr(loop, "train_batch", batch_then_sigint)
+    monkeypatch.setattr(batches, "train_batch", batch_then_sigint)
     first = run_training(_cfg(device, corpus, dtype), run, quiet=True)
-    monkeypatch.setattr(loop, "train_batch", real)
+    monkeypatch.setattr(batches, "train_batch", real)
     assert first["status"] == "interrupted" and first["steps"] == STOP - 1, first
     state = json.loads((run / "checkpoints" / "latest" / "state.json").read_text())
     assert state["loop"]["step"] == STOP - 1
