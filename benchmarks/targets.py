@@ -1,4 +1,4 @@
-"""Every performance target of issue 8 in one table: runs each benchmark script in its own
+"""Every performance target of issues 8 and 42 in one table: runs each benchmark script in its own
 process (clean memory, no shared caches), reads the rows each writes with ``--json``, and
 prints target / measured / goal / verdict. About 15 minutes on a 2-core CPU.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
-def scripts(quick: bool, cuda: bool) -> list[list[str]]:
+def scripts(quick: bool, cuda: bool, nanogpt: Path | None = None) -> list[list[str]]:
     q = quick
     out = [
         ["throughput.py", "--repeats", "3" if q else "7", "--window-steps", "3" if q else "10"],
@@ -29,6 +29,8 @@ def scripts(quick: bool, cuda: bool) -> list[list[str]]:
         ["bf16_loss.py", "--steps", "30" if q else "300"],
         ["diag_overhead.py", "--rounds", "2" if q else "5", "--steps", "10" if q else "40"],
         ["nanogpt_cpu.py"] + (["--set", "train.steps=100"] if q else []),
+        ["vs_nanogpt.py", "--steps", "5" if q else "40", "--warmup", "1" if q else "5"]
+        + (["--nanogpt", str(nanogpt)] if nanogpt else []),  # issue 42
     ]
     if cuda:
         out.append(["trial_batching.py", "--steps", "20" if q else "200", "--trials", "8", "--device", "cuda"])
@@ -39,6 +41,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="short runs: check the plumbing, not the numbers")
     ap.add_argument("--out", type=Path, help="also write every row as JSON here")
+    ap.add_argument("--nanogpt", type=Path, help="a checkout of karpathy/nanoGPT for vs_nanogpt.py "
+                                                 "(without it: its hand-written stand-in)")
     a = ap.parse_args()
     import torch
 
@@ -46,7 +50,7 @@ def main() -> None:
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, cmd in enumerate(scripts(a.quick, torch.cuda.is_available())):
+        for i, cmd in enumerate(scripts(a.quick, torch.cuda.is_available(), a.nanogpt)):
             out = Path(tmp) / f"{i}.json"
             print(f"\n$ python benchmarks/{' '.join(cmd)}", flush=True)
             proc = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:], "--json", str(out)])

@@ -134,3 +134,37 @@ def test_bench_prints_the_ratio_to_the_hand_written_model(capsys: pytest.Capture
     assert all("fastest peer" not in v["target"] or v["verdict"] == "n/a" for v in rep["verdicts"])  # no library peer ran
     suite.run_suite(["tiny"], ["normlab-fused"], repeats=1, window=1, warmup=0)
     assert "hand-written" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh"])
+def test_the_hand_written_and_gpt2_peers_compute_normlabs_gelu(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GELU kernels differ in cost ~4x on CPU: a peer with the other GELU would pass that
+    difference off as overhead. Each peer's GELU is named (x-transformers keeps its exact one)."""
+    import dataclasses
+
+    import torch
+
+    from normlab.bench import peers
+    from normlab.bench.handwritten import HandGPT
+    from normlab.bench.peers import activation_of
+
+    base = peers.model_config
+    monkeypatch.setattr(peers, "model_config", lambda s: dataclasses.replace(base(s), activation=name))
+    s = Size(1, 16, 2, 8, 2)
+    got = {}
+    for peer in ("normlab", "hand-pre", "hf-gpt2", "xt-pre"):
+        try:
+            got[peer] = activation_of(PEERS.get(peer)(s)[0])
+        except peers.PeerMissing:
+            continue
+    assert got["normlab"] == got["hand-pre"] == name
+    assert got.get("hf-gpt2", name) == name and got.get("xt-pre", "gelu") == "gelu"
+    x = torch.randn(2, 8, 16) * 3
+    exact, tanh = (HandGPT(10, 8, 1, 16, 2, a).layers[0] for a in ("gelu", "gelu_tanh"))
+    with torch.no_grad():
+        for p in exact.parameters():
+            p.mul_(20.0)  # past the 0.02 init, where the two GELUs differ in the output
+    tanh.load_state_dict(exact.state_dict())
+    assert (exact(x) - tanh(x)).abs().max() > 1e-4  # the two GELUs are told apart
+    with pytest.raises(ValueError, match="gelu, gelu_tanh"):
+        HandGPT(10, 8, 1, 16, 2, "relu")

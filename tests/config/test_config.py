@@ -155,6 +155,7 @@ INVALID = [
     (ModelConfig, {"norm_eps": 0.0}, "model.norm_eps", "> 0"),
     (Built, {"placement": {"name": "admin", "omega": "guess"}}, "model.placement.omega", "profile"),
     (Built, {"ffn": "relu2"}, "model.ffn", "gelu or swiglu"),
+    (Built, {"activation": "gelu_fast"}, "model.activation", "gelu, gelu_tanh"),
     (ModelConfig, {"pos": "alibi"}, "model.pos", "learned or rope"),
     (ModelConfig, {"pos": "rope", "d_model": 12, "n_head": 4}, "model.pos", "even head dim"),
     (Built, {"norm": "batchnorm"}, "model.norm", "valid: layernorm"),

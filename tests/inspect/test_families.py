@@ -84,6 +84,22 @@ def test_import_matches_transformers_and_every_option_counts(family: str) -> Non
             assert (other(IDS)[0] - ref).abs().max() > 1e-3, key
 
 
+def test_gemma_with_the_exact_gelu_imports_as_activation_gelu() -> None:
+    """Gemma's GeGLU is the tanh GELU; a config naming transformers' exact "gelu" imports as
+    ``model.activation = "gelu"`` with transformers' logits, and differs from the tanh import."""
+    cfg = tiny.hf_config("gemma2")
+    assert from_hf(transformers.Gemma2ForCausalLM(cfg)).cfg.activation == "gelu_tanh"
+    cfg.hidden_activation = "gelu"
+    hf = transformers.Gemma2ForCausalLM(cfg).eval()
+    ours = from_hf(hf).eval()
+    assert ours.cfg.activation == "gelu"
+    tanh = TransformerLM(dataclasses.replace(ours.cfg, activation="gelu_tanh")).eval()
+    tanh.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        ref = hf(IDS).logits
+        assert (ours(IDS)[0] - ref).abs().max() < 1e-4 < (tanh(IDS)[0] - ref).abs().max()
+
+
 def lab_model(fields: dict) -> TransformerLM:
     """A random lab model of the given shape, norm gains moved off their init so their mapping matters."""
     torch.manual_seed(0)
@@ -168,7 +184,7 @@ def test_import_refuses_what_the_lab_cannot_compute() -> None:
     cfg.attention_bias = True
     with pytest.raises(UserError, match=r"^Qwen3Config.attention_bias=True: "):
         from_hf(transformers.Qwen3ForCausalLM(cfg))
-    cfg = tiny.hf_config("gemma2")
-    cfg.hidden_activation = "gelu"
-    with pytest.raises(UserError, match=r"^Gemma2Config.hidden_activation='gelu': "):
+    cfg = tiny.hf_config("gemma2")  # the exact GELU imports (model.activation = "gelu"); no other activation
+    cfg.hidden_activation = "relu"
+    with pytest.raises(UserError, match=r"^Gemma2Config.hidden_activation='relu': "):
         from_hf(transformers.Gemma2ForCausalLM(cfg))

@@ -88,16 +88,23 @@ def attn(a, x: torch.Tensor) -> torch.Tensor:
     return y @ a.proj.weight.T + (a.proj.bias if a.proj.bias is not None else 0)
 
 
+def gelu_by_hand(name: str, h: torch.Tensor) -> torch.Tensor:
+    """The GELU ``model.activation`` names: x Phi(x) through erf, or GPT-2's tanh form."""
+    if name == "gelu":
+        return 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))
+    assert name == "gelu_tanh", name
+    return 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+
+
 def ffn(m, x: torch.Tensor, gain: torch.Tensor | None = None) -> torch.Tensor:
     h = x @ m.fc.weight.T + (m.fc.bias if m.fc.bias is not None else 0)
     if gain is not None:
         h = h * gain
-    c = math.sqrt(2 / math.pi)
-    if type(m).__name__ == "GeGLU":  # GELU-tanh(W_1a x) * W_1b x
+    if type(m).__name__ == "GeGLU":  # GELU(W_1a x) * W_1b x
         gate, up = h.chunk(2, -1)
-        h = 0.5 * gate * (1 + torch.tanh(c * (gate + 0.044715 * gate ** 3))) * up
+        h = gelu_by_hand(m.act.__name__, gate) * up
     else:
-        h = 0.5 * h * (1 + torch.tanh(c * (h + 0.044715 * h ** 3)))  # GELU, tanh form (GPT-2)
+        h = gelu_by_hand(m.act.__name__, h)
     return pre_proj(m.pre_proj, h) @ m.proj.weight.T + (m.proj.bias if m.proj.bias is not None else 0)
 
 

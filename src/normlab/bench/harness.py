@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from normlab.bench.peers import PEERS, PeerMissing, Size, model_config
+from normlab.bench.peers import PEERS, PeerMissing, Size, activation_of, model_config
 from normlab.model import cost
 
 
@@ -42,6 +42,7 @@ class Result:
     peak_dev_mib: float | None  # CUDA peak allocated for this peer
     final_loss: float
     windows: list[float] = field(default_factory=list)  # tokens/s of each window, round by round
+    activation: str = ""       # the FFN's GELU (``peers.activation_of``): its kernel's cost is part of the step
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,7 +123,7 @@ class Trainee:
         gflops = step_flops(s) * med / (s.batch * s.context) / 1e9
         return Result(self.peer, size_name, cost.count(self.model), med,
                       min(self.rates), max(self.rates), gflops, gflops / peak if peak else float("nan"),
-                      peak_rss_mib(), self.dev_mib, self.loss, list(self.rates))
+                      peak_rss_mib(), self.dev_mib, self.loss, list(self.rates), activation_of(self.model))
 
 
 def measure_many(peers: list[str], size_name: str, s: Size, device: torch.device,

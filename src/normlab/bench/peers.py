@@ -5,7 +5,9 @@ Each factory returns ``(model, loss_fn)`` where ``loss_fn(x, y)`` is the mean ne
 cross-entropy, or raises ``PeerMissing`` when its library is not installed (the bench
 then prints a note and skips it). Shapes follow the size table; every peer is a Pre-LN
 decoder with learned positions, GELU FFN of width 4d, tied embeddings and no dropout,
-so parameter counts agree to about 1% (the bench prints them).
+so parameter counts agree to about 1% (the bench prints them). The hand-written model and
+GPT-2 compute normlab's GELU (``model.activation`` of the shape's config); x-transformers
+keeps its own, the exact GELU. ``activation_of`` names each peer's GELU for the table.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from torch import nn
 
 from normlab.bench.handwritten import HandGPT
 from normlab.core.registry import Registry
+from normlab.model.catalogue import FFNS
 from normlab.model.config import ModelConfig
+from normlab.model.hf_families import GELUS, hf_gelu
 from normlab.model.transformer import TransformerLM
 
 
@@ -88,7 +92,7 @@ def normlab_compiled(s: Size) -> tuple[nn.Module, LossFn]:
 def hand_pre(s: Size) -> tuple[nn.Module, LossFn]:
     """A minimal hand-written Pre-LN GPT (``bench/handwritten.py``): the floor of normlab's overhead."""
 
-    m = HandGPT(s.vocab, s.context, s.n_layer, s.d_model, s.n_head)
+    m = HandGPT(s.vocab, s.context, s.n_layer, s.d_model, s.n_head, model_config(s).activation)
     return m, lambda x, y: _ce(m(x), y)
 
 
@@ -115,17 +119,40 @@ def xt_sandwich(s: Size) -> tuple[nn.Module, LossFn]:
 
 
 def hf_gpt2(s: Size) -> tuple[nn.Module, LossFn]:
-    """transformers' GPT2LMHeadModel built from a GPT2Config (never downloaded), SDPA attention."""
+    """transformers' GPT2LMHeadModel built from a GPT2Config (never downloaded), SDPA attention,
+    with normlab's GELU (GPT-2's own gelu_new when that is the tanh GELU)."""
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError as e:
         raise PeerMissing("pip install transformers") from e
+    act = hf_gelu(model_config(s).activation, "gelu_new")
     cfg = GPT2Config(vocab_size=s.vocab, n_positions=s.context, n_embd=s.d_model, n_layer=s.n_layer,
                      n_head=s.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-                     bos_token_id=None, eos_token_id=None)
+                     bos_token_id=None, eos_token_id=None, activation_function=act)
     cfg._attn_implementation = "sdpa"  # torch's fused attention, as normlab uses
     m = GPT2LMHeadModel(cfg)
     return m, lambda x, y: _ce(m(input_ids=x).logits, y)
+
+
+def activation_of(model: nn.Module) -> str:
+    """The GELU a peer computes, in ``model.activation``'s names ("gelu" exact, "gelu_tanh"):
+    a lab model's config, the hand-written model's own, a transformers config's
+    ``activation_function``, else the first activation module found (nanoGPT's and
+    x-transformers' ``nn.GELU``); "unknown" when none is."""
+    cfg = getattr(model, "cfg", None)
+    if isinstance(cfg, ModelConfig):
+        return cfg.activation if getattr(FFNS.get(cfg.ffn), "reads_activation", True) else "silu"
+    if isinstance(getattr(model, "activation", None), str):
+        return str(model.activation)
+    hf = getattr(getattr(model, "config", None), "activation_function", None)
+    if isinstance(hf, str):
+        return GELUS.get(hf, hf)
+    for m in model.modules():
+        if isinstance(m, nn.GELU):
+            return "gelu" if m.approximate == "none" else "gelu_tanh"
+        if isinstance(m, (nn.SiLU, nn.ReLU)):
+            return type(m).__name__.lower()
+    return "unknown"
 
 
 def expand(names: list[str]) -> list[str]:

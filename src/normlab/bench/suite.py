@@ -54,7 +54,7 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
         s = SIZES.get(size)
         echo(f"\n== {size}: {s.n_layer}L d={s.d_model} heads={s.n_head} ctx={s.context} batch={s.batch}")
         echo(f"{'peer':<18}{'params':>10}{'tok/s':>10}{'min-max':>18}{'GFLOP/s':>9}{'MFU':>7}"
-             f"{'RSS MiB':>9}{'ratio':>7}")
+             f"{'RSS MiB':>9}{'ratio':>7}  activation")
         rows: list[Result] = []
         for r in measure_many(variants, size, s, dev, dtype=dtype, warmup=warmup, repeats=repeats,
                               window=window, peak=peaks[dtype]):
@@ -66,7 +66,7 @@ def run_suite(sizes: list[str], peers: list[str], device: str = "cpu", dtype: st
         best = max((r.tokens_per_s for r in rows), default=0.0)
         for r in rows:
             echo(f"{r.peer:<18}{r.params:>10}{r.tokens_per_s:>10.0f}{f'{r.tps_min:.0f}-{r.tps_max:.0f}':>18}"
-                 f"{r.gflops:>9.1f}{r.mfu:>7.0%}{r.peak_rss_mib:>9.0f}{r.tokens_per_s / best:>7.2f}")
+                 f"{r.gflops:>9.1f}{r.mfu:>7.0%}{r.peak_rss_mib:>9.0f}{r.tokens_per_s / best:>7.2f}  {r.activation}")
         hand = hand_ratio(rows)
         if hand is not None:
             echo(f"{size} shape: normlab / hand-written = {hand[0]:.2f}x (per round {hand[1]:.2f}-{hand[2]:.2f}; "

@@ -1,6 +1,6 @@
 """Resolve a ``ModelConfig``'s names into what the model is built from: the one place where
-placement, layout, norm, qk-norm, init and FFN names and the placements' options are
-checked, and where refused combinations are refused.
+placement, layout, norm, qk-norm, init, FFN and activation names and the placements' options
+are checked, and where refused combinations are refused.
 
 ``resolve_model(cfg)`` also checks ``model.impl`` (the code that computes the architecture,
 ``normlab.model.impls``) and returns a ``ResolvedModel``: per block the (attention, FFN) sub-layers with
@@ -27,7 +27,7 @@ from torch import nn
 
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
 from normlab.core.schema import from_dict, help_text
-from normlab.model.catalogue import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+from normlab.model.catalogue import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 from normlab.model.config import ModelConfig
 from normlab.model.placement import Placement, PlacementOptions, Site, Stream
 
@@ -89,6 +89,7 @@ def resolve_model(cfg: ModelConfig) -> ResolvedModel:
     init = INITS.get(cfg.init)
     if cfg.ffn not in FFNS:
         raise ConfigError("model.ffn", cfg.ffn, f"use {' or '.join(FFNS.names())}")
+    ACTIVATIONS.get(cfg.activation)  # checked whatever the FFN: a typo never waits for a GELU FFN
     impl = IMPLS.get(cfg.impl)
     layout = _layout(cfg)
     _check_combination(cfg, layout)

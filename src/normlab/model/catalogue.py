@@ -13,9 +13,9 @@ from torch import nn
 from normlab.core import plugins
 from normlab.model import attention, impls, init, layout, norms, placements, placements_inner, placements_keel, streams
 from normlab.model.placement import Placement
-from normlab.model.registries import FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+from normlab.model.registries import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
-__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "IMPLS", "norm_types"]
+__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "ACTIVATIONS", "IMPLS", "norm_types"]
 
 PLACEMENTS.add("post", placements.Post)
 PLACEMENTS.add("pre", placements.Pre)
@@ -57,6 +57,9 @@ INITS.add("xavier", init.XavierInit())
 FFNS.add("gelu", attention.MLP)
 FFNS.add("swiglu", attention.SwiGLU)
 FFNS.add("geglu", attention.GeGLU)
+
+ACTIVATIONS.add("gelu", attention.gelu)
+ACTIVATIONS.add("gelu_tanh", attention.gelu_tanh)
 
 IMPLS.add("normlab", impls.LAB)
 IMPLS.add("hf-gpt2", impls.HF_GPT2)

@@ -1,6 +1,6 @@
 """Model configuration (section ``model``): every architectural switch of the lab, as plain data.
 
-``ModelConfig`` checks ranges and types only. Names (placement, norm, init, ffn) and the
+``ModelConfig`` checks ranges and types only. Names (placement, norm, init, ffn, activation) and the
 placements' options are checked once, where the model is built: ``model/build.py``
 resolves them through the catalogue (``normlab.model.build.resolve_model``).
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
 from normlab.core.schema import Section, doc
-from normlab.model.registries import FFNS, IMPLS, INITS, NORMS, QK_NORMS  # help texts' {names}, read when shown
+from normlab.model.registries import ACTIVATIONS, FFNS, IMPLS, INITS, NORMS, QK_NORMS  # help texts' {names}, read when shown
 
 # A placement is a name, or a table {name = ..., option = ...}, for every layer; a per-layer
 # list of those; and per layer optionally a table by sub-layer {attn = ..., ffn = ...}:
@@ -27,6 +27,13 @@ _MOVED: dict[str, tuple[str, str, Any, str]] = {
     "mix_fraction": ("mix", "fraction", 0.25, "0.25"),
     "admin_omega": ("admin", "omega", "profile", '"profile"'),
     "rezero": ("none", "rezero", False, "true"),
+}
+
+# Options added after configs were stored, with the value every config stored before them
+# computed: ``upgrade`` fills it into a stored table that lacks the key, whatever today's
+# default is (user input without the key gets the default).
+_ADDED: dict[str, Any] = {
+    "activation": "gelu_tanh",  # the MLP and GeGLU computed the tanh GELU before the option existed
 }
 
 
@@ -54,6 +61,12 @@ class ModelConfig(Section):
     init: str = doc("weight init: {names} (see `normlab inits`)", "gpt2", names=INITS)
     ffn: str = doc("feed-forward type: {names}", "gelu", names=FFNS)
     d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
+    # Left out of a config's JSON while it is the tanh GELU, the only GELU before the option
+    # existed: configs and trial ids written before it are unchanged.
+    activation: str = doc("the GELU of ffn gelu and geglu: {names} (gelu: exact, x*Phi(x), PyTorch's and "
+                          "nanoGPT's; gelu_tanh: the tanh approximation, GPT-2's gelu_new); swiglu's gate "
+                          "is SiLU whatever this says", "gelu_tanh", names=ACTIVATIONS,
+                          omit_default=True)
     pos: str = doc("positions: learned or rope", "learned")
     rope_base: float = doc("RoPE base theta (10000 in Su et al. and Llama 2; 500000 in Llama 3)", 10000.0)
     bias: bool = doc("biases in linear layers and LayerNorm", True)
@@ -161,9 +174,12 @@ class ModelConfig(Section):
     def upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
         """A ``model`` table written by an older normlab (a run's config.json, a saved model)
         in today's spelling: each moved option folds into its placement's table when it
-        differs from its old default and is dropped when it does not. User input is never
+        differs from its old default and is dropped when it does not; an option added since
+        reads as what the model computed before it existed (``_ADDED``). User input is never
         upgraded: there an old key is an error naming the new spelling."""
         data = dict(data)
+        for key, before in _ADDED.items():
+            data.setdefault(key, before)
         old = {key: data.pop(key) for key in _MOVED if key in data}
         by_placement = {name: (key, option, default) for key, (name, option, default, _) in _MOVED.items()}
 

@@ -4,18 +4,21 @@ A lab model is exported only where a transformers class computes exactly what it
 
 | lab model | transformers class |
 |---|---|
-| placement pre, LayerNorm, learned positions, GELU-tanh, biases | ``GPT2LMHeadModel`` |
+| placement pre, LayerNorm, learned positions, GELU FFN (either GELU), biases | ``GPT2LMHeadModel`` |
 | placement pre, RMSNorm, RoPE, SwiGLU, no biases (grouped-query attention allowed) | ``LlamaForCausalLM`` (``MistralForCausalLM`` with one sliding window everywhere) |
 | as Llama, plus QK-norm rmsnorm per head (sliding windows per layer allowed) | ``Qwen3ForCausalLM`` |
 | placement post_branch, RMSNorm, RoPE, SwiGLU, no biases, QK-norm rmsnorm over all of q and k | ``Olmo2ForCausalLM`` (``Olmo3ForCausalLM`` with sliding windows) |
-| placement sandwich, rmsnorm_1p, RoPE, GeGLU, embedding x sqrt(d) (caps, windows, query scale allowed) | ``Gemma2ForCausalLM`` (``Gemma3ForCausalLM`` with QK-norm rmsnorm_1p per head) |
+| placement sandwich, rmsnorm_1p, RoPE, GeGLU (either GELU), embedding x sqrt(d) (caps, windows, query scale allowed) | ``Gemma2ForCausalLM`` (``Gemma3ForCausalLM`` with QK-norm rmsnorm_1p per head) |
 
 Exactness is decided by a round trip of the configuration: the transformers config written
 for the model is read back with ``interop``'s importer, and every ModelConfig field that
 changes the forward pass must come back equal (a field that does not names the refusal).
 Only ``init`` (weights are given), ``dropout`` (training only) and ``impl`` (which code computes
 the lab side) are exempt; fields with a resolved default (``d_head``, ``attn_scale``,
-``embed_scale``, ...) are compared resolved.
+``embed_scale``, ...) are compared resolved, and ``activation`` only where the FFN reads it
+(SwiGLU's gate is SiLU). The GELU is written under the family's own name for the tanh GELU
+(GPT-2's ``gelu_new``, Gemma's ``gelu_pytorch_tanh``) and as ``gelu`` for the exact one,
+which transformers computes with torch's exact kernel (``GELUActivation``).
 """
 
 from __future__ import annotations
@@ -115,6 +118,8 @@ def _forward_fields(cfg: ModelConfig, placement: str) -> dict[str, Any]:
         out.pop("rope_local_base")
     if cfg.qk_norm is None:
         out.pop("qk_norm_span")
+    if not getattr(plan.ffn, "reads_activation", True):
+        out.pop("activation")  # SwiGLU: its gate is SiLU whatever model.activation says
     return out
 
 
@@ -126,7 +131,8 @@ def hf_config(cfg: ModelConfig, family: str) -> Any:
         return hf_families.hf_config(cfg, family)
     return t.GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.context, n_embd=cfg.d_model,
                         n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.ff_width,
-                        activation_function="gelu_new", resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
+                        activation_function=hf_families.hf_gelu(cfg.activation, "gelu_new"),
+                        resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
                         attn_pdrop=cfg.dropout, layer_norm_epsilon=cfg.norm_eps,
                         tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None, eos_token_id=None,
                         pad_token_id=None)

@@ -45,7 +45,7 @@ class RopeFamily:
     placement: str
     norm: str
     ffn: str
-    act: tuple[str, str]            # (config key, the activation the lab computes)
+    act: tuple[str, str]            # (config key, the family's activation; GeGLU's GELU is mapped by GELUS)
     norms: dict[str, str]           # lab tensor under blocks.{i}. -> transformers' under model.layers.{i}.
     qk_norm: tuple[str, str] | None = None  # (model.qk_norm, model.qk_norm_span)
     layer_types: bool = False       # sliding/full attention per layer (``config.layer_types``)
@@ -74,6 +74,27 @@ FAMILIES: dict[str, RopeFamily] = {
                               ("rmsnorm_1p", "head"), layer_types=True, rope_per_type=True, gemma=True),
 }
 SLIDING, FULL = "sliding_attention", "full_attention"
+
+# transformers' GELUs (``ACT2FN`` keys) -> the ``model.activation`` that computes the same function:
+# "gelu" is torch's exact GELU; gelu_new (GPT-2's, written out in Python) and gelu_pytorch_tanh
+# (Gemma's, torch's kernel) are the tanh approximation.
+GELUS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+
+
+def hf_gelu(activation: str, tanh_name: str) -> str:
+    """The ``ACT2FN`` key export writes for ``model.activation``: "gelu" for the exact GELU, else
+    the family's own name for the tanh GELU (``tanh_name``). An activation transformers has no
+    name for gets the family's too, and export's round trip then refuses it naming the field."""
+    return "gelu" if activation == "gelu" else tanh_name
+
+
+def lab_gelu(hf_config: Any, key: str, default: str) -> str:
+    """The ``model.activation`` of a config whose activation is ``hf_config.<key>`` (``default``
+    when unset); a UserError naming the key for any activation but a GELU the lab computes."""
+    value = getattr(hf_config, key, default)
+    if value not in GELUS:
+        raise _refuse(hf_config, key, value, f"in {list(GELUS)}")
+    return GELUS[value]
 
 
 def _refuse(hf_config: Any, key: str, value: Any, ok: Any) -> UserError:
@@ -140,12 +161,16 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
     d, H = hf_config.hidden_size, hf_config.num_attention_heads
     head_dim = (getattr(hf_config, "head_dim", None) if fam.head_dim else None) or d // H
     key, act = fam.act
-    checks = {key: (getattr(hf_config, key, act), act), "attention_bias": (getattr(hf_config, "attention_bias", False), False),
-              "mlp_bias": (getattr(hf_config, "mlp_bias", False), False),
-              "use_bidirectional_attention": (bool(getattr(hf_config, "use_bidirectional_attention", False)), False)}
+    gelu = fam.ffn == "geglu"  # its GELU is model.activation; SwiGLU's gate is SiLU, nothing else
+    checks: dict[str, tuple[Any, Any]] = {} if gelu else {key: (getattr(hf_config, key, act), act)}
+    checks.update({"attention_bias": (getattr(hf_config, "attention_bias", False), False),
+                   "mlp_bias": (getattr(hf_config, "mlp_bias", False), False),
+                   "use_bidirectional_attention": (bool(getattr(hf_config, "use_bidirectional_attention", False)),
+                                                   False)})
     for name, (value, ok) in checks.items():
         if value != ok:
             raise _refuse(hf_config, name, value, f"= {ok!r}")
+    activation = lab_gelu(hf_config, key, act) if gelu else None
     window, blocks = _windows(hf_config, fam)
     base, local = _ropes(hf_config, fam, window is not None)
     qk, span = fam.qk_norm or (None, "head")
@@ -158,6 +183,8 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
                dropout=float(getattr(hf_config, "attention_dropout", 0.0) or 0.0),
                tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
                norm_eps=float(hf_config.rms_norm_eps), sliding_window=window, window_layers=blocks)
+    if activation is not None:
+        out["activation"] = activation
     if fam.gemma:
         scalar = hf_config.query_pre_attn_scalar  # the softmax factor is scalar^-1/2, not head_dim^-1/2
         out.update(embed_scale=hf_config.hidden_size ** 0.5,
@@ -178,7 +205,9 @@ def hf_config(cfg: ModelConfig, kind: str) -> Any:
                               num_key_value_heads=cfg.kv_heads, max_position_embeddings=cfg.context,
                               rms_norm_eps=cfg.norm_eps, attention_bias=False, attention_dropout=cfg.dropout,
                               tie_word_embeddings=cfg.tie_embeddings, bos_token_id=None, eos_token_id=None,
-                              pad_token_id=None, **{fam.act[0]: fam.act[1]}, **fam.extra)
+                              pad_token_id=None, **fam.extra)
+    key, act = fam.act
+    kw[key] = hf_gelu(cfg.activation, act) if fam.ffn == "geglu" else act
     if fam.head_dim:
         kw["head_dim"] = cfg.head_dim
     types = [SLIDING if cfg.windowed(i) else FULL for i in range(1, cfg.n_layer + 1)]

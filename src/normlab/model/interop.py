@@ -23,17 +23,19 @@ import torch
 
 from normlab.core.errors import UserError
 from normlab.model.config import ModelConfig
-from normlab.model.hf_families import FAMILIES, state_from_hf
+from normlab.model.hf_families import FAMILIES, lab_gelu, state_from_hf
 from normlab.model.hf_families import config_from_hf as rope_config_from_hf
 from normlab.model.transformer import TransformerLM
 
 # GPT-2 options whose other values change the computation in ways ``pre`` does not model.
-_REQUIRED = {"activation_function": ("gelu_new", "gelu_pytorch_tanh"), "scale_attn_weights": (True,),
-             "scale_attn_by_inverse_layer_idx": (False,), "reorder_and_upcast_attn": (False,)}
+_REQUIRED = {"scale_attn_weights": (True,), "scale_attn_by_inverse_layer_idx": (False,),
+             "reorder_and_upcast_attn": (False,)}
 
 
 def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
-    """The ``ModelConfig`` of a transformers ``GPT2Config`` (placement pre, LayerNorm, GELU-tanh)."""
+    """The ``ModelConfig`` of a transformers ``GPT2Config`` (placement pre, LayerNorm, and the
+    GELU its ``activation_function`` names: GPT-2's gelu_new is ``activation="gelu_tanh"``, set
+    explicitly so that the import never follows the lab's default)."""
     for key, ok in _REQUIRED.items():
         value = getattr(hf_config, key, ok[0])
         if value not in ok:
@@ -42,6 +44,7 @@ def config_from_hf(hf_config: Any, **overrides: Any) -> ModelConfig:
     base = dict(vocab_size=hf_config.vocab_size, context=hf_config.n_positions, n_layer=hf_config.n_layer,
                 d_model=hf_config.n_embd, n_head=hf_config.n_head, placement="pre", norm="layernorm",
                 final_norm=True, init="gpt2", ffn="gelu", d_ff=getattr(hf_config, "n_inner", None),
+                activation=lab_gelu(hf_config, "activation_function", "gelu_new"),
                 pos="learned", bias=True, dropout=float(hf_config.resid_pdrop),
                 tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", True)),
                 norm_eps=float(hf_config.layer_norm_epsilon))

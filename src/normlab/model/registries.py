@@ -1,5 +1,5 @@
 """The model's registries, empty: name -> placement class, layout, norm, qk-norm, init, FFN,
-implementation.
+FFN activation, implementation.
 
 A leaf module: it imports nothing of ``normlab.model``, so any component may name a
 registry without pulling in the others. ``normlab.model.catalogue`` fills them with the
@@ -22,4 +22,5 @@ NORMS: Registry[Any] = Registry("norm", "model.norm", catalogue="normlab.model.c
 QK_NORMS: Registry[Any] = Registry("qk norm", "model.qk_norm", catalogue="normlab.model.catalogue")
 INITS: Registry[Any] = Registry("init", "model.init", catalogue="normlab.model.catalogue")                  # InitScheme instances
 FFNS: Registry[Any] = Registry("ffn", "model.ffn", catalogue="normlab.model.catalogue")                     # (cfg) -> FFN module
+ACTIVATIONS: Registry[Any] = Registry("activation", "model.activation", catalogue="normlab.model.catalogue")  # tensor -> tensor
 IMPLS: Registry[Any] = Registry("implementation", "model.impl", catalogue="normlab.model.catalogue")     # Impl: who computes the model
