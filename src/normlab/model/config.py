@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
 from normlab.core.schema import Section, doc
-from normlab.model.registries import ACTIVATIONS, FFNS, IMPLS, INITS, NORMS, QK_NORMS  # help texts' {names}, read when shown
+from normlab.model.registries import (  # help texts' {names}, read when shown
+    ACTIVATIONS,
+    FFNS,
+    IMPLS,
+    INITS,
+    NORMS,
+    QK_NORMS,
+)
 
 # A placement is a name, or a table {name = ..., option = ...}, for every layer; a per-layer
 # list of those; and per layer optionally a table by sub-layer {attn = ..., ffn = ...}:
