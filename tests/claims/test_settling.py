@@ -25,12 +25,12 @@ from normlab.data.unigram import DataCE
 from normlab.run.resolve import RunConfig
 from normlab.study.at_horizon import reached
 from normlab.study.extend import to_stage
-from normlab.study.settle import EXTEND, SETTLED, UNSETTLED
+from normlab.study.settle import SETTLED, UNSETTLED
 from normlab.study.store import TrialRecord
 
 CE = DataCE(unigram=3.347, vocab_size=65)  # the plateau's edge: 3.197
 STAGES = [200, 400, 1000, 2000]
-MAP, RV = "stability-map", "recipe-variants"
+MAP, RV, ENDS = "stability-map", "recipe-variants", "frontier-ends"
 P, LR, L, W, INIT = "model.placement", "optim.lr", "model.n_layer", "optim.warmup_steps", "model.init"
 Curve = Callable[[int], float]  # step -> val loss
 
@@ -47,8 +47,8 @@ def steps_to(points: dict[int, float]) -> Curve:
 class World(StudyContext):
     """Synthetic staged studies: each trial a run directory revealed up to the step it reached."""
 
-    def __init__(self, root: Path, cells: list[tuple[str, dict[str, Any], Curve]], seeds: int = 3) -> None:
-        super().__init__(out=root / "out", scale="cpu", train=True, stages={MAP: STAGES, RV: STAGES})
+    def __init__(self, root: Path, cells: list[tuple[str, dict[str, Any], Curve | list[Curve]]], seeds: int = 3) -> None:
+        super().__init__(out=root / "out", scale="cpu", train=True, stages={MAP: STAGES, RV: STAGES, ENDS: STAGES})
         self.curves: dict[str, Curve] = {}
         self.by_study: dict[str, list[TrialRecord]] = {}
         self.events: list[tuple[str, int]] = []  # (trial, stage): the "extended" events
@@ -58,7 +58,8 @@ class World(StudyContext):
                 d = root / "runs" / tid
                 d.mkdir(parents=True)
                 (d / "config.json").write_text(RunConfig.from_dict({"optim": {"lr": params.get(LR, 1e-3)}}).to_json())
-                self.curves[tid] = lambda st, c=curve, j=s: c(st) + 0.001 * j  # seeds a hair apart
+                one = curve[s] if isinstance(curve, list) else curve  # a curve per seed, or one for all
+                self.curves[tid] = lambda st, c=one, j=s: c(st) + 0.001 * j  # seeds a hair apart
                 self._reveal(d, tid, STAGES[0])
                 self.by_study.setdefault(study, []).append(
                     TrialRecord(tid, {**params, "seed": s}, "completed", json.loads((d / "summary.json").read_text()),
@@ -210,3 +211,27 @@ def test_a_view_at_the_first_stage_is_the_store_record(tmp_path: Path) -> None:
     plain = CLAIMS.get("deepnorm-depth").decide(world)  # the claim read as it always was
     staged_ = CLAIMS.get("deepnorm-depth").decide(at)
     assert [p["effect"] for p in plain["parts"]] == [p["effect"] for p in staged_["parts"]]
+
+
+def test_a_critical_lr_that_drifts_then_settles(tmp_path: Path) -> None:
+    # frontier-depth: Post-LN with warm-up, 6 against 18 blocks. At 6 blocks half the seeds train at
+    # 2e-3 by step 200, and half at 3e-3 by step 400 (slow starters): the critical lr moves up by
+    # about 0.18 decades (issue 40), then stays
+    T, S, SLOW = flat(2.6), flat(3.36), steps_to({100: 3.36, 400: 2.6})
+    l6 = {5e-4: [T] * 4, 1e-3: [T] * 4, 2e-3: [T, T, SLOW, SLOW], 3e-3: [SLOW, SLOW, S, S], 6e-3: [S] * 4,
+          1.2e-2: [S] * 4}
+    l18 = {5e-4: [T] * 4, 1e-3: [T, T, S, S], 3e-3: [S] * 4}
+    cells = [(ENDS if lr in (2e-3, 6e-3, 1.2e-2) else MAP, m("post", lr, 50), c) for lr, c in l6.items()]
+    cells += [(MAP, m("post", lr, 50, 18), c) for lr, c in l18.items()]
+    cells += [(MAP, m("post", 1e-3, 0), T), (MAP, m("post", 1e-3, 0, 18), T)]  # the map's no-warm-up cells
+    world = World(tmp_path, cells, seeds=4)
+    engine = Engine(world, [CLAIMS.get("frontier-depth")], Cache(None), extend=world.extend)
+    rec = engine.run()["frontier-depth"]
+    part = _part(rec, "post")
+    assert (part["settle_status"], part["settled_at"], part["numbers"]["horizon"]) == (SETTLED, 1000, 1000)
+    assert part["lr_drift"] == pytest.approx(0.0, abs=1e-6) and part["drift"] == pytest.approx(0.0, abs=1e-6)
+    assert part["settling"]["effect_tol"] == 0.1  # a difference of critical lrs: decades, the issue's 0.1
+    crit = [st.critical["post L6 w50"] for st in engine.readings[("frontier-depth", "post")]]
+    assert [st.horizon for st in engine.readings[("frontier-depth", "post")]] == [200, 400, 1000]
+    assert crit[0].lr is not None and crit[1].lr is not None and crit[1].lr / crit[0].lr > 10 ** 0.1  # it drifted
+    assert {h for _, h in world.events} == {400, 1000}

@@ -81,7 +81,9 @@ def _rule(c: Claim, part: str, stages: tuple[int, ...], rec: dict[str, Any],
 
 
 def _frontier(d: dict[str, Any]) -> Frontier:
-    return Frontier(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+    """A frontier back from its record (``Frontier.as_dict``: its tuples stored as lists)."""
+    kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    return Frontier(**kw)
 
 
 def reading(hctx: Any, rec: dict[str, Any], views: Mapping[str, Any]) -> Stage:

@@ -52,10 +52,11 @@ def summary_at(trial: TrialRecord, horizon: int) -> dict[str, Any]:
     run = RunDir(trial.run_dir)
     own = run.summary() or trial.summary or {}
     last_step = reached(trial) or horizon
-    div = own.get("diverged_at_step")
+    got = own.get("diverged_at_step")
+    div = int(got) if isinstance(got, (int, float)) else None
     if div is None and (own.get("status") == "diverged" or trial.status == "diverged"):
         div = last_step
-    diverged = div is not None and int(div) <= horizon
+    diverged = div is not None and div <= horizon
     best: float | None = None
     last: float | None = None
     for r in run.metrics():
@@ -68,7 +69,7 @@ def summary_at(trial: TrialRecord, horizon: int) -> dict[str, Any]:
     return {"status": "diverged" if diverged else "completed",
             "steps": last_step if diverged else min(horizon, last_step),
             "best_val_loss": best, "final_val_loss": None if diverged else last,
-            "diverged_at_step": int(div) if diverged else None, "read_at": horizon}
+            "diverged_at_step": div if diverged else None, "read_at": horizon}
 
 
 def read_at(trial: TrialRecord, horizon: int, root: str | Path) -> TrialRecord:
