@@ -203,7 +203,9 @@ def test_without_stages_nothing_is_settled_or_extended(tmp_path: Path) -> None:
 
 def test_a_view_at_the_first_stage_is_the_store_record(tmp_path: Path) -> None:
     world = deepnorm_world(tmp_path, steps_to({100: 3.36, 400: 2.62}))
-    at = world.at(200)
+    from normlab.claims.at_horizon import HorizonContext
+
+    at = HorizonContext(world, 200)
     for t, v in zip(world.by_study[MAP], at.trials(MAP)):
         assert {k: v.summary[k] for k in ("status", "steps", "best_val_loss", "final_val_loss")} == \
             {k: t.summary[k] for k in ("status", "steps", "best_val_loss", "final_val_loss")}

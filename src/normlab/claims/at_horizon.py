@@ -1,4 +1,4 @@
-"""A study context read at one stage: ``StudyContext.at(H)``.
+"""A study context read at one stage: ``HorizonContext(ctx, H)``.
 
 A staged study (``StudySpec.stages``) is read at a stage H through its runs' files up to step H
 (``normlab.study.at_horizon``): each trial this context serves is its run as if it had stopped
@@ -79,9 +79,6 @@ class HorizonContext(StudyContext):
     def analysis(self, t: Any, checkpoint: str = "latest") -> dict[str, Any]:
         raise NotAtHorizon(f"it analyses a checkpoint (trial {t.id}), and a run keeps the checkpoint of its last "
                            f"step only: it cannot be read at step {self.read_at}")
-
-    def at(self, horizon: int) -> Any:
-        return self.base.at(horizon)
 
     def cache_name(self, claim: str) -> str:
         return f"{claim}@step{self.read_at}"

@@ -4,8 +4,8 @@ A training claim whose studies are staged (``StudySpec.stages``, e.g. 200 -> 400
 steps; or a claims run's ``stages``) is not read at train.steps alone. Its runs train the first
 stage (``StudyContext.trials``), then, stage after stage:
 
-1. each part not yet settled is read at the stage (``ctx.at(H)``: its measure run on the runs'
-   files up to step H, ``claims/at_horizon.py``): the outcome of every run it reads, its effect,
+1. each part not yet settled is read at the stage (``HorizonContext(ctx, H)``: its measure run
+   on the runs' files up to step H, ``claims/at_horizon.py``): the outcome of every run it reads, its effect,
    and the critical lrs of a frontier part;
 2. the registered rule (``study.settle.settle``) says whether it has settled (nothing moved by
    more than its tolerance over the last stage), must be extended, or is unsettled at the
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from normlab.claims.at_horizon import NotAtHorizon
+from normlab.claims.at_horizon import HorizonContext, NotAtHorizon
 from normlab.claims.claim import Claim, claim_verdict
 from normlab.claims.regime import scoped
 from normlab.claims.studies import StudyContext
@@ -117,7 +117,7 @@ class Engine:
 
     def at(self, horizon: int) -> Any:
         if horizon not in self._at:
-            self._at[horizon] = self.ctx.at(horizon)
+            self._at[horizon] = HorizonContext(self.ctx, horizon)
         return self._at[horizon]
 
     def record_at(self, c: Claim, horizon: int) -> dict[str, Any]:

@@ -63,12 +63,6 @@ class StudyContext:
         got = self.stages.get(name)
         return spec if not got else dataclasses.replace(spec, stages=list(got), extend_stalled_to=None)
 
-    def at(self, horizon: int) -> Any:
-        """This context with every staged study read at step ``horizon`` (claims/at_horizon.py)."""
-        from normlab.claims.at_horizon import HorizonContext
-
-        return HorizonContext(self, horizon)
-
     def store_dir(self, name: str) -> Path:
         return Path(self.out) / "stores" / name
 
