@@ -129,7 +129,9 @@ def test_a_true_stall_is_held_to_the_longest_stage(tmp_path: Path) -> None:
     trains = _part(rec, "deepnorm-trains")
     assert (trains["settle_status"], trains["settled_at"]) == (UNSETTLED, 2000)
     assert trains["drift"] == pytest.approx(-0.05, abs=1e-9)
-    assert "read at step 2000, still moving" in trains["note"] and "scoped to step 2000" in trains["settle_text"]
+    assert "read at step 2000, still moving (effect moved -0.05" in trains["note"]
+    assert "scoped to step 2000" in trains["settle_text"] and "steps" in trains["departures"]
+    assert trains["verdict"] == "not seen at the lab's settings"  # contradicted, scoped to the longest stage
     assert trains["numbers"]["outcomes"]["cell"]["stalls"] == 3
     assert {h for _, h in world.events} == {400, 1000, 2000}
 

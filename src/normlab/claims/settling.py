@@ -16,8 +16,8 @@ stage (``StudyContext.trials``), then, stage after stage:
 It stops when every part is settled or unsettled at the longest stage. Each part is then
 decided at its own horizon, the record at that stage, and gets ``settled_at`` (the horizon),
 ``drift`` (its effect's change over the last stage), ``lr_drift``, ``settle_status`` and
-``settle_text``; an unsettled part is read at the longest stage and its note says it was still
-moving there. The claim's verdict is combined from these parts as ``Claim.decide`` combines
+``settle_text``; an unsettled part is read at the longest stage, scoped to it (its ``steps``
+depart from the source's regime) and its note says it was still moving there. The claim's verdict is combined from these parts as ``Claim.decide`` combines
 them. Rerunning the command continues: a stage's reading depends only on the runs' files up to
 that stage, which never change once passed, so the decisions replay, and a run already at a
 stage is not resumed again.
@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 from normlab.claims.at_horizon import HorizonContext, NotAtHorizon
 from normlab.claims.claim import Claim, claim_verdict
-from normlab.claims.regime import scoped
+from normlab.claims.regime import FACTORS, scoped
 from normlab.claims.studies import StudyContext
 from normlab.core.errors import UserError
 from normlab.stats.frontier import Frontier
@@ -188,9 +188,11 @@ class Engine:
                 rec.update(horizon=got.horizon, settled_at=got.horizon, drift=got.drift, lr_drift=got.lr_drift,
                            settle_status=got.status, settle_text=got.text(),
                            settling=self.rules[(c.id, p["id"])].spec())
-                if got.status == UNSETTLED:
+                if got.status == UNSETTLED:  # scoped to the longest stage: its steps depart from the source's
+                    rec["departures"] = [f for f in FACTORS if f in {*rec.get("departures", []), "steps"}]
+                    rec["verdict"] = scoped(rec["rule_verdict"], rec["departures"])
                     rec["note"] = "; ".join(x for x in (rec.get("note"), f"read at step {got.horizon}, still "
-                                                        f"moving: {got.text()}") if x)
+                                                        f"moving ({'; '.join(got.moved)})") if x)
                 recs.append(rec)
             out[kind] = recs
         raw, away = claim_verdict(out["parts"])
