@@ -33,6 +33,9 @@ class ClaimsRun:
     exploratory: bool = False           # --exploratory: with --registration, seen seeds allowed, published as exploratory
     seen: list[Path] = field(default_factory=list)  # --seen PATH: more stores / claims folders / histories to consult
     embed: bool = True                  # not --link-figures: the page embeds its figures
+    # study -> nested stages (e.g. {"stability-map": [200, 400, 1000, 2000]}): its claims are read
+    # where they settle (claims/settling.py); empty: each study's own (the presets have none)
+    stages: dict[str, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -50,6 +53,7 @@ class ClaimsRun:
             raise UserError(f"--scale={self.scale}: choose one of {', '.join(scales)}")
         for i in self.only:
             CLAIMS.get(i, "--only")  # an unknown id fails listing the valid ones
+        self.stages = {str(k): list(v) for k, v in (self.stages or {}).items()}  # checked with the study's spec
 
     @staticmethod
     def extra_scales() -> list[str]:

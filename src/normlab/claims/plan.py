@@ -88,7 +88,8 @@ def plan(run: ClaimsRun) -> ClaimsPlan:
     display = run.progress if isinstance(run.progress, Progress) else Progress("claims", enabled=bool(run.progress))
     store = Cache(run.out / "cache" if run.cache else None)
     ctx = StudyContext(run.out, scale=run.scale, workers=run.workers, train=run.train, display=display,
-                       seeds={} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))})
+                       seeds={} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))},
+                       stages=dict(run.stages))
     p = ClaimsPlan(run, chosen, reg, display, store, ctx, None, mode=mode)
     try:
         fast = p.quick_claims

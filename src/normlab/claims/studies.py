@@ -18,6 +18,7 @@ Per-trial quantities (one value per seed, None when the trial has not finished):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -53,10 +54,14 @@ class StudyContext:
     spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # first start, last finish
     _ce: dict[str, Any] = field(default_factory=dict)  # reference losses per data setting
     seeds: dict[str, list[int]] = field(default_factory=dict)  # a registration's seeds per study (else the preset's)
+    stages: dict[str, list[int]] = field(default_factory=dict)  # nested horizons per study (claims/settling.py)
 
     def spec(self, name: str) -> Any:
-        """Study preset ``name`` at this scale, with the registered seeds where a registration names them."""
-        return study_spec(name, self.scale, self.seeds.get(name))
+        """Study preset ``name`` at this scale, with the registered seeds where a registration names
+        them, and the stages ``stages`` gives it (they supersede the preset's extend_stalled_to)."""
+        spec = study_spec(name, self.scale, self.seeds.get(name))
+        got = self.stages.get(name)
+        return spec if not got else dataclasses.replace(spec, stages=list(got), extend_stalled_to=None)
 
     def store_dir(self, name: str) -> Path:
         return Path(self.out) / "stores" / name
@@ -117,15 +122,19 @@ class StudyContext:
                                                sort_keys=True, default=str).encode()).hexdigest()
                   for n in c.studies}
         k = key(claim=c.id, rule=c.rule_hash(self.scale), code=c.code_hash(), scale=self.scale, stores=stores)
-        got = cache.get("claims", c.id, k)
+        got = cache.get("claims", self.cache_name(c.id), k)
         if got is None:
             if self.display is not None:
                 self.display.item(f"deciding {c.id}")
-            got = cache.put("claims", c.id, k, c.decide(self))
+            got = cache.put("claims", self.cache_name(c.id), k, c.decide(self))
         for p in [*got["parts"], *got.get("checks", [])]:  # read off the trials, so a cached record gets it too
             # a part read at another horizon (a critical lr at the long one) names it in its numbers
             p["horizon"] = (p.get("numbers") or {}).get("horizon") or self.horizon(p.get("trials", []))
         return got
+
+    def cache_name(self, claim: str) -> str:
+        """The name claim ``claim``'s record is cached under (a horizon context adds its step)."""
+        return claim
 
     def horizon(self, ids: list[str]) -> int | list[int] | None:
         """The step the trials ``ids`` were judged at: their length as the store records it (the

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from normlab.core.dirlock import held, holder, marked_kind
 from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table
-from normlab.core.fsutil import append_jsonl, atomic_write_json, read_jsonl, write_jsonl
+from normlab.core.fsutil import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
 from normlab.run.config import RunConfig
 
 # The checkpoint code (and torch with it) is imported inside the methods that need it: every
@@ -395,6 +395,18 @@ class RunDir:
             p = self.path / name
             if p.exists():
                 write_jsonl(p, [r for r in read_jsonl(p) if r.get("step", 0) <= upto])
+
+    def write_cut(self, src: RunDir, upto: int, summary: dict[str, Any]) -> None:
+        """Make RUN the run ``src`` as it stood at step ``upto``: its config.json and data.json,
+        its logs without the lines after ``upto``, and ``summary`` (a run read at a horizon,
+        ``normlab.study.at_horizon``). No checkpoints: a run keeps its last step's only."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name in (CONFIG, DATA):
+            if (src.path / name).is_file():
+                atomic_write_text(self.path / name, (src.path / name).read_text(encoding="utf-8"))
+        for name in (METRICS, DIAGNOSTICS):
+            write_jsonl(self.path / name, [r for r in read_jsonl(src.path / name) if r.get("step", 0) <= upto])
+        self.write_summary(summary)
 
     def save_checkpoint(self, name: str, model: Any, state: dict[str, Any], optimizer: Any = None) -> None:
         from normlab.run import checkpoint

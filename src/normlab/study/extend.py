@@ -13,15 +13,21 @@ horizon stands; the longer horizons are read from the run's metrics.jsonl
 train.steps) steps more, less for each that leaves the plateau at an earlier stage (the
 sizing of the presets is in docs/studies.md). Rerunning the same command resumes: an
 extension that was killed continues from its checkpoint, and a finished one is not repeated.
+
+**Stages.** :func:`extend_to` resumes the trials it is given, whatever their outcome, to one
+next stage of a staged study (``StudySpec.stages``); the claims' settling engine
+(``claims/settling.py``) chooses them: the runs of the parts that have not settled.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from normlab.core.errors import UserError
+from normlab.run.dir import RunDir
+from normlab.study.at_horizon import reached
 from normlab.study.horizons import outcome_at, trajectory
 from normlab.study.outcome import STALL_MARGIN, trial_ces
 from normlab.study.store import Store, TrialRecord
@@ -85,7 +91,7 @@ def extend_stalled(store_root: str | Path, to: int, *, workers: int = 1, threads
         display.add("extension", len(todo))
     jobs = [(str(t.run_dir), start, to, ces[t.id].unigram - margin, threads) for t, start in todo]
     done = 0
-    for (t, start), res in zip(todo, _map(jobs, workers)):
+    for (t, start), res in zip(todo, _map(_one, jobs, workers)):
         store = Store(store_root)
         try:
             if isinstance(res, UserError):  # another process holds the run: it extends it
@@ -101,6 +107,64 @@ def extend_stalled(store_root: str | Path, to: int, *, workers: int = 1, threads
     return done
 
 
+def to_stage(trials: list[TrialRecord], to: int) -> list[tuple[TrialRecord, int]]:
+    """(trial, last step) of each trial whose run can be resumed and has not reached ``to``: a
+    completed trial whose run has not diverged since (a diverged run has no finite weights)."""
+    out = []
+    for t in trials:
+        own = RunDir(t.run_dir).summary() or {}
+        if t.status != "completed" or own.get("status") == "diverged" or own.get("diverged_at_step") is not None:
+            continue
+        last = reached(t)
+        if last is not None and last < to:
+            out.append((t, last))
+    return out
+
+
+def extend_to(store_root: str | Path, ids: list[str], to: int, *, workers: int = 1, threads: int = 1,
+              display: Any = None) -> int:
+    """Resume the trials ``ids`` of the store to step ``to`` (one stage), each an ``extended``
+    event; returns how many were resumed. A trial already there, or diverged, is left as it is,
+    so rerunning after an interruption repeats no finished extension."""
+    store = Store(store_root)
+    try:
+        want = set(ids)
+        todo = to_stage([t for t in store.trials() if t.id in want], to)
+    finally:
+        store.close()
+    if not todo:
+        return 0
+    if display is not None:
+        display.add("extension", len(todo))
+    done = 0
+    for (t, start), res in zip(todo, _map(_stage, [(str(t.run_dir), to, threads) for t, _ in todo], workers)):
+        store = Store(store_root)
+        try:
+            if isinstance(res, UserError):  # another process holds the run: it extends it
+                log.info("extension of %s skipped: %s", t.id, res)
+            else:
+                store.note(t.id, "extended", f"from step {start} to {res['steps']} (stage {to}): {res['status']}, "
+                                             f"best val loss {res['best_val_loss']}")
+                done += 1
+        finally:
+            store.close()
+        if display is not None:
+            display.advance("extension")
+    return done
+
+
+def _stage(job: tuple[str, int, int]) -> dict[str, Any] | UserError:
+    import torch
+
+    run_dir, to, threads = job
+    torch.set_num_threads(threads)
+    try:
+        s = run_training(None, run_dir, resume=True, steps=to, quiet=True)
+    except UserError as e:
+        return e
+    return {"steps": s.get("steps"), "status": s.get("status"), "best_val_loss": s.get("best_val_loss")}
+
+
 def _one(job: tuple[str, int, int, float, int]) -> dict[str, Any] | UserError:
     try:
         return extend_run(*job)
@@ -108,17 +172,17 @@ def _one(job: tuple[str, int, int, float, int]) -> dict[str, Any] | UserError:
         return e
 
 
-def _map(jobs: list[tuple[str, int, int, float, int]], workers: int) -> Iterator[Any]:
-    """Each job in this process (one worker) or in spawned processes (spawn: a fork would
-    inherit torch's thread pool), each result as it comes, in the jobs' order."""
+def _map(fn: Callable[[Any], Any], jobs: list[Any], workers: int) -> Iterator[Any]:
+    """``fn`` of each job in this process (one worker) or in spawned processes (spawn: a fork
+    would inherit torch's thread pool), each result as it comes, in the jobs' order."""
     if workers <= 1 or len(jobs) == 1:
-        yield from (_one(j) for j in jobs)
+        yield from (fn(j) for j in jobs)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
-        yield from pool.map(_one, jobs)
+        yield from pool.map(fn, jobs)
 
 
-__all__ = ["extend_run", "extend_stalled", "stages", "stalled"]
+__all__ = ["extend_run", "extend_stalled", "extend_to", "stages", "stalled", "to_stage"]

@@ -1,9 +1,12 @@
 """Studies that grow: a spec that adds seeds or axis values to the study a store holds keeps
 every trial the store has (a trial id hashes the trial's whole config, so an old trial keeps
 its id) and adds only the new ones. The long horizon of ``extend_stalled_to`` may be added or
-raised too (its trials are the same; the stalled ones are resumed further). Anything else that differs (the base configuration, the
-axes themselves, roles, the trial kind, the metric...) would mix two studies in one store, so
-it is refused with the first field that differs, both values shown."""
+raised too (its trials are the same; the stalled ones are resumed further), and the nested
+``stages`` may be added or changed (the first stage is train.steps, which is compared: the
+trials are the same, and a run read at a stage it has not reached is resumed to it). Anything
+else that differs (the base configuration, the axes themselves, roles, the trial kind, the
+metric...) would mix two studies in one store, so it is refused with the first field that
+differs, both values shown."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def growth_refusal(held: dict[str, Any], new: dict[str, Any]) -> str | None:
         return (f"extend_stalled_to: {ext_h} in the store, {_show(ext_n)} in the spec (the long horizon may be "
                 "added or raised, not lowered)")
     for key in sorted(set(held) | set(new)):
-        if key in GROWS or key == "extend_stalled_to":
+        if key in GROWS or key in ("extend_stalled_to", "stages"):
             continue
         why = _first_difference(held.get(key), new.get(key), key)
         if why:

@@ -26,7 +26,7 @@ from normlab.run.resolve import RunConfig, load_toml
 from normlab.study.registries import METRICS, TRIALS
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
-             "scientific", "nuisance", "retries", "trial", "runs_dir", "metric", "extend_stalled_to")
+             "scientific", "nuisance", "retries", "trial", "runs_dir", "metric", "extend_stalled_to", "stages")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ class StudySpec(Section):
     # Resume every trial still on the unigram plateau at its end, in stages, until it leaves it or
     # reaches this step (``normlab.study.extend``); None: trials stop at train.steps.
     extend_stalled_to: int | None = None
+    # Nested horizons every run may be resumed to, the first train.steps (e.g. [200, 400, 1000,
+    # 2000]): the claims engine extends the runs a part reads until it settles (claims/settling.py,
+    # docs/studies.md "Stages"); a study run itself trains the first stage only. None: no stages.
+    stages: list[int] | None = None
 
     def __post_init__(self) -> None:
         self.check(isinstance(self.name, str), "name", "must be a string, e.g. name = \"warmup-grid\"")
@@ -77,6 +81,8 @@ class StudySpec(Section):
             self.check(self.extend_stalled_to > 0, "extend_stalled_to", "must be a step > train.steps, e.g. 1000")
             self.check(self.trial == "train", "extend_stalled_to", "only training trials (trial = \"train\") are "
                        "extended; remove extend_stalled_to")
+        if self.stages is not None:
+            self.stages = _check_stages(self.stages, self.trial, self.extend_stalled_to)
 
         if self.trial in METRICS and self.metric not in METRICS[self.trial]:
             raise unknown_name("metric", self.metric, METRICS[self.trial])
@@ -169,7 +175,15 @@ class StudySpec(Section):
 
     def _check_extension(self, cfg: RunConfig, params: dict[str, Any]) -> None:
         """Horizons nest only when a longer run's first steps are the shorter run: a constant lr
-        after warm-up, and an extension past the trial's own length."""
+        after warm-up, and an extension past the trial's own length (stages: starting at it)."""
+        if self.stages is not None:
+            if cfg.optim.schedule != "constant":
+                raise ConfigError("stages", self.stages, f"a stage resumes a run, which matches a longer run only "
+                                  f"with a constant lr after warm-up; optim.schedule={cfg.optim.schedule!r} in the "
+                                  f"trial with {_label(params)}: set it to \"constant\" or remove stages")
+            if self.stages[0] != cfg.train.steps:
+                raise ConfigError("stages", self.stages, f"the first stage is where every run stops first: it must "
+                                  f"be train.steps={cfg.train.steps} (in the trial with {_label(params)})")
         to = self.extend_stalled_to
         if to is None:
             return
@@ -186,9 +200,27 @@ class StudySpec(Section):
         extension the key is left out, so the spec.json of a study that has none (and its hash)
         is what it was before the option existed."""
         data = to_dict(self)
-        if data.get("extend_stalled_to") is None:
-            data.pop("extend_stalled_to", None)
+        for key in ("extend_stalled_to", "stages"):  # unset: left out, so old spec.json files read the same
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
+
+
+def _check_stages(stages: Any, trial: str, extend_to: int | None) -> list[int]:
+    """The stages as increasing positive steps, at least two; only for training trials, and not
+    beside extend_stalled_to (the stages extend every run a part reads, not only stalled ones)."""
+    if not isinstance(stages, (list, tuple)):
+        raise ConfigError("stages", stages, "a list of steps, e.g. stages = [200, 400, 1000, 2000]")
+    got = [coerce(s, int, f"stages[{i}]") for i, s in enumerate(stages)]
+    if len(got) < 2 or got[0] <= 0 or any(b <= a for a, b in zip(got, got[1:])):
+        raise ConfigError("stages", got, "must be at least two positive steps in increasing order, the first "
+                          "train.steps, e.g. [200, 400, 1000, 2000]")
+    if trial != "train":
+        raise ConfigError("stages", got, "only training trials (trial = \"train\") are resumed; remove stages")
+    if extend_to is not None:
+        raise ConfigError("stages", got, "stages extend every run a claim reads, which supersedes "
+                          "extend_stalled_to: remove one of the two")
+    return got
 
 
 def _check_axis(cls: type, key: str, values: Any, where: str) -> list[Any]:
