@@ -138,3 +138,14 @@ def test_swiglu_export_ignores_the_option_and_gemma_maps_both_gelus() -> None:
         assert family_for(cfg) == "gemma2"
         hf = hf_config(cfg, "gemma2")
         assert hf.hidden_activation == written and llama_config_from_hf(hf).activation == name
+
+
+def test_lab_models_default_to_the_exact_gelu_and_every_config_writes_its_gelu() -> None:
+    """The default is nanoGPT's and PyTorch's exact GELU (issue 42). The key is always written:
+    a stored table without it reads as the tanh GELU, so leaving it out would change the model."""
+    from normlab.model.attention import gelu
+
+    cfg = ModelConfig(**SMALL)
+    assert cfg.activation == "gelu" and TransformerLM(cfg).blocks[0].ffn.branch.act is gelu
+    for name in ("gelu", "gelu_tanh"):
+        assert to_dict(ModelConfig(**SMALL, activation=name))["activation"] == name

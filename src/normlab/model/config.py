@@ -68,12 +68,12 @@ class ModelConfig(Section):
     init: str = doc("weight init: {names} (see `normlab inits`)", "gpt2", names=INITS)
     ffn: str = doc("feed-forward type: {names}", "gelu", names=FFNS)
     d_ff: int | None = doc("FFN hidden width (none = 4*d_model)", None)
-    # Left out of a config's JSON while it is the tanh GELU, the only GELU before the option
-    # existed: configs and trial ids written before it are unchanged.
+    # Always written: a table without the key is one written before the option, and reads as
+    # the tanh GELU (``_ADDED``), so a config leaving the key out would change its GELU on reading.
     activation: str = doc("the GELU of ffn gelu and geglu: {names} (gelu: exact, x*Phi(x), PyTorch's and "
-                          "nanoGPT's; gelu_tanh: the tanh approximation, GPT-2's gelu_new); swiglu's gate "
-                          "is SiLU whatever this says", "gelu_tanh", names=ACTIVATIONS,
-                          omit_default=True)
+                          "nanoGPT's; gelu_tanh: the tanh approximation, GPT-2's gelu_new; about 4x the exact "
+                          "one's cost on CPU); swiglu's gate is SiLU whatever this says", "gelu",
+                          names=ACTIVATIONS)
     pos: str = doc("positions: learned or rope", "learned")
     rope_base: float = doc("RoPE base theta (10000 in Su et al. and Llama 2; 500000 in Llama 3)", 10000.0)
     bias: bool = doc("biases in linear layers and LayerNorm", True)
