@@ -14,12 +14,10 @@ SRC = Path(normlab.__file__).parent
 # (module, function holding the call) -> why that name is not a hidden dependency
 ALLOWED = {
     ("normlab.core.lazy", "__getattr__"): "the package's lazy public face: a package's own names",
-    ("normlab.core.registry", "_fill"): "a registry's catalogue, always in the registry's own package "
-                                        "(test_a_named_catalogue_is_in_its_registrys_package)",
-    ("normlab.model.impls", "_attr"): "an implementation named by model.impls, always in normlab.model "
-                                      "(test_an_implementation_is_in_the_model_package)",
-    ("normlab.study.trials", "load_trial"): "a trial function the user names as module:function",
-    ("normlab.train.loggers", "_need"): "the optional third-party package a logger declares (its pip extra)",
+    ("normlab.core.plugins", "load_object"): "the plugin loader, the one place a name becomes a module: entry "
+                                             "points, a registry's catalogue (always in the registry's own "
+                                             "package), a model implementation (always in normlab.model), a "
+                                             "trial function the user names, a logger's optional package",
 }
 
 

@@ -10,18 +10,17 @@ catalogue themselves, so this module (below them) must not import them.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.core import plugins
 from normlab.model.config import ModelConfig
 
 
 def _attr(path: str) -> Any:
     # By name: the implementations import the catalogue that lists them (transformer -> build ->
     # catalogue -> impls). Every such name stays in normlab.model (tests/architecture/test_no_string_imports).
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return plugins.load_object(path)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ process and Ray boundaries without pickling code.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from normlab.core import plugins
 from normlab.core.errors import ConfigError
 from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
 from normlab.model.build import lab_internals
@@ -34,9 +34,8 @@ def load_trial(name: str) -> TrialFn:
     """Resolve a trial name in the worker process."""
     if ":" not in name:
         return TRIALS.get(name)
-    mod, _, attr = name.partition(":")
     try:  # a module the user names (the spec's `trial = "module:function"`), not a dependency of ours
-        fn = getattr(importlib.import_module(mod), attr)
+        fn = plugins.load_object(name)
     except (ImportError, AttributeError) as e:
         raise ConfigError("trial", name, f"cannot import it ({e}); is the module on PYTHONPATH?") from None
     if not callable(fn):
