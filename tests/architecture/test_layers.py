@@ -105,7 +105,7 @@ def test_each_walkthrough_counts_the_files_it_names() -> None:
     found = re.findall(r"\(files touched: (\d+): (.*?)[;)]", text, flags=re.S)
     assert len(found) == 4  # placement, statistic, training claim, logger
     for count, names in found:
-        paths = [p for p in re.findall(r"`([^`]+)`", names) if "/" in p or p.endswith(".py")]
+        paths = [p for p in re.findall(r"`([^`]+)`", names) if "/" in p or p.endswith((".py", ".md"))]
         assert len(paths) == int(count), names
         for p in paths:
             where = [ROOT / p, SRC / p, ROOT / "src" / "normlab" / p]

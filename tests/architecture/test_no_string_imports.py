@@ -14,10 +14,10 @@ SRC = Path(normlab.__file__).parent
 # (module, function holding the call) -> why that name is not a hidden dependency
 ALLOWED = {
     ("normlab.core.lazy", "__getattr__"): "the package's lazy public face: a package's own names",
-    ("normlab.core.plugins", "load_object"): "the plugin loader, the one place a name becomes a module: entry "
-                                             "points, a registry's catalogue (always in the registry's own "
-                                             "package), a model implementation (always in normlab.model), a "
-                                             "trial function the user names, a logger's optional package",
+    ("normlab.core.lazy", "load_object"): "the one place a name becomes a module: a registry's catalogue "
+                                          "(always in the registry's own package), a model implementation "
+                                          "(always in normlab.model), a trial function the user names, a "
+                                          "logger's optional package",
 }
 
 

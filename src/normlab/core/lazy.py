@@ -1,5 +1,12 @@
 """Lazy public names for package ``__init__`` modules: importing the package stays cheap
-(``normlab --help`` never loads torch) and has no side effects."""
+(``normlab --help`` never loads torch) and has no side effects.
+
+It is also the one place that turns a name into a module (:func:`load_object`): a registry's
+catalogue (always a module of the registry's own package), a model implementation (always in
+``normlab.model``), a trial function the user names as ``module:function``, and the optional
+package a logger declares (a plugin's entry point is loaded by importlib.metadata). Each of those
+names is either the user's or stays inside one package (tests/architecture/
+test_no_string_imports.py), so no dependency between packages hides in a string."""
 
 from __future__ import annotations
 
@@ -27,3 +34,12 @@ def lazy_dir(namespace: dict[str, Any], names: dict[str, str]) -> Callable[[], l
         return sorted({*namespace, *names})
 
     return __dir__
+
+
+def load_object(name: str) -> Any:
+    """The module ``name``, or its attribute for ``"module:attribute"``, imported by name (the
+    callers say why each name is not a hidden dependency). Raises ImportError or AttributeError
+    for the caller to word."""
+    module, _, attr = name.partition(":")
+    found = importlib.import_module(module)
+    return getattr(found, attr) if attr else found

@@ -12,13 +12,6 @@ lookup of any registry loads every plugin once, in entry-point name order. A plu
 fails to import, raises in ``register`` or reuses a name stops the command with one line
 naming it (a ``UserError``); ``NORMLAB_NO_PLUGINS=1`` runs without any plugin.
 
-It is also the one place that turns a name into a module (:func:`load_object`): a plugin's
-entry point, a registry's catalogue (always a module of the registry's own package), a model
-implementation (always in ``normlab.model``), a trial function the user names as
-``module:function``, and the optional package a logger declares. Each of those names is either
-the user's or stays inside one package (tests/architecture/test_no_string_imports.py), so no
-dependency between packages hides in a string.
-
 This module is a leaf: it imports nothing of normlab at module level, so every catalogue
 may use it without an import cycle.
 """
@@ -62,17 +55,6 @@ class Lab:
 # kind -> [(name, object, "plugin 'x' (module:function)")], filled once per process
 _loaded: dict[str, list[tuple[str, Any, str]]] | None = None
 _loading = False
-
-
-def load_object(name: str) -> Any:
-    """The module ``name``, or its attribute for ``"module:attribute"``, imported by name (the
-    callers above say why each name is not a hidden dependency). Raises ImportError or
-    AttributeError for the caller to word."""
-    import importlib
-
-    module, _, attr = name.partition(":")
-    found = importlib.import_module(module)
-    return getattr(found, attr) if attr else found
 
 
 def discover() -> list[EntryPoint]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar
 
-from normlab.core import plugins
 from normlab.core.errors import unknown_name
+from normlab.core.lazy import load_object
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ class Registry(Generic[T]):
             self._catalogued = True  # first: the catalogue's own lookups see what it added so far
             # By name, not by import: the catalogue imports the components, which may name this
             # registry. Always the registry's own package (tests/architecture/test_no_string_imports).
-            plugins.load_object(self.catalogue)
+            load_object(self.catalogue)
         fill, self._later = self._later, None  # cleared first: lookups made by fill see the built-ins
         if fill is not None:
             try:

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.core import plugins
+from normlab.core.lazy import load_object
 from normlab.model.config import ModelConfig
 
 
 def _attr(path: str) -> Any:
     # By name: the implementations import the catalogue that lists them (transformer -> build ->
     # catalogue -> impls). Every such name stays in normlab.model (tests/architecture/test_no_string_imports).
-    return plugins.load_object(path)
+    return load_object(path)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from normlab.core import plugins
 from normlab.core.errors import ConfigError
+from normlab.core.lazy import load_object
 from normlab.diagnostics.probe import load_tokens, probe_model, sample_batch, write_csv
 from normlab.model.build import lab_internals
 from normlab.model.transformer import TransformerLM
@@ -35,7 +35,7 @@ def load_trial(name: str) -> TrialFn:
     if ":" not in name:
         return TRIALS.get(name)
     try:  # a module the user names (the spec's `trial = "module:function"`), not a dependency of ours
-        fn = plugins.load_object(name)
+        fn = load_object(name)
     except (ImportError, AttributeError) as e:
         raise ConfigError("trial", name, f"cannot import it ({e}); is the module on PYTHONPATH?") from None
     if not callable(fn):

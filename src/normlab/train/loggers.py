@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from normlab.core import plugins
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
+from normlab.core.lazy import load_object
 from normlab.core.registry import Registry
 from normlab.run.dir import RunDir
 
@@ -105,7 +105,7 @@ def _need(module: str, extra: str) -> Any:
     """The optional third-party package a logger declares in ``requires`` (a plugin logger
     declares its own): imported by name so that a missing one is the one-line error below."""
     try:
-        return plugins.load_object(module)
+        return load_object(module)
     except ImportError:
         raise UserError(f"train.loggers: {extra!r} needs the {module.split('.')[0]} package: "
                         f"pip install 'normlab[{extra}]' (or drop {extra!r} from train.loggers)") from None
