@@ -16,7 +16,6 @@ are defined in ``claims/catalogue/``. How a verdict is reached: docs/theory.md.
 
 from __future__ import annotations
 
-import signal
 import time
 from typing import Any
 
@@ -45,10 +44,13 @@ def run_claims(run: ClaimsRun | None = None, /, **options: Any) -> list[dict[str
     # SIGTERM stops a claims run as Ctrl-C does, so that both leave the end line of the launch
     with stopping.handling(stopping.interrupt):
         p = plan_step.plan(run)
-        launch = history.launch(run.out, provenance(), p, measuring_code.combined(
-            measuring_code.section(p.claims)["modules"]))  # every launch is in history.jsonl, whatever happens next
-        status, error = history.FAILED, None
-        try:
+        try:  # every launch is in history.jsonl, however it ends
+            launch = history.Launch(run.out, provenance(), p, measuring_code.combined(
+                measuring_code.section(p.claims)["modules"]), started)
+        except BaseException:
+            p.close()
+            raise
+        with launch:
             try:
                 got = decide_step.decide(p, p.quick_claims)
                 train_step.train(p)
@@ -56,17 +58,7 @@ def run_claims(run: ClaimsRun | None = None, /, **options: Any) -> list[dict[str
             finally:
                 p.close()
             records = [got[c.id] for c in p.claims]
-            publish_step.publish(p, records, started, launch)
-            status = history.COMPLETED
-        except KeyboardInterrupt:
-            got_signal = stopping.received()
-            status, error = history.INTERRUPTED, signal.Signals(got_signal).name if got_signal else "KeyboardInterrupt"
-            raise
-        except BaseException as e:
-            error = f"{e.__class__.__name__}: {e}"
-            raise
-        finally:
-            history.end(run.out, launch, status, started, error)
+            publish_step.publish(p, records, started, launch.id)
     return records
 
 

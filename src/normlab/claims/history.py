@@ -19,12 +19,14 @@ ledger of seen seeds reads verdicts only: a launch's seeds are in its stores).
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from normlab.claims.folder import HISTORY
+from normlab.core import stopping
 from normlab.core.fsutil import append_jsonl, read_jsonl
 
 LAUNCH, END = "launch", "end"
@@ -71,6 +73,28 @@ def end(out: Path, lid: str, status: str, started: float, error: str | None = No
     said = None if error is None else " ".join(error.split())[:500]
     append_jsonl(out / HISTORY, {"kind": END, "launch": lid, "written_at": _now(), "status": status,
                                  "error": said, "seconds": round(time.time() - started, 1)})
+
+
+class Launch:
+    """One launch of a claims run: its launch line is written when it is made (:func:`launch`),
+    its end line when the ``with`` block it guards ends: completed, failed (the exception, in
+    one line) or interrupted (the stop signal, else KeyboardInterrupt)."""
+
+    def __init__(self, out: Path, prov: dict[str, Any], plan: Any, measuring: str, started: float) -> None:
+        self.out, self.started = out, started
+        self.id = launch(out, prov, plan, measuring)
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: Any) -> None:
+        if kind is None:
+            end(self.out, self.id, COMPLETED, self.started)
+        elif issubclass(kind, KeyboardInterrupt):
+            got = stopping.received()
+            end(self.out, self.id, INTERRUPTED, self.started, signal.Signals(got).name if got else kind.__name__)
+        else:
+            end(self.out, self.id, FAILED, self.started, f"{kind.__name__}: {value}")
 
 
 def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any]) -> None:
