@@ -2,7 +2,7 @@
 the seeds, registered seeds that an earlier store, claims output or history line used
 (``claims/ledger.py``); the same config runs with --exploratory and is published as such; seeds
 registered from --first-seed are unseen, and the run is confirmatory. history.jsonl keeps every
-run."""
+launch."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from gitrepo import commit, need_git, repo  # noqa: E402
 
-from normlab.claims import ledger, registration, run_claims  # noqa: E402
+from normlab.claims import history, ledger, registration, run_claims  # noqa: E402
 from normlab.core.errors import UserError  # noqa: E402
 from normlab.study.presets import study_preset  # noqa: E402
 from normlab.study.store import Store  # noqa: E402
@@ -94,7 +94,7 @@ def test_exploratory_run_of_the_same_config_is_allowed_and_marked(tmp_path: Path
     data = json.loads((out / "claims.json").read_text())
     assert data["meta"]["mode"] == "exploratory"
     assert "Exploratory: this run was not checked" in html.unescape((out / "index.html").read_text())
-    assert [json.loads(x)["mode"] for x in (out / "history.jsonl").read_text().splitlines()] == ["exploratory"]
+    assert [h["mode"] for h in history.verdict_lines(out / "history.jsonl")] == ["exploratory"]
     # registered on unseen seeds: confirmatory, measured on exactly those seeds
     f = _register(root, int(time.time()) - 30, scale="cpu", only=[QUICK], quick_seeds=3, first_seed=20)
     run_claims(quick=True, out=out, only=[QUICK], registration=f, seen=[earlier], **SMALL)
@@ -106,7 +106,12 @@ def test_exploratory_run_of_the_same_config_is_allowed_and_marked(tmp_path: Path
     assert "Confirmatory: every seed was registered" in html.unescape((out / "index.html").read_text())
     # history keeps every run, each with its mode and seeds; the same seeds are now seen
     lines = [json.loads(x) for x in (out / "history.jsonl").read_text().splitlines()]
-    assert [(h["mode"], h["seeds"]) for h in lines] == [("exploratory", {"probe": [0, 1, 2]}),
-                                                         ("confirmatory", {"probe": [20, 21, 22]})]
+    assert [(h["mode"], h["seeds"]) for h in lines if history.is_verdict(h)] == [
+        ("exploratory", {"probe": [0, 1, 2]}), ("confirmatory", {"probe": [20, 21, 22]})]
+    # each launch: its launch line, its verdicts (with its launch id), its end (the refusals were no launch)
+    assert [(h.get("kind", "verdict"), h.get("mode") or h.get("status")) for h in lines] == [
+        ("launch", "exploratory"), ("verdict", "exploratory"), ("end", "completed"),
+        ("launch", "confirmatory"), ("verdict", "confirmatory"), ("end", "completed")]
+    assert len({h["launch"] for h in lines[:3]}) == 1 and lines[0]["launch"] != lines[3]["launch"]
     with pytest.raises(UserError, match="study probe seeds 20, 21, 22"):
         run_claims(quick=True, out=out, only=[QUICK], registration=f, **SMALL)

@@ -4,6 +4,7 @@ define (no list to keep beside them), and the four steps in the order the run ta
 
 from __future__ import annotations
 
+import json
 import re
 import types
 from pathlib import Path
@@ -69,8 +70,10 @@ def test_the_run_is_plan_decide_quick_train_decide_publish(tmp_path: Path, monke
 
     seen: list[str] = []
     ids = ["seed002-pet-project", "xiong-thm1"]
+    run = ClaimsRun(quick=False, only=ids, scale="smoke", out=tmp_path)
 
     class P:
+        registration, mode = None, "exploratory"
         claims = [CLAIMS.get(i) for i in ids]
         quick_claims = [c for c in claims if c.quick]
         training_claims = [c for c in claims if not c.quick]
@@ -82,9 +85,13 @@ def test_the_run_is_plan_decide_quick_train_decide_publish(tmp_path: Path, monke
     monkeypatch.setattr(decide_mod, "decide", lambda p, cs: seen.append("decide " + ",".join(c.id for c in cs))
                         or {c.id: {"id": c.id} for c in cs})
     monkeypatch.setattr(train_mod, "train", lambda p: seen.append("train"))
-    monkeypatch.setattr(publish_mod, "publish", lambda p, records, started: seen.append(
+    monkeypatch.setattr(publish_mod, "publish", lambda p, records, started, launch: seen.append(
         "publish " + ",".join(r["id"] for r in records)))
-    got = run_claims(ClaimsRun(quick=False, only=ids, scale="smoke", out=tmp_path))
+    P.run = run
+    got = run_claims(run)
     assert [r["id"] for r in got] == ids
     assert seen == ["plan smoke", "decide xiong-thm1", "train", "decide seed002-pet-project", "close",
                     "publish seed002-pet-project,xiong-thm1"]
+    # after the plan, before anything is measured: the launch line; after the outputs: its end
+    lines = [json.loads(x) for x in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [(h["kind"], h.get("claims") or h.get("status")) for h in lines] == [("launch", ids), ("end", "completed")]

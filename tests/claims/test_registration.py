@@ -191,7 +191,8 @@ def test_the_table_and_page_mark_post_hoc_parts() -> None:
     assert registered.summary([r], meta) == (
         "Pre-registration (commit abcdef0 at 1970-01-01 00:00:00 UTC): 1 of 3 parts' rules were registered before "
         "each study's first trial; 1 are post-hoc (marked ‡: "
-        "the rule changed after registration, or was registered after the data; the registered rule's verdict is "
+        "the rule or the measuring code changed after registration, or was registered after the data; the "
+        "registered rule's verdict is "
         "given beside); 1 not registered.")
 
 

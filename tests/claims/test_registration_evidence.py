@@ -55,6 +55,13 @@ def test_a_registered_run_verifies_and_a_late_one_does_not(tmp_path: Path) -> No
     assert set(data["meta"]["registration"]) >= {"file", "sha256", "commit", "committed_at"}
     assert registered.verify(out) == []
     assert "All 2 parts' rules were registered in commit " in html.unescape((out / "index.html").read_text())
+    # the same claims.json, had another measuring code computed it: the check fails
+    measured = data["claims"][0]["measuring_code"]
+    data["claims"][0]["measuring_code"] = "0" * 16
+    (out / "claims.json").write_text(json.dumps(data))
+    assert registered.verify(out) == [f"{QUICK}/{p}: measured by code {'0' * 16}, registered {measured}"
+                                      for p in ("pre", "post")]
+    data["claims"][0]["measuring_code"] = measured
     # the same claims.json, had the measurements begun before the commit: the check fails
     data["meta"]["started_at"] = data["meta"]["registration"]["committed_at"]
     (out / "claims.json").write_text(json.dumps(data))

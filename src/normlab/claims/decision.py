@@ -7,7 +7,7 @@ that code (:data:`DECISION_CODE`): the rules, the exact rate tests they invert, 
 a claim's verdict from its parts, and the Holm adjustment with the verdicts derived from it. A
 registration records it (``claims/registration.py``), claims.json and history.jsonl carry it, and
 a run whose decision code differs from the registered one marks its parts post-hoc
-(``claims/registered.py``). Measuring code is not here: each claim's ``code_hash`` covers it.
+(``claims/registered.py``). Measuring code is not here: ``claims/measuring_code.py`` hashes it.
 """
 
 from __future__ import annotations

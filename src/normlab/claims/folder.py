@@ -1,12 +1,13 @@
 """The names of a claims folder's files (``normlab claims --out``), spelled here only.
 
-``claims.output`` writes them; the ledger of seen seeds, ``registered.verify`` and the CLI read
-them through these names. A leaf module, so that every reader can import it without a circle.
+``claims.output`` writes them (history.jsonl: ``claims.history``); the ledger of seen seeds,
+``registered.verify`` and the CLI read them through these names. A leaf module, so that every
+reader can import it without a circle.
 """
 
 from __future__ import annotations
 
 CLAIMS_JSON = "claims.json"   # every claim's record and the run's meta (``output.write_outputs``)
-HISTORY = "history.jsonl"     # one line per verdict ever published (``output``), appended
+HISTORY = "history.jsonl"     # every launch, its end and its verdicts (``history``), appended
 
 __all__ = ["CLAIMS_JSON", "HISTORY"]

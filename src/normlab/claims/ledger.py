@@ -19,7 +19,8 @@ another study's name (a map cell that another study also trains).
   (``docs/evidence/seed/``);
 - a ``claims.json`` (``meta.seeds``; else the probe's seeds and the trial ids of every part,
   mapped to seeds through the study presets where they still match) or a ``history.jsonl``
-  (each line's ``seeds``; lines older than this field name none).
+  (each verdict line's ``seeds``; lines older than this field name none; launch and end lines
+  name no seeds: what a launch trained is in its stores).
 
 ``before``: a store trial or cache file of the run's own ``--out`` counts only when it started
 (was written) before that time, the registration's commit: what a confirmatory run trained
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.claims.folder import CLAIMS_JSON, HISTORY
+from normlab.claims.history import is_verdict
 from normlab.claims.registration import study_spec
 from normlab.core.errors import UserError
 from normlab.core.fsutil import read_jsonl
@@ -216,6 +218,8 @@ def _history(seen: Seen, path: Path) -> None:
     except (OSError, ValueError):
         return
     for h in lines:
+        if not is_verdict(h):  # a launch or end line: what a launch trained is in its stores
+            continue
         for study, seeds in (h.get("seeds") or {}).items():
             for s in seeds:
                 seen.add_seed(study, s, f"{path} ({h.get('written_at', 'undated')}, {h.get('id')})")

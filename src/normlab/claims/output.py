@@ -13,12 +13,13 @@ from typing import Any
 
 import normlab
 from normlab.claims.figures import CONTEXT_CAPTIONS, effect_figure, quick_context_figures
-from normlab.claims.folder import CLAIMS_JSON, HISTORY
+from normlab.claims.folder import CLAIMS_JSON
+from normlab.claims.history import update_history  # (re-exported: history.jsonl is claims/history.py's)
 from normlab.claims.holm import adjust, holm_verdicts  # (re-exported: the outputs' Holm step)
 from normlab.claims.page_regime import check_rows, mode_sentence, regime_rows, regime_sentence
 from normlab.claims.registered import summary, tag
 from normlab.core.errors import UserError
-from normlab.core.fsutil import append_jsonl, atomic_write_text, read_jsonl
+from normlab.core.fsutil import atomic_write_text
 from normlab.report.html import Page, esc
 
 
@@ -53,32 +54,6 @@ def provenance() -> dict[str, Any]:
     return {"normlab": normlab.__version__, "git_revision": rev, "python": platform.python_version(),
             "torch": torch.__version__, "machine": f"{platform.machine()}, {platform.processor() or platform.system()}",
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
-def update_history(records: list[dict[str, Any]], out: Path, prov: dict[str, Any]) -> None:
-    """Append this run's verdicts to OUT/history.jsonl (never rewritten: every run stays, so a
-    changed rule stands beside its old verdict), with the run's mode, the seeds each claim was
-    decided on, its scoping hash and the decision code; a claim whose rule hash differs from its
-    last entry gets ``rule_changed`` with the old hash and verdict."""
-
-    path = out / HISTORY
-    last: dict[str, dict[str, Any]] = {}
-    for h in read_jsonl(path) if path.exists() else []:
-        last[h["id"]] = h
-    for r in records:
-        prev = last.get(r["id"])
-        if prev and prev["rule_hash"] != r["rule_hash"]:
-            r["rule_changed"] = {"from_hash": prev["rule_hash"], "verdict_before": prev["verdict"],
-                                 "at": prev["written_at"]}
-        # the seeds this claim was decided on: a later confirmatory run's ledger reads them
-        mine = ["probe"] if r.get("quick") else r.get("studies", [])
-        seeds = {n: s for n, s in (prov.get("seeds") or {}).items() if n in mine}
-        append_jsonl(path, {"id": r["id"], "written_at": prov["written_at"], "git_revision": prov["git_revision"],
-                            "normlab": prov["normlab"], "mode": prov.get("mode", "exploratory"),
-                            "rule_hash": r["rule_hash"], "code_hash": r["code_hash"],
-                            "scoping_hash": r.get("scoping_hash"), "decision_code": prov.get("decision_code"),
-                            "verdict": r["verdict"], "verdict_holm": r.get("verdict_holm"), "seeds": seeds,
-                            "parts": {p["id"]: p["verdict"] for p in r["parts"]}})
 
 
 def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], q: Any = None,

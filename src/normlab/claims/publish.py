@@ -12,6 +12,7 @@ from typing import Any
 from normlab.claims import registered
 from normlab.claims.decision import decision_code_hash
 from normlab.claims.ledger import PROBE
+from normlab.claims.measuring_code import measuring_hash
 from normlab.claims.output import write_outputs
 from normlab.claims.plan import ClaimsPlan
 from normlab.claims.studies import StudyContext
@@ -20,12 +21,19 @@ from normlab.report.kinds import STABILITY_STUDIES
 from normlab.study.store import Store
 
 
-def publish(p: ClaimsPlan, records: list[dict[str, Any]], started: float) -> None:
+def publish(p: ClaimsPlan, records: list[dict[str, Any]], started: float, launch: str | None = None) -> None:
     """Write the outputs of ``records`` (in ``p.claims``' order); ``started``: the run's start
-    (time.time()), the date of the quick claims' data for the registration marks."""
+    (time.time()), the date of the quick claims' data for the registration marks; ``launch``:
+    the launch id of history.jsonl (``claims/history.py``). Each record gets the combined hash
+    of its claim's measuring code (``claims/measuring_code.py``)."""
     run, ctx = p.run, p.ctx
     meta: dict[str, Any] = {"scale": None if run.quick else run.scale, "quick_only": run.quick, "mode": p.mode,
                             "decision_code": decision_code_hash(), "headline_verdict": "verdict_holm"}
+    if launch is not None:
+        meta["launch"] = launch
+    by_id = {c.id: c for c in p.claims}
+    for r in records:
+        r["measuring_code"] = measuring_hash(by_id[r["id"]])
     seeds: dict[str, list[int]] = {}
     if p.quick is not None:
         meta["probe"] = p.quick.q.probe
@@ -41,7 +49,7 @@ def publish(p: ClaimsPlan, records: list[dict[str, Any]], started: float) -> Non
         meta["training_runs"] = training_runs(ctx.spans)
         meta["training_wall_s"] = round(sum(r["wall_s"] for r in meta["training_runs"]), 1)
     meta["started_at"] = round(started, 3)
-    meta["registration"] = registered.mark(records, {c.id: c for c in p.claims}, p.registration,
+    meta["registration"] = registered.mark(records, by_id, p.registration,
                                            meta.get("studies", {}), started)
     meta["maps"] = map_pages(ctx, run.out)
     meta["map_outcomes"] = ctx.map_outcomes(STABILITY_STUDIES)  # every cell at each horizon

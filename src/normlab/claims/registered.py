@@ -14,7 +14,11 @@ Each part of claims.json gets ``registered``:
   (None when the registration has no such part), and ``registered_rule_text``;
 - ``"not-registered"``: no registration was given, it names no commit, or lacks the claim.
 
-``registered_note`` says why in words.
+``registered_note`` says why in words. A registered part also gets ``registered_code``:
+``"same"`` (the measuring code, ``claims/measuring_code.py``, is the registered one),
+``"changed"`` (it differs: refused, or post-hoc with ``--allow-post-hoc``) or
+``"not registered"`` (a registration of format 1 or 2, written before measuring code was
+registered: its parts are marked as before, and the note and the page say so).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.claims.folder import CLAIMS_JSON
+from normlab.claims.measuring_code import CHANGED
 from normlab.claims.registration import part_hash
 from normlab.claims.rules import Direction, Outside, Rule, Within
 from normlab.stats.effects import Effect
@@ -79,12 +84,17 @@ def mark(records: list[dict[str, Any]], claims: dict[str, Any], reg: Any, studie
         changed = reg.changed.get(c.id) or ("" if entry["rule_hash"] == r["rule_hash"] else "rule changed") or (
             "" if entry.get("scoping_hash") in (None, r.get("scoping_hash", entry.get("scoping_hash"))) else "scoping changed")
         registered = {p["id"]: p for p in entry["parts"]}
+        code = "not registered" if "measuring_code" not in entry else "changed" if CHANGED in changed else "same"
+        unhashed = f"; its measuring code was not registered (registration format {reg.doc.get('version', 1)})" \
+            if code == "not registered" else ""
         for p in [*r["parts"], *r.get("checks", [])]:  # a check is registered as a part is
+            p["registered_code"] = code
             if not late and not changed:
                 p.update(registered=BEFORE, registered_note=f"registered in {reg.commit[:7]} at "
-                                                            f"{when(reg.committed_at)}, before the data")
+                                                            f"{when(reg.committed_at)}, before the data{unhashed}")
                 continue
             why = [f"{changed} since the registration"] if changed else []
+            why += [unhashed[2:]] if unhashed else []
             if late:
                 why.append(f"registered at {when(reg.committed_at)}, not before the data ({'; '.join(late)})")
             rp = registered.get(p["id"])
@@ -117,11 +127,15 @@ def summary(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     kinds = {bool(r.get("quick")) for r in records}
     first = {frozenset({True}): "before this run measured them", frozenset({False}): "before each study's first trial"
              }.get(frozenset(kinds), "before each study's first trial (the quick claims: before this run measured them)")
+    unhashed = sum(p.get("registered_code") == "not registered" for r in records for p in r["parts"])
+    code = (f" The registration predates measuring-code hashes: the code that computed the quantities of "
+            f"{unhashed} of these parts was not registered." if unhashed else "")
     if n[BEFORE] == total:
-        return f"All {total} parts' rules were registered in {at}, {first}."
+        return f"All {total} parts' rules were registered in {at}, {first}.{code}"
     return (f"Pre-registration ({at}): {n[BEFORE]} of {total} parts' rules were registered {first}; "
-            f"{n[POST_HOC]} are post-hoc (marked {MARK}: the rule changed after registration, or was registered "
-            f"after the data; the registered rule's verdict is given beside); {n[NOT_REGISTERED]} not registered.")
+            f"{n[POST_HOC]} are post-hoc (marked {MARK}: the rule or the measuring code changed after registration, "
+            f"or was registered after the data; the registered rule's verdict is given beside); "
+            f"{n[NOT_REGISTERED]} not registered.{code}")
 
 
 def tag(p: dict[str, Any]) -> str:
@@ -180,6 +194,9 @@ def verify(out: str | Path, repo: str | Path | None = None) -> list[str]:
             problems.append(f"{where}: scoped by {r.get('scoping_hash')}, registered {e['scoping_hash']}")
         if doc.get("decision_code") and doc["decision_code"] != meta.get("decision_code"):
             problems.append(f"{where}: decided by code {meta.get('decision_code')}, registered {doc['decision_code']}")
+        if e.get("measuring_code") and e["measuring_code"].get("hash") != r.get("measuring_code"):
+            problems.append(f"{where}: measured by code {r.get('measuring_code')}, registered "
+                            f"{e['measuring_code'].get('hash')}")
         spec = {k: p[k] for k in ("id", "asserts", "quantity", "rule", "rule_text", "why")}
         if p.get("check"):
             spec["check"] = True  # Part.spec of a check says so, and its hash covers it

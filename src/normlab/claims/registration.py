@@ -3,14 +3,17 @@
 ``normlab claims register --scale cpu --out FILE`` writes :func:`build`'s document: for every
 chosen claim its statement, experiment, rule hash and the studies it reads; for every part the
 rule spec, rule text, parameters, reason (``why``) and a part hash; for every study the hash of
-the ``spec.json`` its store is created with and of its trial ids; and a hash of the whole
-document. Nothing in it depends on the clock: the commit that adds the file is what dates it.
+the ``spec.json`` its store is created with and of its trial ids; the measuring code (the
+source hash of every module that computes a claim's quantities, ``claims/measuring_code.py``:
+``measuring_code.modules`` and ``.sets``, and per claim its set and combined hash); and a hash
+of the whole document. Nothing in it depends on the clock: the commit that adds the file is
+what dates it.
 
 ``normlab claims --registration FILE`` then :func:`load` s the file (its commit and commit time
 from git: the file must be committed and unmodified), refuses before any training when the
-current rules or studies differ from the registered ones (:func:`require_match`), and after the
-decisions :func:`normlab.claims.registered.mark` s every part "before-data", "post-hoc" or
-"not-registered". How to verify a registration by hand: docs/theory.md, "Pre-registration".
+current rules, studies or measuring code differ from the registered ones (:func:`require_match`),
+and after the decisions :func:`normlab.claims.registered.mark` s every part "before-data",
+"post-hoc" or "not-registered". How to verify a registration by hand: docs/theory.md, "Pre-registration".
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from normlab.claims import measuring_code
 from normlab.claims.claim import CLAIMS, rule_spec_hash
 from normlab.claims.decision import decision_code_hash
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_text
 from normlab.study.presets import SCALES, study_preset
 
-FORMAT, VERSION = "normlab-claims-registration", 2  # 2: seeds per study, quick seeds, scoping, decision code
+# 2: seeds per study, quick seeds, scoping, decision code; 3: measuring code (a file of 1 or 2 still
+# loads: its parts are marked registered without measuring code)
+FORMAT, VERSION = "normlab-claims-registration", 3
 log = logging.getLogger(__name__)
 
 
@@ -72,7 +78,8 @@ def claim_entry(c: Any, scale: str) -> dict[str, Any]:
     s = None if c.quick else scale
     return {"statement": c.statement, "source": c.source, "experiment": c.experiment_at(s), "quick": c.quick,
             "studies": list(c.studies), "rule_hash": c.rule_hash(s), "scoping_hash": c.scoping_hash(),
-            "parts": [{**p.spec(), "part_hash": part_hash(p.spec())} for p in c.parts]}
+            "parts": [{**p.spec(), "part_hash": part_hash(p.spec())} for p in c.parts],
+            "measuring_code": {"hash": measuring_code.measuring_hash(c), "set": measuring_code.set_name(c)}}
 
 
 def document_hash(doc: dict[str, Any]) -> str:
@@ -108,7 +115,7 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
                            "claims": {c.id: claim_entry(c, scale) for c in chosen},
                            "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds, first_seed))
                                        for n in names},
-                           "decision_code": decision_code_hash()}
+                           "decision_code": decision_code_hash(), "measuring_code": measuring_code.section(chosen)}
     if any(c.quick for c in chosen):
         doc["quick_seeds"] = shifted(list(range(quick_seeds)), first_seed)
     doc["document_hash"] = document_hash(doc)
@@ -167,7 +174,8 @@ class Registration:
         if self.commit is None:
             return None
         return {"file": self.file, "sha256": self.sha256, "commit": self.commit, "committed_at": self.committed_at,
-                "document_hash": self.doc.get("document_hash"), "scale": self.doc.get("scale")}
+                "document_hash": self.doc.get("document_hash"), "scale": self.doc.get("scale"),
+                "version": self.doc.get("version")}
 
 
 def load(path: str | Path) -> Registration:
@@ -189,7 +197,9 @@ def load(path: str | Path) -> Registration:
         raise UserError(f"--registration {path}: not a registration file written by `normlab claims register`")
     bad = [i for i, e in doc["claims"].items()
            if rule_spec_hash(e["statement"], e["experiment"],
-                             [{k: v for k, v in p.items() if k != "part_hash"} for p in e["parts"]]) != e["rule_hash"]]
+                             [{k: v for k, v in p.items() if k != "part_hash"} for p in e["parts"]]) != e["rule_hash"]
+           or ("measuring_code" in e and measuring_code.combined(measuring_code.registered(doc, e) or {})
+               != e["measuring_code"].get("hash"))]
     if bad or document_hash(doc) != doc.get("document_hash"):
         raise UserError(f"--registration {path}: its hashes do not match its text (edited by hand"
                         f"{': claims ' + ', '.join(bad) if bad else ''}); register again with `normlab claims register`")
@@ -232,7 +242,8 @@ def _date(reg: Registration, raw: bytes) -> None:
 def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
     """What differs between the registration and the chosen claims now: claim id -> reason (a
     rule, a study, the claim's scoping or the decision code; a format-1 registration recorded
-    neither scoping nor decision code, so those count as changed)."""
+    neither scoping nor decision code, so those count as changed), and, joined to any of these,
+    the measuring code (a registration of format 1 or 2 recorded none: not a change)."""
     entries = reg.doc["claims"]
     out: dict[str, str] = {}
     study_now: dict[str, dict[str, Any]] = {}
@@ -261,6 +272,10 @@ def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
                     else "scoping not registered (registration format 1)"
             elif code != decision_code_hash():
                 out[c.id] = "decision code changed" if code else "decision code not registered (registration format 1)"
+    for c in chosen:  # the measuring code, whatever else changed
+        moved = measuring_code.change(reg.doc, entries[c.id], c) if c.id in entries else ""
+        if moved:
+            out[c.id] = f"{out[c.id]}, and {moved}" if c.id in out else moved
     return out
 
 
@@ -273,7 +288,12 @@ def require_match(reg: Registration, chosen: list[Any], scale: str, quick: bool,
                         f"--scale {scale}; register this scale (`normlab claims register --scale {scale} --out FILE`)")
     reg.changed = changes(reg, chosen, scale)
     if reg.changed and not allow_post_hoc:
-        said = "; ".join(f"{i}: {why}" for i, why in reg.changed.items())
-        raise UserError(f"--registration {reg.path}: differs from the current claims ({said}); register again "
+        alike: dict[str, list[str]] = {}  # claims with the same reason (a helper every claim imports) named once
+        for i, why in reg.changed.items():
+            alike.setdefault(why, []).append(i)
+        said = "; ".join(f"{', '.join(ids)}: {why}" for why, ids in alike.items())
+        at = f"the registered commit {reg.commit[:7]}" if reg.commit else "the revision it was registered at"
+        code = f"run from {at}, " if any(measuring_code.CHANGED in why for why in alike) else ""
+        raise UserError(f"--registration {reg.path}: differs from the current claims ({said}); {code}register again "
                         "and commit (`normlab claims register --force`), run without --registration (marked not "
                         "pre-registered), or pass --allow-post-hoc (these claims marked post-hoc)")

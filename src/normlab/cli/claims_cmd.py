@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a committed `claims register` file: checked against the rules before any training; each "
                         "part is then marked before-data, post-hoc or not-registered (without it: not-registered)")
     p.add_argument("--allow-post-hoc", action="store_true",
-                   help="with --registration: decide claims whose rules changed since, marked post-hoc with the "
-                        "registered rule's verdict beside (default: refuse)")
+                   help="with --registration: decide claims whose rules or measuring code changed since, marked "
+                        "post-hoc with the registered rule's verdict beside (default: refuse)")
     p.add_argument("--exploratory", action="store_true",
                    help="with --registration: run even on seeds earlier runs have seen; published as exploratory "
                         "(default: a registered run is confirmatory and refuses seen seeds)")
@@ -106,6 +106,7 @@ def _register(args: argparse.Namespace) -> int:
           f"{args.scale}; document hash {doc['document_hash']}")
     seeds = {n: e["seeds"] for n, e in doc["studies"].items()} | ({"probe": doc["quick_seeds"]} if "quick_seeds" in doc else {})
     print("seeds: " + "; ".join(f"{n} {', '.join(map(str, s))}" for n, s in seeds.items()))
+    print(f"measuring code: {len(doc['measuring_code']['modules'])} modules (a run where any differs is refused)")
     if wrote:
         print(f"commit it before any training: git add {out} && git commit -m 'Register the claims' ; then run "
               f"normlab claims --scale {args.scale} --registration {out}")
