@@ -97,10 +97,12 @@ def test_six_of_six_failing_post_runs_show_most_likely(tmp_path: Path) -> None:
 def test_a_part_outside_the_regime_does_not_scope_the_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """warmup-post's gpt2 arm departs from the source's init by design: its own verdict is
     scoped, the claim's rests on the in-regime parts and is stated as the rule's. (At cpu scale
-    the scoping rule scopes every part on the horizon; here the horizon is declared inside at
-    cpu, so that only the gpt2 arm departs.)"""
+    the scoping rule scopes every part on the horizon; here cpu plays the seed scale, where a
+    horizon declared inside stands, so that only the gpt2 arm departs.)"""
+    from normlab.claims import regime
     from normlab.claims.regime import Regime
 
+    monkeypatch.setattr(regime, "SEED_SCALE", "cpu")
     c = CLAIMS.get("warmup-post")
     assert c.regime is not None
     inside = Regime(tuple(dataclasses.replace(f, inside={"cpu": True}) if f.name == "steps" else f

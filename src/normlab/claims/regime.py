@@ -29,11 +29,18 @@ FACTORS = ("optimizer", "lr", "schedule", "warm-up", "init", "clipping", "steps"
 # initialisation depend on the init (xavier vs GPT-2's N(0, 0.02)), and a training outcome on
 # the horizon it is read at (a run on the plateau at 200 steps may train by 1000). A required
 # factor the claim does not declare, or whose source setting is "not stated", departs (the
-# lab's setting cannot lie inside a range the source does not give); the horizon counts as
-# inside only at a scale the claim names (never a blanket "*": the lab's horizon changes with
-# the scale).
-SCOPING_RULE = (1, "factors the claim says matter, plus REQUIRED[kind] for every part; an undeclared or unstated "
-                   "required factor departs; steps inside only at a named scale")
+# lab's setting cannot lie inside a range the source does not give). Version 2 (issue 40): a
+# training part's horizon departs at every scale but the seed scale (which runs a seed's own
+# settings, its horizon included, where the claim may declare it inside); a part read
+# where its outcome settled (``claims/settling.py``: its classification and effect stopped
+# moving between the last two stages) is read free of its horizon, and the engine drops the
+# departure there. Two parts that read the same effect are scoped alike because nothing but
+# the rule and the settling decides it.
+SCOPING_RULE = (2, "factors the claim says matter, plus REQUIRED[kind] for every part; an undeclared or unstated "
+                   "required factor departs; a training part's steps depart unless the part settled (read where "
+                   "its outcome stopped moving, by the registered settling rule) or, at the seed scale, the "
+                   "claim declares the seed's own horizon inside")
+SEED_SCALE = "seed"  # the study scale that runs a seed document's own settings, its horizon included
 REQUIRED = {"init": ("init",), "training": ("steps",)}
 
 SCOPED = {"supported": "seen at the lab's settings", "contradicted": "not seen at the lab's settings",
@@ -65,8 +72,9 @@ class Factor:
             return self.departs(scale)
         if self.source.lower().startswith("not stated"):
             return True
-        inside = self.inside.get(scale) if self.name == "steps" else self.inside.get(scale, self.inside.get("*"))
-        return not inside
+        if self.name == "steps":  # only the seed scale runs a source's own horizon; elsewhere only a
+            return scale != SEED_SCALE or not self.inside.get(scale)  # settled part is free of it (settling.py)
+        return not self.inside.get(scale, self.inside.get("*"))
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,9 @@ class Engine:
                     rec["verdict"] = scoped(rec["rule_verdict"], rec["departures"])
                     rec["note"] = "; ".join(x for x in (rec.get("note"), f"read at step {got.horizon}, still "
                                                         f"moving ({'; '.join(got.moved)})") if x)
+                else:  # read where its outcome settled: the horizon no longer scopes it (SCOPING_RULE 2)
+                    rec["departures"] = [f for f in rec.get("departures", []) if f != "steps"]
+                    rec["verdict"] = scoped(rec["rule_verdict"], rec["departures"])
                 recs.append(rec)
             out[kind] = recs
         raw, away = claim_verdict(out["parts"])
