@@ -7,9 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from normlab.claims.catalogue.training_frontier import ratio_effect
 from normlab.claims.rules import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Direction
-from normlab.stats.frontier import critical_lr, log_ratio
+from normlab.stats.frontier import critical_lr, log_ratio, ratio_effect
 
 LRS = [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]
 RAISES = Direction(+1)  # "warm-up raises the critical lr": a minus b above 0

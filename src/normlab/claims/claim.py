@@ -76,6 +76,9 @@ class Claim:
     experiments: dict[str, str] = field(default_factory=dict)  # the experiment at other scales, e.g. "seed"
     needs: Any = None             # a quick claim's measure.Needs: the only data `--only` measures for it
     regime: Regime | None = None  # the source's regime (claims/regime.py); None: not yet stated
+    # The design analysis of its parts at a study scale: design(claim, scale) -> {part id: Design}
+    # (claims/design.py), run when the claim is registered; None: not yet declared.
+    design: Callable[[Any, str], dict[str, Any]] | None = field(repr=False, default=None)
 
     def experiment_at(self, scale: str | None) -> str:
         """The experiment the claim is decided on at study scale ``scale`` (None: at init)."""

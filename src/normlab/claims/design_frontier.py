@@ -32,10 +32,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.claims.catalogue.training_frontier import ratio_effect
 from normlab.claims.design import POWER, Design
 from normlab.claims.rules import SUPPORTED, Direction
-from normlab.stats.frontier import Frontier, critical_lr, log_ratio
+from normlab.stats.frontier import Frontier, critical_lr, log_ratio, ratio_effect
 
 SPACING = 1.5   # the widest factor between the two lrs around a boundary (issue 40)
 SIDE = 0.025    # one-sided level of the exact tests that bound a separated sweep

@@ -74,12 +74,35 @@ def study_ids(name: str, scale: str, seeds: list[int] | None = None) -> dict[str
 
 def claim_entry(c: Any, scale: str) -> dict[str, Any]:
     """One claim as registered (the rule hash at the scale the claim is decided at: None for a
-    quick claim, as ``Claim.decide`` uses it)."""
+    quick claim, as ``Claim.decide`` uses it), with each part's design analysis when the claim
+    declares one (:func:`designs`)."""
     s = None if c.quick else scale
+    found = designs(c, scale)
     return {"statement": c.statement, "source": c.source, "experiment": c.experiment_at(s), "quick": c.quick,
             "studies": list(c.studies), "rule_hash": c.rule_hash(s), "scoping_hash": c.scoping_hash(),
-            "parts": [{**p.spec(), "part_hash": part_hash(p.spec())} for p in c.parts],
+            "parts": [{**p.spec(), "part_hash": part_hash(p.spec()),
+                       "design": found[p.id].record() if p.id in found else None} for p in c.parts],
             "measuring_code": {"hash": measuring_code.measuring_hash(c), "set": measuring_code.set_name(c)}}
+
+
+def designs(c: Any, scale: str) -> dict[str, Any]:
+    """{part id: Design} of ``c`` at ``scale`` (``Claim.design``), {} when it declares none."""
+    return dict(c.design(c, scale)) if c.design is not None else {}
+
+
+def require_designs(chosen: list[Any], scale: str, every: bool = False) -> None:
+    """Refuse, before anything is written, a registration with a part that cannot decide whatever
+    the data (its design's one line: the part, the plan, the best it could reach and the fix);
+    ``every``: also refuse a claim that declares no design analysis (a campaign's registration)."""
+    undecidable = [d.text() for c in chosen for d in designs(c, scale).values() if not d.decidable]
+    if undecidable:
+        more = f" (and {len(undecidable) - 1} more part(s) that cannot decide)" if len(undecidable) > 1 else ""
+        raise UserError(f"{undecidable[0]}{more}; redesign it or register it without the part")
+    if every:
+        missing = [c.id for c in chosen if c.design is None]
+        if missing:
+            raise UserError(f"--require-designs: {', '.join(missing)} declare no design analysis (Claim.design); "
+                            "declare one or register without --require-designs")
 
 
 def document_hash(doc: dict[str, Any]) -> str:
@@ -101,15 +124,18 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
 
 
 def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
-          quick_seeds: int = 5) -> dict[str, Any]:
+          quick_seeds: int = 5, every_design: bool = False) -> dict[str, Any]:
     """The registration document of the claims ``normlab claims`` with these options decides;
     ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
     start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ..."""
-    return document(choose(scale, only, quick), scale, first_seed, quick_seeds)
+    return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design)
 
 
-def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5) -> dict[str, Any]:
-    """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`)."""
+def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
+             every_design: bool = False) -> dict[str, Any]:
+    """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`);
+    refused first when a part cannot decide (:func:`require_designs`)."""
+    require_designs(chosen, scale, every_design)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
     doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
                            "claims": {c.id: claim_entry(c, scale) for c in chosen},

@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="register: every study's seeds, and the quick measurements' --seeds seeds, start at N "
                         "(seeds no earlier run used; default: the presets' seeds and 0, 1, ...)")
     p.add_argument("--force", action="store_true", help="register: replace an --out file holding another registration")
+    p.add_argument("--require-designs", action="store_true",
+                   help="register: refuse a claim that declares no design analysis (a part that cannot decide "
+                        "whatever the data is refused always)")
     p.add_argument("--link-figures", action="store_true",
                    help="the page links OUT/figures/ instead of embedding each image (for a page published in a "
                         "repository: half the size)")
@@ -98,7 +101,8 @@ def _register(args: argparse.Namespace) -> int:
         raise UserError(f"--out {out}: register writes one file; name it, e.g. --out registration-{args.scale}.json")
     if args.first_seed is not None and args.first_seed < 0:
         raise UserError(f"--first-seed={args.first_seed}: seeds are integers >= 0")
-    doc = build(args.scale, args.only, quick=args.quick, first_seed=args.first_seed, quick_seeds=args.seeds)
+    doc = build(args.scale, args.only, quick=args.quick, first_seed=args.first_seed, quick_seeds=args.seeds,
+                every_design=args.require_designs)
     wrote = write(out, doc, force=args.force)
     n_parts = sum(len(e["parts"]) for e in doc["claims"].values())
     said = "wrote" if wrote else "unchanged:"

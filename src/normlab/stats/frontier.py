@@ -43,6 +43,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from normlab.stats.effects import Effect
+
 CRIT = 3.841458820694124  # chi-square(1) 95% point: the profile-likelihood cut
 MAX_SLOPE = 400.0          # |d logit / d log10 lr| beyond this the fit counts as separated
 SPAN = 2.0                 # decades beyond the tested range the profile is followed
@@ -263,4 +265,19 @@ def log_ratio(a: Frontier, b: Frontier) -> LogRatio:
     return LogRatio(None, lo, hi, side, "censored: a bound from the known sides")
 
 
-__all__ = ["CRIT", "Frontier", "LogRatio", "critical_lr", "log_ratio"]
+Z95 = 1.959963984540054
+
+
+def ratio_effect(r: LogRatio, n_a: int, n_b: int) -> Effect:
+    """The rules' Effect of a difference of log10 critical lrs (``n_*``: the fewest seeds at
+    any lr of each line). Censored: no estimate, one side known. ``se`` is a normal
+    approximation for the Holm p only: the half-width of the interval's side facing 0 over
+    1.96 (None when that side is unbounded), so that p < 0.05 exactly when it excludes 0."""
+    side = None
+    if r.estimate is not None:
+        facing = r.lo if r.estimate > 0 else r.hi
+        side = None if facing is None else abs(r.estimate - facing) / Z95
+    return Effect(r.estimate, r.lo, r.hi, n_a, n_b, method=r.method, se=side)
+
+
+__all__ = ["CRIT", "Frontier", "LogRatio", "critical_lr", "log_ratio", "ratio_effect"]

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from normlab.claims.catalogue.frontier_design import designs
 from normlab.claims.catalogue.map_cells import MAP, L, P, W, deep, shallow, warm
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
 from normlab.claims.studies import StudyContext, where
 from normlab.stats.effects import Effect
-from normlab.stats.frontier import LogRatio, log_ratio
+from normlab.stats.frontier import log_ratio, ratio_effect
 from normlab.study.frontier import Line, frontiers
 
 ENDS = "frontier-ends"
-Z95 = 1.959963984540054
 EXP = ("studies 'stability-map' (placement x lr {5e-4, 1e-3, 3e-3} x depth {6, 18} x warm-up {0, 50}) and "
        "'frontier-ends' (post, pre x lr {2e-3, 6e-3, 1.2e-2} x 6 blocks x warm-up {0, 50}), d=64, 200 steps, stalled "
        "runs resumed to 400, constant lr after warm-up, xavier init, no clipping, 4 seeds; outcomes read at step 400")
@@ -65,18 +65,6 @@ def ratio(ctx: StudyContext, a: tuple[str, int, int], b: tuple[str, int, int]) -
                     note="" if r.censored is None else f"censored ({r.censored}): {r.text()}")
 
 
-def ratio_effect(r: LogRatio, n_a: int, n_b: int) -> Effect:
-    """The rules' Effect of a difference of log10 critical lrs (``n_*``: the fewest seeds at
-    any lr of each line). Censored: no estimate, one side known. ``se`` is a normal
-    approximation for the Holm p only: the half-width of the interval's side facing 0 over
-    1.96 (None when that side is unbounded), so that p < 0.05 exactly when it excludes 0."""
-    side = None
-    if r.estimate is not None:
-        facing = r.lo if r.estimate > 0 else r.hi
-        side = None if facing is None else abs(r.estimate - facing) / Z95
-    return Effect(r.estimate, r.lo, r.hi, n_a, n_b, method=r.method, se=side)
-
-
 def _regime(*extra: Any) -> Regime:
     return Regime((
         factor("lr", "swept", matters=False, why="the lr is the axis the critical lr is read from"),
@@ -88,6 +76,8 @@ def _regime(*extra: Any) -> Regime:
 
 
 @claim(id="frontier-warmup", quick=False, studies=[MAP, ENDS], experiment=EXP, settings=SET,
+       design=designs({"post-L6": (("post", "shallow", "warm"), ("post", "shallow", 0)),
+                       "post-L18": (("post", "deep", "warm"), ("post", "deep", 0))}),
        regime=_regime(factor("depth", "6 layers and deeper", why="6 and 18 blocks")),
        source="Xiong et al. 2020, Sec. 3 (warm-up is what lets Post-LN train at a useful lr)",
        statement="Learning-rate warm-up raises the learning rate up to which Post-LN trains.",
@@ -102,6 +92,9 @@ def frontier_warmup(ctx: StudyContext) -> dict[str, Measured]:
 
 
 @claim(id="frontier-placement", quick=False, studies=[MAP, ENDS], experiment=EXP, settings=SET,
+       design=designs({"L6-w0": (("pre", "shallow", 0), ("post", "shallow", 0)),
+                       "L6-w50": (("pre", "shallow", "warm"), ("post", "shallow", "warm")),
+                       "L18-w50": (("pre", "deep", "warm"), ("post", "deep", "warm"))}),
        regime=_regime(factor("warm-up", "with and without", matters=False, why="the statement names no warm-up"),
                       factor("depth", "not stated", matters=False, why="the statement names no depth")),
        source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), practical advice",
@@ -120,6 +113,7 @@ def frontier_placement(ctx: StudyContext) -> dict[str, Measured]:
 
 
 @claim(id="frontier-depth", quick=False, studies=[MAP, ENDS], experiment=EXP, settings=SET,
+       design=designs({"post": (("post", "deep", "warm"), ("post", "shallow", "warm"))}),
        regime=_regime(factor("warm-up", "tuned warm-up", why="the map's warm-up cell (50 of 200 steps)"),
                       factor("depth", "6 layers against 18 or more", why="6 and 18 blocks (Liu et al.'s 18-layer "
                              "setting)")),

@@ -1,0 +1,82 @@
+"""Power before registration (issue 40): a claim's design analysis runs when it is registered, a
+part that cannot decide whatever the data is refused in one line naming it and the best its
+design could reach, a decidable design is recorded with the part, and --require-designs refuses
+a claim that declares none."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from normlab.claims import registration
+from normlab.claims.claim import CLAIMS
+from normlab.claims.design import mean_design
+from normlab.core.errors import UserError
+
+QUICK = "xiong-thm1"  # declares no design analysis (yet)
+
+
+def test_a_grid_that_stops_short_of_the_boundary_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """frontier-placement on today's grid: Pre-LN trains at every lr up to 1.2e-2, so its boundary
+    (the pilot's prior, 3e-2) lies past the grid and no 95% bound can pass 0 whatever the data."""
+    from normlab.cli import main
+
+    out = tmp_path / "reg.json"
+    code = main(["claims", "register", "--scale", "cpu", "--only", "frontier-placement", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not out.exists()
+    assert len(err) == 1, err
+    line = err[0]
+    assert "frontier-placement/L6-w0: cannot decide at the planned design" in line
+    assert "its 95% bound reaches at best" in line and "whatever the data" in line  # what it could detect
+    assert "lrs end at 0.012, below its boundary 0.03: add lrs above it" in line  # the fix
+    assert "(and 2 more part(s) that cannot decide)" in line
+
+
+def test_a_decidable_design_is_recorded_with_its_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = CLAIMS.get(QUICK)
+    part = c.parts[0]
+
+    def design(claim, scale):  # a stated prior: sd 0.05 a seed, 5 seeds, the expected slope -0.5
+        return {part.id: mean_design(f"{claim.id}/{part.id}", part.rule, 5, 0.05, effect=-0.5, sims=400)}
+
+    monkeypatch.setattr(c, "design", design)
+    doc = registration.build("cpu", [QUICK])
+    rec = doc["claims"][QUICK]["parts"][0]["design"]
+    assert rec["decidable"] and rec["detectable"] is not None and rec["plan"]
+    assert doc["claims"][QUICK]["parts"][1]["design"] is None  # a part without one says so
+
+
+def test_an_undecidable_design_refuses_whatever_part_declares_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = CLAIMS.get(QUICK)
+    part = c.parts[0]
+
+    def design(claim, scale):  # 3 seeds of sd 10: nothing within reach is detected
+        return {part.id: mean_design(f"{claim.id}/{part.id}", part.rule, 3, 10.0, sims=200)}
+
+    monkeypatch.setattr(c, "design", design)
+    with pytest.raises(UserError, match=rf"^{QUICK}/{part.id}: cannot decide at the planned design") as e:
+        registration.build("cpu", [QUICK])
+    assert "\n" not in str(e.value)
+
+
+def test_require_designs_refuses_a_claim_without_one() -> None:
+    with pytest.raises(UserError, match=rf"--require-designs: {QUICK} declare no design analysis"):
+        registration.build("cpu", [QUICK], every_design=True)
+    assert registration.build("cpu", [QUICK])["claims"][QUICK]["parts"][0]["design"] is None  # default: recorded as none
+
+
+def test_the_frontier_designs_read_the_planned_grid() -> None:
+    """The designs use the lrs and seeds the studies plan at the scale: 4 seeds, the map's lrs up
+    to 1.2e-2 at 6 blocks (frontier-ends' line included) and up to 3e-3 at 18."""
+    from normlab.claims.catalogue.frontier_design import planned
+
+    lines = planned("cpu")
+    lrs, seeds = lines[("pre", 6, 0)]
+    assert seeds == 4 and max(lrs) == pytest.approx(1.2e-2) and min(lrs) == pytest.approx(5e-4)
+    assert max(lines[("post", 18, 50)][0]) == pytest.approx(3e-3)
+    c = CLAIMS.get("frontier-depth")
+    wider = dataclasses.replace(c)  # the same claim; its design reads the same grid
+    assert registration.designs(wider, "cpu").keys() == {"post"}
