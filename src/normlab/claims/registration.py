@@ -40,6 +40,11 @@ FORMAT, VERSION = "normlab-claims-registration", 3
 log = logging.getLogger(__name__)
 
 
+# A registered part's keys that are not its rule: its hash, and its design analysis (recorded
+# beside the rule, not hashed into it: the rule hash is the claim's as the run computes it).
+NOT_RULE = ("part_hash", "design")
+
+
 def _sha(text: str | bytes, n: int = 16) -> str:
     return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()[:n]
 
@@ -223,7 +228,7 @@ def load(path: str | Path) -> Registration:
         raise UserError(f"--registration {path}: not a registration file written by `normlab claims register`")
     bad = [i for i, e in doc["claims"].items()
            if rule_spec_hash(e["statement"], e["experiment"],
-                             [{k: v for k, v in p.items() if k != "part_hash"} for p in e["parts"]]) != e["rule_hash"]
+                             [{k: v for k, v in p.items() if k not in NOT_RULE} for p in e["parts"]]) != e["rule_hash"]
            or ("measuring_code" in e and measuring_code.combined(measuring_code.registered(doc, e) or {})
                != e["measuring_code"].get("hash"))]
     if bad or document_hash(doc) != doc.get("document_hash"):
