@@ -33,7 +33,10 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
     assert sum(x.startswith("claims: study ") for x in lines) == len(studies)  # each study says what it found
     assert [r["id"] for r in recs] == ids
     for r in recs:
-        assert r["verdict"] == "inconclusive", r["id"]          # 2 seeds < 3: never decisive
+        # 2 seeds < 3: never decisive; but a rate pooled over cells counts runs, not seeds, and 6 or more runs
+        # decide (seed001-pre-no-warmup: 12 smoke runs of 12 steps, none of which trains)
+        pooled = [p["id"] for p in r["parts"] if p["effect"]["method"] == "clopper-pearson" and p["effect"]["n_a"] >= 6]
+        assert r["verdict"] == "inconclusive" or pooled == [p["id"] for p in r["parts"]], r["id"]
         for p in r["parts"]:
             e = p["effect"]
             if "log10_ratio" in p["numbers"]:  # a critical lr: 12 steps train (almost) nothing: no line has its transition inside
@@ -51,7 +54,7 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
     data = json.loads((tmp_path / "claims.json").read_text())
     assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
         "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse", "frontier-ends",
-        "shallow-long", "new-methods"}
+        "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus"}
     # the map pages the evidence links
     assert data["meta"]["maps"] == ["maps/stability-map/index.html", "maps/frontier-ends/index.html"]
     # each training part states its horizon (the runs' length), each map cell its outcomes at each horizon

@@ -28,6 +28,8 @@ TITLES = {
     "training": "Training runs of the seed's pet project",
     "training_statistics": "Statistics logged in training",
     "training_new_methods": "The placements and norms of 2021-2026",
+    "quick_seeds": "At initialisation, seed statements that were only checks",
+    "training_seeds": "Seed statements on dropout, depth, no norm, attention and warm-up",
 }
 # What a module's table needs said beside its rows (the experiments, where they differ per claim).
 NOTES = {

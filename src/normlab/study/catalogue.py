@@ -6,7 +6,16 @@ The only module that fills ``presets.STUDY_PRESETS``, ``trials.TRIALS`` and
 
 from __future__ import annotations
 
-from normlab.study import demo_preset, executors, frontier_preset, long_preset, new_methods_preset, presets, trials
+from normlab.study import (
+    demo_preset,
+    executors,
+    frontier_preset,
+    long_preset,
+    new_methods_preset,
+    presets,
+    seed_presets,
+    trials,
+)
 
 executors.EXECUTORS.add("local", executors.run_local)
 executors.EXECUTORS.add("ray", executors.run_ray)
@@ -26,6 +35,10 @@ presets.STUDY_PRESETS.add("stability-frontier", frontier_preset.stability_fronti
 presets.STUDY_PRESETS.add("frontier-ends", frontier_preset.frontier_ends)
 presets.STUDY_PRESETS.add("shallow-long", long_preset.shallow_long)
 presets.STUDY_PRESETS.add("new-methods", new_methods_preset.new_methods)
+presets.STUDY_PRESETS.add("pre-dropout", seed_presets.pre_dropout)
+presets.STUDY_PRESETS.add("deep-pre", seed_presets.deep_pre)
+presets.STUDY_PRESETS.add("norm-vs-none", seed_presets.norm_vs_none)
+presets.STUDY_PRESETS.add("attention-focus", seed_presets.attention_focus)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

@@ -16,7 +16,11 @@ these modules is its definition and its test. A new module of claims is one entr
 - ``training.py``, ``training_statistics.py``: the other training studies and the in-training
   statistics;
 - ``training_new_methods.py``: the placements and norms of 2021-2026, one claim each, on the
-  study ``new-methods``.
+  study ``new-methods``;
+- ``quick_seeds.py``, ``training_seeds.py``: seed statements that were not yet claims (Pre-LN near
+  the identity at init; dropout, depth beyond 48 blocks, LayerNorm against no norm, attention,
+  Pre-LN without warm-up), on the studies of ``study/seed_presets.py`` and the map. Two modules
+  because quick claims come first in the registry.
 """
 
 from __future__ import annotations
@@ -26,19 +30,21 @@ from types import ModuleType
 from normlab.claims.catalogue import (
     quick,
     quick_beyond_grid,
+    quick_seeds,
     training,
     training_depth,
     training_frontier,
     training_long,
     training_new_methods,
+    training_seeds,
     training_statistics,
     training_warmup,
 )
 from normlab.claims.claim import CLAIMS, Claim
 
 # In this order on the page and in claims.json.
-MODULES = (quick, quick_beyond_grid, training_warmup, training_depth, training_frontier, training_long, training,
-           training_statistics, training_new_methods)
+MODULES = (quick, quick_beyond_grid, quick_seeds, training_warmup, training_depth, training_frontier, training_long,
+           training, training_statistics, training_new_methods, training_seeds)
 
 
 def defined(module: ModuleType) -> list[Claim]:
