@@ -30,18 +30,21 @@ PINNED = {
                       "pre": "seen at the lab's settings",
                       "faster": "seen at the lab's settings"},
     "seed001-pre-flat": {"flat": "not seen at the lab's settings"},
-    "seed002-post-vanish": {"vanish": "not seen at the lab's settings"},
     "jacobian-identity": {"post": "seen at the lab's settings"},
     # the identity term prod_k J_LN_k by jvp at L = 32: log10 -6.68 [-6.81, -6.55], below 1%
     "seed004-decay": {"factor": "not seen at the lab's settings", "almost-0": "seen at the lab's settings"},
-    # one-sample slopes (O(N) vs O(log N)), the blocks' parameters stepped: post +1.24 [1.19, 1.30]; pre +0.99,
-    # admin +0.99, both near 1 (with every parameter stepped: post +1.22 [1.16, 1.27], pre +0.965, admin +0.968)
-    "liu-amplification": {"post": "seen at the lab's settings",
+    # one-sample slopes of the change's norm, the blocks' parameters stepped: post +1.24 [1.19, 1.30]; pre +0.99,
+    # admin +0.99, both near 1 (with every parameter stepped: post +1.22 [1.16, 1.27], pre +0.965, admin +0.968).
+    # Theorem 2 bounds the change's variance (issue 40): O(N) is a norm slope of 1/2, so post's +1.24 lies
+    # above [0.35, 0.65] (it was "seen" against the old [0.7, 1.3]); pre's and admin's are not below 0.35
+    "liu-amplification": {"post": "not seen at the lab's settings",
                           "pre": "not seen at the lab's settings",
                           "admin": "not seen at the lab's settings"},
     "deepnorm-bounded": {"bounded": "not seen at the lab's settings", "vs-post": "seen at the lab's settings"},
-    # Post-LN at L = 16, medians over sub-layers: RMS(F)/RMS(x) 10^-0.162 = 0.69; the norm's gain on F 10^-0.177 = 0.67
-    "seed001-ln-amplifies": {"small": "seen at the lab's settings", "amplifies": "not seen at the lab's settings"},
+    # Post-LN at L = 16, GPT-2 init (issue 40: the seed states no init; under xavier the gain was 0.67 by construction):
+    # median RMS(F)/RMS(x) 10^-2.43; the first sub-layer's gain 10^1.55 = 35; the later ones' median 10^-0.003
+    "seed001-ln-amplifies": {"small": "seen at the lab's settings", "amplifies-first": "seen at the lab's settings",
+                             "amplifies-later": "not seen at the lab's settings"},
     "seed001-rms": {"normalises": "contradicted"},
     "seed002-gpt2": {"post": "contradicted"},
     "seed002-code-causal": {"causal": "contradicted"},

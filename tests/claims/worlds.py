@@ -120,18 +120,20 @@ def seed002_pet_project(o: str, post_fails: tuple[bool, ...] | None = None) -> l
 
 
 def seed002_clipping(o: str) -> list:
-    """pre-vs-post without warm-up: OLMo-core's SpikeScore at the last diagnostics line, and
-    log10(max / median) of the logged gradient norms."""
-    score = {"S": (0.0, 0.05), "C": (0.05, 0.0), "I": (0.02, 0.02)}[o]
+    """pre-vs-post without warm-up: 20 logged gradient norms per run, k of 19 at 1.5 (a clip at 1.0
+    would cut them) and the rest at 0.8, then a spike 2 x 10**v, the largest (log10(max / median) =
+    v + log10(2 / median)). S: Pre-LN's share and spike below Post-LN's; C: above; I: both shares
+    around one half, spikes around 1, wide."""
+    ks = {"S": ((1, 2) * 3, (15, 16) * 3), "C": ((15, 16) * 3, (1, 2) * 3),
+          "I": ((4, 16, 6, 14, 8, 12), (16, 4, 14, 6, 12, 8))}[o]
     spike = {"S": (0.0, 2.0), "C": (2.0, 0.0), "I": (1.0, 1.0)}[o]
     sig = WIDE if o == "I" else TINY
 
-    def run(sc: float, v: float) -> Any:
-        return lambda s: {"best": T, "grad": [0.5] * 19 + [0.5 * 10 ** max(0.0, v + S.jit(s, sig))],
-                          "diag": [{"step": 500, "spike_score": max(0.0, sc + S.jit(s, sig / 10))}]}
+    def run(k: tuple[int, ...], v: float) -> Any:
+        return lambda s: {"best": T, "grad": [1.5] * k[s] + [0.8] * (19 - k[s]) + [2.0 * 10 ** (v + S.jit(s, sig))]}
 
-    return [("pre-vs-post", {P: "pre", W: 0}, run(score[0], spike[0])),
-            ("pre-vs-post", {P: "post", W: 0}, run(score[1], spike[1]))]
+    return [("pre-vs-post", {P: "pre", W: 0}, run(ks[0], spike[0])),
+            ("pre-vs-post", {P: "post", W: 0}, run(ks[1], spike[1]))]
 
 
 def seed001_early_gradients(o: str) -> list:
@@ -210,7 +212,10 @@ def sandwich_max_abs(o: str) -> list:
 
 
 def seed004_lr_sensitive(o: str) -> list:
-    """Per-seed sweeps of final losses; the jitter moves with the lr so the sensitivity varies by seed."""
+    """Per-seed sweeps of final losses (the jitter moves with the lr so the sensitivity varies by
+    seed); 10 logged gradient norms per run, the last 10**sp times the rest (an explosion when
+    sp >= 1: S every Post-LN run, no Pre-LN run; I 3 of 5 seeds of each at every lr, so 15 of 25
+    both); and seed002-init-sensitive's cells for the init part."""
     steep, flat = [2.0, 2.3, 2.5, 4.17, 4.17], [2.0, 1.8, 1.9, 2.0, 2.1]
     curves = {"S": (steep, flat), "C": (flat, steep), "I": (flat, flat)}[o]
     spikes = {"S": (2.0, 0.0), "C": (0.0, 2.0), "I": (1.0, 1.0)}[o]  # log10(max / median) grad norm
@@ -221,7 +226,20 @@ def seed004_lr_sensitive(o: str) -> list:
             out.append(("lr-sensitivity", {P: p, QK: None, LR: lr},
                         lambda s, v=v, i=i, sp=sp: {"best": v, "final": v + S.jit((s + i) % 5, sig),
                                                     "grad": [0.5] * 9 + [0.5 * 10 ** max(0.0, sp + S.jit(s, sig))]}))
-    return out
+    return out + seed002_init_sensitive(o)
+
+
+def seed002_post_vanish(o: str) -> list:
+    """new-methods' Post-LN arm at 18 blocks: diagnostic lines at steps 20..200 whose block-1 /
+    block-18 gradient ratio is 10**r at every step (S: -1.5, a vanishing first block; C: 0; I: -1 +- WIDE)."""
+    r = {"S": -1.5, "C": 0.0, "I": -1.0}[o]
+    sig = WIDE if o == "I" else TINY
+
+    def run(s: int) -> dict:
+        g = [1.0, 10 ** (r + S.jit(s, sig))] + [1.0] * 16 + [1.0, 1.0]  # [embeddings, blocks 1..18, final]
+        return {"best": S.STALLS, "diag": [{"step": st, "grad_norm": g} for st in range(20, 201, 20)]}
+
+    return [("new-methods", {P: "post", "model.norm": "layernorm"}, run)]
 
 
 # claim id -> its world: every training claim has one (test_training_rules.py checks)
@@ -234,7 +252,7 @@ WORLDS = {
     "admin-depth": lambda o: depth_fix(o, "admin", 1e-3),
     "seed002-sandwich-deep": seed002_sandwich_deep, "seed000-final-norm": seed000_final_norm,
     "seed002-pet-project": seed002_pet_project, "seed002-clipping": seed002_clipping,
-    "seed001-early-gradients": seed001_early_gradients,
+    "seed001-early-gradients": seed001_early_gradients, "seed002-post-vanish": seed002_post_vanish,
     "zloss-logz": zloss_logz, "lr-sensitivity": lr_sensitivity, "seed004-lr-sensitive": seed004_lr_sensitive,
     "pre-collapse": pre_collapse, "sandwich-max-abs": sandwich_max_abs,
     **worlds_frontier.WORLDS,

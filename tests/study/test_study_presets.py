@@ -39,6 +39,9 @@ def test_pre_vs_post_sizes_match_the_docs() -> None:
     assert (seed["optim"]["lr"], seed["train"]["batch_size"], seed["optim"]["schedule"]) == (3e-4, 32, "constant")
     assert seed["optim"]["grad_clip"] == 0.0
     assert seed["train"]["steps"] == 4900 and abs(10 * 1003854 / (32 * 64) - 4900) < 5
+    # the seed's own code's init: PyTorch's module defaults, N(0, 1) embeddings, a separate output layer
+    assert (seed["model"]["init"], seed["model"]["tie_embeddings"]) == ("torch_default", False)
+    assert (cfg["model"]["init"], cfg["model"]["tie_embeddings"]) == ("gpt2", True)  # the cpu scale: the lab's default
     with pytest.raises(ConfigError, match="--scale.*smoke, cpu, seed, gpu"):
         study_preset("pre-vs-post", "huge")
     with pytest.raises(ConfigError, match="--scale"):

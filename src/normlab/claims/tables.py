@@ -37,7 +37,8 @@ NOTES = {
                          "`jacobian-identity`, one Rademacher vector per block, and for `seed004-decay`, the LayerNorm "
                          "Jacobians alone pushed forward by jvp at L = 32; one Adam step at lr 1e-4 on probe-sized "
                          "models, of the blocks' parameters alone for `liu-amplification` and of every parameter for "
-                         "`deepnorm-bounded`; a scaled input for `seed001-rms`; "
+                         "`deepnorm-bounded`; a forward pass of Post-LN models at GPT-2's init for `seed001-ln-amplifies`; "
+                         "a scaled input for `seed001-rms`; "
                          "random 3-layer `transformers` GPT-2 models for `seed002-gpt2`; the seed's block code for "
                          "`seed002-code-causal`), listed in claims.json.",
     "training_depth": "Every depth part is a contrast against the 6-block control (2b).",

@@ -95,7 +95,7 @@ def _measure_keys(given: list[str]) -> list[str]:
 
 def _ref_depth(depths: list[int]) -> int:
     """The depth of the claims' per-layer profiles (``QuickData.ref_depth``: 16 when probed, else the
-    largest probed depth below 16, else the largest): identity:* and ln_gain:post are measured there."""
+    largest probed depth below 16, else the largest): identity:*, ln_gain:post and ln_gain_gpt2:post are measured there."""
     from normlab.claims.measure import QuickData
 
     return QuickData([], 1, {"depths": list(depths)}).ref_depth()

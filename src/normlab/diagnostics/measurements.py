@@ -8,7 +8,8 @@ module measures them):
 - ``one_step:<placement>``, ``one_step_blocks:<placement>``: relative change of the logits
   after one Adam step (Liu et al. 2020's amplification; DeepNet's bounded update), and
   DeepNorm's branch share;
-- ``ln_gain:post``: what Post-LN's LayerNorm does to the sub-layer output it normalises;
+- ``ln_gain:post``, ``ln_gain_gpt2:post``: what Post-LN's LayerNorm does to the sub-layer output
+  it normalises, at xavier init and at GPT-2's N(0, 0.02) (seed001-ln-amplifies' init);
 - ``rms``, ``gpt2``, ``causal``: the exact checks of :mod:`normlab.diagnostics.exact`.
 
 Each builds probe-sized lab models (d = d_ff = 128, 4 heads) on the probe's data and
@@ -92,22 +93,23 @@ def one_step_change(placement: str, L: int, seed: int, lr: float = 1e-4, blocks_
     return {"change": float((f1 - f0).norm() / f0.norm()), "branch_share": share}
 
 
-def ln_gain(L: int, seed: int) -> list[dict[str, float]]:
+def ln_gain(L: int, seed: int, init: str = "xavier") -> list[dict[str, float]]:
     """Per sub-layer of a probe-sized Post-LN model: RMS(F) / RMS(x) and the LayerNorm's gain on F."""
-    model, (idx, _), _ = _setup("post", L, seed)
+    model, (idx, _), _ = _setup("post", L, seed, init)
     return sublayers.norm_gain(model, idx)
 
 
 EXTRAS = ("identity:pre", "identity:post", "identity_path:post", "one_step:post", "one_step:pre", "one_step:admin", "one_step:deepnorm",
           "one_step_blocks:post", "one_step_blocks:pre", "one_step_blocks:admin",
-          "ln_gain:post", "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
+          "ln_gain:post", "ln_gain_gpt2:post", "rms", "gpt2", "causal")  # what a quick claim's Needs.extra may name
 
 
 def extra_size(key: str, seeds: int, depths: list[int]) -> int:
     """How many models (or draws) measuring ``key`` takes: the progress display's unit."""
     name = key.partition(":")[0]
     return {"identity": seeds, "identity_path": seeds, "one_step": seeds * len(depths),
-            "one_step_blocks": seeds * len(depths), "ln_gain": seeds, "rms": seeds}.get(name, min(seeds, 3))
+            "one_step_blocks": seeds * len(depths), "ln_gain": seeds, "ln_gain_gpt2": seeds,
+            "rms": seeds}.get(name, min(seeds, 3))
 
 
 def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], ref_depth: int,
@@ -138,8 +140,9 @@ def measure_extra(key: str, out: dict[str, Any], seeds: int, depths: list[int], 
             got = each(step, [(p, L, s) for L in depths for s in ss])
             out.setdefault(name, {"depths": list(depths)})[p] = {
                 L: got[i * seeds:(i + 1) * seeds] for i, L in enumerate(depths)}
-        elif name == "ln_gain":
-            out["ln_gain"] = {"L": ref_depth, "post": each(ln_gain, [(ref_depth, s) for s in ss])}
+        elif name in ("ln_gain", "ln_gain_gpt2"):
+            init = "gpt2" if name == "ln_gain_gpt2" else "xavier"
+            out[name] = {"L": ref_depth, "init": init, "post": each(ln_gain, [(ref_depth, s, init) for s in ss])}
         elif name == "rms":
             out["rms"] = each(rms_formula, [(s,) for s in ss])
         elif name == "gpt2":

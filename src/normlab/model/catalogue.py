@@ -53,6 +53,7 @@ QK_NORMS.add("l2", norms.L2Norm)
 
 INITS.add("gpt2", init.GPT2Init())
 INITS.add("xavier", init.XavierInit())
+INITS.add("torch_default", init.TorchDefaultInit())
 
 FFNS.add("gelu", attention.MLP)
 FFNS.add("swiglu", attention.SwiGLU)

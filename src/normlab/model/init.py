@@ -29,6 +29,17 @@ class InitScheme:
     def linear_std(self, layer: nn.Linear, cfg: ModelConfig) -> float:
         raise NotImplementedError
 
+    def init_linear(self, name: str, layer: nn.Linear, cfg: ModelConfig) -> None:
+        """Draw ``layer`` (``name``: its path in the model): N(0, linear_std), bias 0. A scheme
+        whose draws are not a normal of one std per layer overrides this."""
+        nn.init.normal_(layer.weight, 0.0, self.linear_std(layer, cfg))
+        if layer.bias is not None:
+            nn.init.zeros_(layer.bias)
+
+    def init_embedding(self, name: str, emb: nn.Embedding, cfg: ModelConfig) -> None:
+        """Draw an embedding table: N(0, embed_std)."""
+        nn.init.normal_(emb.weight, 0.0, self.embed_std(cfg))
+
 
 class GPT2Init(InitScheme):
     formula = "N(0, 0.02); W_O, W_2: N(0, 0.02/sqrt(2L))"
@@ -62,6 +73,45 @@ class XavierInit(InitScheme):
         return 1.0 / math.sqrt(layer.in_features)
 
 
+class TorchDefaultInit(InitScheme):
+    """What a model built from PyTorch's modules at their defaults starts from: seed 002's pet
+    project (``nn.Embedding``, ``nn.MultiheadAttention``, ``nn.Linear``, ``nn.LayerNorm``, no
+    init of its own). The bounds are those of ``reset_parameters`` in torch/nn/modules
+    (linear.py, sparse.py, activation.py); uniform draws, so ``linear_std`` (what DeepNorm's and
+    Sub-LN's rescaling divide by) is the uniform's std, bound / sqrt(3)."""
+
+    formula = ("emb. N(0, 1); W_QKV U(+-sqrt(6/(d + 3d))), bias 0; W_O U(+-1/sqrt(d)), bias 0; "
+               "other linear U(+-1/sqrt(fan_in)), bias the same")
+    source = "PyTorch defaults (nn.Embedding, nn.MultiheadAttention, nn.Linear); seed 002's pet-project code"
+    description = ("PyTorch's own module defaults, as seed 002's code leaves them: embeddings N(0, 1); the fused "
+                   "W_Q,W_K,W_V xavier-uniform and bias 0 and W_O kaiming-uniform(a=sqrt 5) and bias 0 "
+                   "(nn.MultiheadAttention); every other linear kaiming-uniform(a=sqrt 5), i.e. "
+                   "U(-1/sqrt(fan_in), 1/sqrt(fan_in)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear)")
+
+    def embed_std(self, cfg: ModelConfig) -> float:
+        return 1.0  # nn.Embedding.reset_parameters: normal_(weight) (and no sqrt(d) multiplier)
+
+    def linear_std(self, layer: nn.Linear, cfg: ModelConfig) -> float:
+        return 1.0 / math.sqrt(3 * layer.in_features)  # the std of U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+
+    def init_linear(self, name: str, layer: nn.Linear, cfg: ModelConfig) -> None:
+        leaf = name.rpartition(".")[2]
+        if leaf == "qkv":  # nn.MultiheadAttention._reset_parameters: xavier_uniform_(in_proj_weight), bias 0
+            nn.init.xavier_uniform_(layer.weight)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+            return
+        if name == "lm_head" and cfg.tie_embeddings:
+            return  # tied: the head is the embedding table, N(0, 1) (PyTorch ties after both are built)
+        bound = 1.0 / math.sqrt(layer.in_features)
+        nn.init.uniform_(layer.weight, -bound, bound)  # = kaiming_uniform_(a=sqrt(5)), nn.Linear's default
+        if layer.bias is not None:
+            if getattr(layer, "residual", False) and name.rpartition(".")[0].endswith("attn.branch"):
+                nn.init.zeros_(layer.bias)  # nn.MultiheadAttention zeroes out_proj.bias
+            else:
+                nn.init.uniform_(layer.bias, -bound, bound)
+
+
 @torch.no_grad()
 def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits below the TransformerLM it fills
     """Initialise every tensor of ``model`` (a TransformerLM) with ``scheme`` (the one ``model.init`` names).
@@ -76,6 +126,17 @@ def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits belo
     | ffn.proj.weight (W_2)          | N(0, 0.02/sqrt(2L))   | N(0, 1/d_ff)                    |
     | lm_head (untied only)          | N(0, 0.02)            | N(0, 1/d)                       |
     | every linear bias              | 0                     | 0                               |
+
+    ``torch_default`` (what seed 002's code starts from; b = 1/sqrt(fan_in), U uniform):
+
+    | tensor                         | torch_default                                                     |
+    |--------------------------------|-------------------------------------------------------------------|
+    | wte, wpe                       | N(0, 1) (nn.Embedding); tied head: the same tensor; no multiplier |
+    | attn.qkv.weight, bias          | U(+-sqrt(6 / (d + rows))), rows = d + 2 kv width; bias 0 (nn.MultiheadAttention) |
+    | attn.proj.weight, bias (W_O)   | U(+-b), b = 1/sqrt(q width); bias 0 (nn.MultiheadAttention's out_proj) |
+    | ffn.fc, ffn.proj (W_1, W_2)    | U(+-b) (kaiming_uniform a = sqrt 5); bias U(+-b) (nn.Linear)      |
+    | lm_head (untied only)          | U(+-1/sqrt(d)) (nn.Linear; the lab's head has no bias)            |
+    | any other linear               | U(+-b); bias U(+-b) (nn.Linear)                                   |
 
     Tensors that do not depend on the scheme are constants, written by their module's
     ``reset_parameters()`` (which ``__init__`` calls, and ``TransformerLM.materialise`` again):
@@ -108,13 +169,11 @@ def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits belo
     | ngpt      | rows of W_Q,W_K,W_V,W_1, wte, wpe, lm_head and columns of W_O,W_2 normalised to 1; alpha = 0.05, s_qk = s_u = s_v = s_z = 1 (scaling trick) |
     """
     cfg = model.cfg
-    for module in model.modules():
+    for name, module in model.named_modules():  # the order of modules(): gpt2's and xavier's draws unchanged
         if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, 0.0, scheme.linear_std(module, cfg))
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
+            scheme.init_linear(name, module, cfg)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, 0.0, scheme.embed_std(cfg))
+            scheme.init_embedding(name, module, cfg)
     for module in model.modules():
         if isinstance(module, Placement):
             module.init_()

@@ -68,12 +68,18 @@ def pre_vs_post(scale: str = "cpu") -> StudySpec:
     500 steps, lr 1e-3 cosine, warm-up {0, 50}: 36 runs, about 24 min on 2 idle cores.
     seed: lr 3e-4 constant, batch 32, 10 epochs (4900 steps), the two lab arms without warm-up
     only, what seed002-pet-project's parts read: 12 runs of ~16-20 min on one core, about two
-    hours on 2 workers (the full grid, 36 runs, would be three sessions)."""
+    hours on 2 workers (the full grid, 36 runs, would be three sessions). The seed scale starts
+    from the seed's own code's init: PyTorch's module defaults (``model.init = "torch_default"``:
+    N(0, 1) embeddings, nn.Linear's and nn.MultiheadAttention's uniform draws) with a separate
+    output layer (the seed builds "an embedding layer and an output linear layer"; PyTorch ties
+    nothing by default). Its width d = 128, 4 heads and context 64 are the lab's (the seed's code
+    takes d_model as a parameter and states none)."""
     steps, warm = _pick(scale, {"smoke": (20, 5), "cpu": (500, 50), "seed": (4900, 490), "gpu": (5000, 200)},
                         "pre-vs-post")
     if scale == "seed":
         # 10 epochs of the 1.0M training characters at 32 x 64 tokens per step = 4900 steps.
-        base = _base("cpu", steps, lr=3e-4, schedule="constant", evals=20)
+        base = _base("cpu", steps, lr=3e-4, schedule="constant", evals=20, init="torch_default",
+                     tie_embeddings=False)
         base["train"]["batch_size"] = 32
     else:
         base = _base(scale, steps, lr=1e-3 if scale != "gpu" else 6e-4)

@@ -196,17 +196,3 @@ def seed001_pre_flat(q: QuickData) -> dict[str, Measured]:
     L = q.ref_depth()
     st = q.values("pre", L, "grad_norm", "stream", "x")
     return {"flat": Measured(one_sample(per_seed(lambda r: math.log10(r[0] / r[-1]), st)), q.cells("pre", [L]))}
-
-
-@claim(id="seed002-post-vanish", quick=True, needs=Needs({"post": "all"}), experiment=PROBE, settings=SETTINGS,
-       regime=INIT_REGIME, source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), on post-norm",
-       statement="In deep networks (more than 12-24 layers) the gradients may vanish, requiring special "
-                 "techniques (warm-up, small learning rates).",
-       parts=[Part("vanish", "in a 32-block Post-LN model the first block's parameter gradient is below a tenth of "
-                   "the last block's", "log10(||dLoss/d block 1 parameters|| / ||dLoss/d block L parameters||), "
-                   "L = 32, per seed (post)", Direction(-1, -1.0),
-                   "vanish = a factor 10 or more below the top of the stack")])
-def seed002_post_vanish(q: QuickData) -> dict[str, Measured]:
-    L = max(q.depths)
-    blk = q.values("post", L, "grad_norm", "block")
-    return {"vanish": Measured(one_sample(per_seed(lambda r: math.log10(r[0] / r[-1]), blk)), q.cells("post", [L]))}

@@ -74,35 +74,69 @@ def seed004_decay(q: QuickData) -> dict[str, Measured]:
                                  {"predicted_log10": float(f.shape[1] * np.log10(2 ** -0.5))})}
 
 
-@claim(id="seed001-ln-amplifies", quick=True, regime=INIT_REGIME, needs=Needs(extra=("ln_gain:post",)),
-       source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)",
-       experiment="one forward pass of probe-sized Post-LN models (xavier, d = d_ff = 128, 4 heads) at L = 16 on a "
-                  "batch of Tiny Shakespeare: each sub-layer's input x and output F, and the LayerNorm's Jacobian at "
-                  "x + F applied to F (forward mode); 5 seeds",
-       settings=SETTINGS,
+# Seed 001 says only "randomly initialised parameters": the lab reads the statement at GPT-2's
+# N(0, 0.02), the usual small init, where a sub-layer's output is small by construction. Under
+# xavier the stream enters every norm at unit scale (embeddings N(0, 1/d) times sqrt(d)) and the
+# branch adds variance, so LN divides by std(x + F) >= 1 and its gain on F is at most about 1
+# by construction: the premise ("relatively small" F, over-amplified) is not that regime.
+LN_GAIN = ("one forward pass of probe-sized Post-LN models (GPT-2 init N(0, 0.02), W_O and W_2 N(0, 0.02/sqrt(2L)); "
+           "d = d_ff = 128, 4 heads) at L = 16 on a batch of Tiny Shakespeare: each sub-layer's input x and output "
+           "F, and the LayerNorm's Jacobian at x + F applied to F (forward mode); 5 seeds")
+LN_REGIME = Regime((
+    factor("init", "not stated ('randomly initialised parameters')",
+           why="the lab reads GPT-2's N(0, 0.02), the usual small init, not xavier: under xavier the stream enters "
+               "every norm at unit scale and the norm's gain on F is below 1 by construction"),
+    factor("steps", "at initialisation", why="one forward pass at init"),
+))
+FIRST_WHY = ("the first sub-layer normalises x + F with x the embeddings (std about 0.03 under GPT-2's init), where "
+             "the statement's premise holds most: a gain above 1 is the least 'over-amplifies' asserts. Read apart "
+             "because a median over the 32 sub-layers discards it (seen on seeds 100 and 101 before registering: "
+             "gain about 35 here, about 0.99 at every later sub-layer). Design: 5 seeds, per-seed sd 0.05 (prior) "
+             "detect +0.084 with 80% power")
+
+
+@claim(id="seed001-ln-amplifies", quick=True, regime=LN_REGIME, needs=Needs(extra=("ln_gain_gpt2:post",)),
+       source="seed 001 (Korean paper summary, 001_362ada3767c69b55.txt)", experiment=LN_GAIN,
+       settings="GPT-2 init (N(0, 0.02)), no training; each seed draws new weights and a new batch; effects over seeds",
        statement="Post-LN's instability shows at initialisation: with randomly initialised parameters the output of "
                  "the sub-layer F_l is relatively small, and LayerNorm over-amplifies it, which causes gradient "
                  "explosion.",
        parts=[Part("small", "at init a Post-LN sub-layer's output is small against its input",
-                   "log10 of RMS(F(x)) / RMS(x), median over the 32 sub-layers of L = 16, per seed (post)",
-                   Direction(-1), "'relatively small' read against the stream it is added to: smaller than x"),
-              Part("amplifies", "the LayerNorm amplifies that output",
+                   "log10 of RMS(F(x)) / RMS(x), median over the 32 sub-layers of L = 16, GPT-2 init, per seed (post)",
+                   Direction(-1), "'relatively small' read against the stream it is added to: smaller than x. "
+                   "Design: 5 seeds, per-seed sd 0.05 (prior) detect -0.084 with 80% power"),
+              Part("amplifies-first", "the LayerNorm amplifies the first sub-layer's output",
                    "log10 of ||J_LN(x + F) F|| / ||F||, the norm's gain on the sub-layer's output where it normalises, "
-                   "median over the 32 sub-layers of L = 16, per seed (post)", Direction(1),
-                   "amplify = a gain above 1; 'over-amplifies' says more, so a gain above 1 is the least the sentence "
-                   "asserts")])
+                   "sub-layer 1 (block 1's attention) of L = 16, GPT-2 init, per seed (post)", Direction(1), FIRST_WHY),
+              Part("amplifies-later", "... and every later sub-layer's",
+                   "that log10 gain, median over sub-layers 2 to 32 of L = 16, GPT-2 init, per seed (post)",
+                   Direction(1), "the statement is about every sub-layer F_l; after the first norm the stream has unit "
+                   "scale, so this reads whether the amplification persists. Design: 5 seeds, per-seed sd 0.01 "
+                   "(prior) detect +0.017 with 80% power")])
 def seed001_ln_amplifies(q: QuickData) -> dict[str, Measured]:
-    got = q.extra["ln_gain"]
-    cells = [f"post/L{got['L']}/seed{s}" for s in q.seed_list[:len(got["post"])]]
-    med = {k: [float(np.median(np.log10([r[k] for r in rows]))) for rows in got["post"]] for k in ("ratio", "gain")}
-    return {"small": Measured(one_sample(med["ratio"]), cells, {"per_seed": med["ratio"]}),
-            "amplifies": Measured(one_sample(med["gain"]), cells, {"per_seed": med["gain"]})}
+    got = q.extra["ln_gain_gpt2"]
+    cells = [f"post/L{got['L']}/gpt2/seed{s}" for s in q.seed_list[:len(got["post"])]]
+    small = [float(np.median(np.log10([r["ratio"] for r in rows]))) for rows in got["post"]]
+    first = [float(np.log10(rows[0]["gain"])) for rows in got["post"]]
+    later = [float(np.median(np.log10([r["gain"] for r in rows[1:]]))) for rows in got["post"]]
+    return {"small": Measured(one_sample(small), cells, {"per_seed": small}),
+            "amplifies-first": Measured(one_sample(first), cells, {"per_seed": first}),
+            "amplifies-later": Measured(one_sample(later), cells, {"per_seed": later})}
 
 
 def _slopes(q: QuickData, p: str, key: str = "one_step") -> list[float]:
     steps = q.extra[key]
     m = np.array([[steps[p][L][s]["change"] for L in steps["depths"]] for s in range(len(steps[p][steps["depths"][0]]))])
     return slope_per_seed(steps["depths"], m)
+
+
+# Liu et al. 2020, Theorem 2 (as the lab reads it): for an N-layer Transformer at init and a
+# perturbation W* = W + delta of its sub-layers' parameters, Var[F(x0, W) - F(x0, W*)] is about
+# sum_i beta_{i,i}^2 C, which Section 4 evaluates to O(N) for Post-LN and O(log N) for Pre-LN and
+# Admin. The bound is on a variance: the norm of the change scales as its square root.
+LIU_THM = ("Theorem 2 bounds the variance of the output change, Var[F(x0, W) - F(x0, W*)] ~ sum_i beta_ii^2 C, "
+           "O(N) for Post-LN and O(log N) for Pre-LN and Admin; the lab measures the change's norm, which scales as "
+           "the square root of the variance")
 
 
 @claim(id="liu-amplification", quick=True,
@@ -113,16 +147,19 @@ def _slopes(q: QuickData, p: str, key: str = "one_step") -> list[float]:
                       factor("depth", "N sub-layers, 12 to 120", inside=True,
                              why="4 to 64 sub-layers (L = 2 to 32 blocks): the growth law is read over a factor 16"),
                       factor("width", "d = 512", matters=False, why="the bound is in N, not d"))),
-       statement="The output change caused by the first parameter updates grows with the number of sub-layers N "
-                 "as O(N) for Post-LN (amplification) and as O(log N) for Pre-LN and for Admin.",
-       parts=[Part("post", "Post-LN's output change grows like N",
+       statement="The variance of the output change caused by the first parameter updates grows with the number of "
+                 "sub-layers N as O(N) for Post-LN (amplification) and as O(log N) for Pre-LN and for Admin.",
+       parts=[Part("post", "Post-LN's output change grows like sqrt(N): its variance like N",
                    "slope of log(relative logit change after one Adam step of the blocks' parameters) against "
                    "log L, per seed (post)",
-                   Within(0.7, 1.3), "O(N) = a log-log slope about 1"),
-              Part("pre", "Pre-LN's grows like log N", "that slope (pre)", Direction(-1, 0.7),
-                   "O(log N) over N = 4..64 gives a log-log slope of ln(ln 64 / ln 4) / ln 16 = 0.40; 0.7 is the "
-                   "midpoint between that and 1"),
-              Part("admin", "Admin's grows like log N", "that slope (admin)", Direction(-1, 0.7),
+                   Within(0.35, 0.65), LIU_THM + "; O(N) for the variance is a log-log slope of 1/2 for the change's "
+                   "norm, +-0.15 (the earlier +-0.3 around 1, halved). Design: 5 seeds, per-seed sd 0.065 (the "
+                   "confirm-liu run) show it inside for a truth within +-0.04 of 1/2 with 80% power"),
+              Part("pre", "Pre-LN's grows like sqrt(log N): its variance like log N", "that slope (pre)",
+                   Direction(-1, 0.35), "Var = O(log N) over N = 4..64 gives the norm a log-log slope of "
+                   "ln(ln 64 / ln 4) / (2 ln 16) = 0.20; 0.35 is the midpoint between that and Post-LN's 1/2. "
+                   "Design: 5 seeds, sd 0.065, detect a slope of +0.24 with 80% power"),
+              Part("admin", "Admin's grows like sqrt(log N)", "that slope (admin)", Direction(-1, 0.35),
                    "as for Pre-LN")])
 def liu_amplification(q: QuickData) -> dict[str, Measured]:
     s = {p: _slopes(q, p, "one_step_blocks") for p in ("post", "pre", "admin")}

@@ -25,20 +25,34 @@ def _diff(ctx: StudyContext, a: str, b: str, fn: Any) -> Measured:
     return welch_cells(ctx, LONG, {P: a}, {P: b}, fn, labels=(a, b))
 
 
+# One effect, read by two claims (seed002-post-shallow-long and seed004-post-ceiling): the end of
+# the schedule, Post-LN minus Pre-LN. One quantity, one measurement and one horizon factor, so
+# the two parts are scoped alike (issue 40: the same effect was scoped in one and not the other).
+END_GAP = BEST + "post minus pre, 6 blocks, at the end of the 1000-step cosine schedule, per seed"
+END_STEPS = factor("steps", "not stated: where training ends (final perplexity; a ceiling)", inside=False,
+                   why="the lab reads the best loss at the end of a 1000-step schedule at d=64 (about one epoch): "
+                       "where this schedule ends, not where a longer one would; both claims reading this "
+                       "difference are scoped by it alike")
+
+
+def end_gap(ctx: StudyContext) -> Measured:
+    """The shared effect: best val loss, post minus pre, at the end of the study's schedule."""
+    return _diff(ctx, "post", "pre", gain)
+
+
 @claim(id="seed002-post-shallow-long", quick=False, studies=[LONG], experiment=EXP, settings=SET,
-       regime=Regime((factor("depth", "below 12 layers", why="6 blocks"),
-                      factor("steps", "trained to the end (final perplexity)", inside={"cpu": True},
-                             why="the loss at the end of a full schedule (cosine to lr/10), as the statement "
-                                 "reads it; the seed's pet project trains 10 epochs, this study about 1"),
+       regime=Regime((factor("depth", "below 12 layers", why="6 blocks"), END_STEPS,
                       factor("lr", "not stated", matters=False))),
        source="seed 002 (Russian Q&A, 002_b1188389a59f61f9.txt), practical advice",
        statement="Below 12 layers post-norm may give slightly better perplexity, but the difference is usually "
                  "negligible.",
        parts=[Part("negligible", "at 6 blocks, trained to the end of its schedule, the Post-LN / Pre-LN difference "
-                   "is negligible", BEST + "post minus pre, per seed", Within(-0.05, 0.05),
-                   MARGIN + "; the map's 200-step version of this claim (seed002-post-shallow) reads early training")])
+                   "is negligible", END_GAP, Within(-0.05, 0.05),
+                   MARGIN + "; the map's 200-step version of this claim (seed002-post-shallow) reads early training. "
+                   "Design: 6 seeds a side, per-seed sd 0.015 (the confirm-2a run) show equivalence for a truth "
+                   "within +-0.023 of 0 with 80% power")])
 def seed002_post_shallow_long(ctx: StudyContext) -> dict[str, Measured]:
-    return {"negligible": _diff(ctx, "post", "pre", gain)}
+    return {"negligible": end_gap(ctx)}
 
 
 @claim(id="seed004-pre-faster", quick=False, studies=[LONG], experiment=EXP, settings=SET,
@@ -58,14 +72,16 @@ def seed004_pre_faster(ctx: StudyContext) -> dict[str, Measured]:
 
 
 @claim(id="seed004-post-ceiling", quick=False, studies=[LONG], experiment=EXP, settings=SET,
-       regime=Regime((factor("steps", "large-model training", inside=False,
-                             why="the ceiling of a model trained at scale; the lab trains 1000 steps at d=64"),
-                      factor("depth", "not stated", matters=False))),
+       regime=Regime((END_STEPS, factor("depth", "not stated", matters=False))),
        source="seed 004 (Chinese survey, 004_d24365e98fdce59d.txt), on representation collapse",
        statement="Pre Norm may have a potential representation-collapse problem: its ceiling may be lower than "
                  "Post Norm's.",
-       parts=[Part("ceiling", "trained to the end of its schedule, Post-LN ends lower than Pre-LN",
-                   BEST + "post minus pre, per seed", Direction(-1),
-                   "a higher ceiling = a lower loss where training ends")])
+       parts=[Part("ceiling", "at 6 blocks, at the end of a 1000-step schedule, Post-LN ends lower than Pre-LN (a "
+                   "gap where one schedule ends, not a ceiling)", END_GAP, Direction(-1),
+                   "a ceiling is where training can go, which one 1000-step schedule at d=64 does not reach: the lab "
+                   "reads the gap where its schedule ends and says no more (a ceiling would need the gap to persist "
+                   "or grow over longer horizons). The same effect as seed002-post-shallow-long's part negligible, "
+                   "scoped alike. Design: 6 seeds a side, per-seed sd 0.015 (the confirm-2a run) detect -0.028 with "
+                   "80% power")])
 def seed004_post_ceiling(ctx: StudyContext) -> dict[str, Measured]:
-    return {"ceiling": _diff(ctx, "post", "pre", gain)}
+    return {"ceiling": end_gap(ctx)}
