@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from normlab.stats.effects import Effect
+if TYPE_CHECKING:
+    from normlab.stats.effects import Effect
 
 CRIT = 3.841458820694124  # chi-square(1) 95% point: the profile-likelihood cut
 MAX_SLOPE = 400.0          # |d logit / d log10 lr| beyond this the fit counts as separated
@@ -273,6 +274,8 @@ def ratio_effect(r: LogRatio, n_a: int, n_b: int) -> Effect:
     any lr of each line). Censored: no estimate, one side known. ``se`` is a normal
     approximation for the Holm p only: the half-width of the interval's side facing 0 over
     1.96 (None when that side is unbounded), so that p < 0.05 exactly when it excludes 0."""
+    from normlab.stats.effects import Effect  # effects imports torch (spearman); pages read frontiers without it
+
     side = None
     if r.estimate is not None:
         facing = r.lo if r.estimate > 0 else r.hi
