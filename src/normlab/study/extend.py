@@ -90,14 +90,21 @@ def extend_stalled(store_root: str | Path, to: int, *, workers: int = 1, threads
                      f"at most to step {to}")
         display.add("extension", len(todo))
     jobs = [(str(t.run_dir), start, to, ces[t.id].unigram - margin, threads) for t, start in todo]
+    return _noted(store_root, todo, _map(_one, jobs, workers), "", display)
+
+
+def _noted(store_root: str | Path, todo: list[tuple[TrialRecord, int]], results: Iterator[Any], stage: str,
+           display: Any) -> int:
+    """An ``extended`` event in the store for each resumed trial as its result comes in (a run
+    another process holds is left to it); returns how many were extended."""
     done = 0
-    for (t, start), res in zip(todo, _map(_one, jobs, workers)):
+    for (t, start), res in zip(todo, results):
         store = Store(store_root)
         try:
             if isinstance(res, UserError):  # another process holds the run: it extends it
                 log.info("extension of %s skipped: %s", t.id, res)
             else:
-                store.note(t.id, "extended", f"from step {start} to {res['steps']}: {res['status']}, best val "
+                store.note(t.id, "extended", f"from step {start} to {res['steps']}{stage}: {res['status']}, best val "
                                              f"loss {res['best_val_loss']}")
                 done += 1
         finally:
@@ -136,21 +143,8 @@ def extend_to(store_root: str | Path, ids: list[str], to: int, *, workers: int =
         return 0
     if display is not None:
         display.add("extension", len(todo))
-    done = 0
-    for (t, start), res in zip(todo, _map(_stage, [(str(t.run_dir), to, threads) for t, _ in todo], workers)):
-        store = Store(store_root)
-        try:
-            if isinstance(res, UserError):  # another process holds the run: it extends it
-                log.info("extension of %s skipped: %s", t.id, res)
-            else:
-                store.note(t.id, "extended", f"from step {start} to {res['steps']} (stage {to}): {res['status']}, "
-                                             f"best val loss {res['best_val_loss']}")
-                done += 1
-        finally:
-            store.close()
-        if display is not None:
-            display.advance("extension")
-    return done
+    results = _map(_stage, [(str(t.run_dir), to, threads) for t, _ in todo], workers)
+    return _noted(store_root, todo, results, f" (stage {to})", display)
 
 
 def _stage(job: tuple[str, int, int]) -> dict[str, Any] | UserError:
