@@ -24,6 +24,7 @@ from typing import Any
 
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.claims.holm import holm_verdicts
+from normlab.claims.tables import section as between
 from normlab.core.errors import UserError
 from normlab.stats.effects import holm
 
@@ -152,11 +153,8 @@ def headline(fam: Family) -> str:
 
 
 def section(page: str) -> str:
-    """The text between the markers of ``page`` (README.md)."""
-    for mark in (START, END):
-        if mark not in page:
-            raise ValueError(f"no {mark} in the page: add the two markers where the table goes")
-    return page.split(START, 1)[1].split(END, 1)[0].strip("\n")
+    """The text between the headline's markers of ``page`` (README.md)."""
+    return between(page, START, END, "README.md")
 
 
 __all__ = ["END", "START", "Family", "FamilyPart", "catalogue_family", "headline", "section"]

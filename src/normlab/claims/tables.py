@@ -124,12 +124,13 @@ def theory_tables() -> str:
     return "\n".join(out)
 
 
-def section(page: str) -> str:
-    """The text between the markers of ``page`` (a ValueError names a missing marker)."""
-    for mark in (START, END):
+def section(page: str, start: str = START, end: str = END, where: str = "docs/theory.md") -> str:
+    """The text between the markers ``start`` and ``end`` of ``page`` (``where``; a ValueError
+    names a missing marker): the generated part of a page that a test holds to its generator."""
+    for mark in (start, end):
         if mark not in page:
-            raise ValueError(f"docs/theory.md: marker {mark} not found")
-    return page.split(START, 1)[1].split(END, 1)[0].strip("\n")
+            raise ValueError(f"{where}: marker {mark} not found")
+    return page.split(start, 1)[1].split(end, 1)[0].strip("\n")
 
 
 if __name__ == "__main__":
