@@ -20,7 +20,9 @@ def decide(p: ClaimsPlan, claims: list[Claim]) -> dict[str, dict[str, Any]]:
     """The records of ``claims`` (claim id -> its claims.json entry, before the Holm adjustment).
     After the quick claims, the rest of the probe grid the page's context figures read."""
     got: dict[str, dict[str, Any]] = {}
-    settled = settle_claims(p.ctx, [c for c in claims if not c.quick], p.store)  # {} when no study is staged
+    tolerances = p.registration.tolerances() if p.registration is not None else {}  # the registered settling tolerances
+    settled = settle_claims(p.ctx, [c for c in claims if not c.quick], p.store,
+                            tolerances=tolerances)  # {} when no study is staged
     for c in claims:
         if c.quick:
             assert p.quick is not None  # planned whenever a quick claim is chosen

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from normlab.claims.folder import FIGURES
 from normlab.claims.measure import last_w2
 from normlab.report import figures as F
 from normlab.report.style import close, figure, legend, save
@@ -92,7 +93,7 @@ def effect_figure(record: dict[str, Any], out: Path) -> str:
 
     fig = effect_fig(record)
     name = f"claim-{record['id']}"
-    save(fig, out / "figures", name)
+    save(fig, out / FIGURES, name)
     close(fig)
     return name
 
@@ -124,7 +125,7 @@ def quick_context_figures(q: Any, out: Path, records: list[dict[str, Any]] | Non
     """Per-depth and per-layer profiles behind the quick claims (seed mean and spread); with
     the claim ``records`` the depth figure's legend quotes their effects."""
 
-    fd = out / "figures"
+    fd = out / FIGURES
     depths, Lmax, Lref = q.depths, max(q.depths), q.ref_depth()
 
     def keep(fig: Any, name: str) -> None:

@@ -9,5 +9,8 @@ from __future__ import annotations
 
 CLAIMS_JSON = "claims.json"   # every claim's record and the run's meta (``output.write_outputs``)
 HISTORY = "history.jsonl"     # every launch, its end and its verdicts (``history``), appended
+CLAIMS_MD = "claims.md"       # the table, as claims.json gives it (``output``)
+INDEX = "index.html"          # the page (``output``)
+FIGURES = "figures"           # the claims' figures (``figures``, ``output``)
 
-__all__ = ["CLAIMS_JSON", "HISTORY"]
+__all__ = ["CLAIMS_JSON", "CLAIMS_MD", "FIGURES", "HISTORY", "INDEX"]

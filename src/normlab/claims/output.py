@@ -13,7 +13,7 @@ from typing import Any
 
 import normlab
 from normlab.claims.figures import CONTEXT_CAPTIONS, effect_figure, quick_context_figures
-from normlab.claims.folder import CLAIMS_JSON
+from normlab.claims.folder import CLAIMS_JSON, CLAIMS_MD, FIGURES, INDEX
 from normlab.claims.history import update_history  # (re-exported: history.jsonl is claims/history.py's)
 from normlab.claims.holm import adjust, holm_verdicts  # (re-exported: the outputs' Holm step)
 from normlab.claims.page_regime import check_rows, mode_sentence, regime_rows, regime_sentence
@@ -68,7 +68,7 @@ def write_outputs(records: list[dict[str, Any]], out: Path, meta: dict[str, Any]
         r["effect_figure"] = effect_figure(r, out)
     update_history(records, out, meta)
     atomic_write_text(out / CLAIMS_JSON, json.dumps({"meta": meta, "claims": records}, indent=2, default=float))
-    atomic_write_text(out / "claims.md", markdown_table(records))
+    atomic_write_text(out / CLAIMS_MD, markdown_table(records))
     write_page(records, out, meta, embed)
 
 
@@ -177,7 +177,7 @@ def write_page(records: list[dict[str, Any]], out: Path, meta: dict[str, Any], e
         if r.get("rule_changed"):
             page.text(f"Rule changed since {r['rule_changed']['at']}: verdict then {r['rule_changed']['verdict_before']}.")
         for name in [r["effect_figure"]] + ([r["figure"]] if r.get("figure") else []):
-            png = out / "figures" / f"{name}.png"
+            png = out / FIGURES / f"{name}.png"
             if png.is_file():
                 page.image(png, caption(name))
     checks = check_rows(records)
@@ -225,9 +225,9 @@ def render_from_json(out: str | Path, q: Any = None, embed: bool = True) -> Path
         quick_context_figures(q, out, records)
     for r in records:
         effect_figure(r, out)  # the same file name claims.json records as effect_figure
-    atomic_write_text(out / "claims.md", markdown_table(records))  # the table, as claims.json gives it
+    atomic_write_text(out / CLAIMS_MD, markdown_table(records))  # the table, as claims.json gives it
     write_page(records, out, meta, embed)
-    return out / "index.html"
+    return out / INDEX
 
 
 def print_table(records: list[dict[str, Any]], width: int = 110, meta: dict[str, Any] | None = None) -> None:

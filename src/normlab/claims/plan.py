@@ -73,6 +73,16 @@ def choose(run: ClaimsRun) -> list[Claim]:
     return chosen
 
 
+def stages_of(run: ClaimsRun, reg: Registration | None) -> dict[str, list[int]]:
+    """The studies' stages: a registration's (which the run may repeat, not change), else the run's."""
+    got = {} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.stages(n))}
+    for n, s in run.stages.items():
+        if reg is not None and got.get(n) != list(s):
+            raise UserError(f"stages of study {n}: {list(s)} differ from the registered {got.get(n) or 'none'} "
+                            f"({run.registration}); run with the registered stages")
+    return got if reg is not None else dict(run.stages)
+
+
 def plan(run: ClaimsRun) -> ClaimsPlan:
     """Choose, check the registration (before anything is measured or trained), plan the work."""
     chosen = choose(run)
@@ -89,7 +99,7 @@ def plan(run: ClaimsRun) -> ClaimsPlan:
     store = Cache(run.out / "cache" if run.cache else None)
     ctx = StudyContext(run.out, scale=run.scale, workers=run.workers, train=run.train, display=display,
                        seeds={} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))},
-                       stages=dict(run.stages))
+                       stages=stages_of(run, reg))
     p = ClaimsPlan(run, chosen, reg, display, store, ctx, None, mode=mode)
     try:
         fast = p.quick_claims

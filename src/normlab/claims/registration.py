@@ -54,10 +54,14 @@ def part_hash(spec: dict[str, Any]) -> str:
     return _sha(json.dumps(spec, sort_keys=True))
 
 
-def study_spec(name: str, scale: str, seeds: list[int] | None = None) -> Any:
-    """Study preset ``name`` at ``scale``, with ``seeds`` instead of the preset's (a registration's)."""
+def study_spec(name: str, scale: str, seeds: list[int] | None = None, stages: list[int] | None = None) -> Any:
+    """Study preset ``name`` at ``scale``, with ``seeds`` instead of the preset's (a registration's),
+    and the nested horizons ``stages`` its claims settle over (they supersede the preset's
+    extend_stalled_to: ``claims/settling.py``)."""
     spec = study_preset(name, scale)
-    return spec if seeds is None else dataclasses.replace(spec, seeds=list(seeds))
+    if seeds is not None:
+        spec = dataclasses.replace(spec, seeds=list(seeds))
+    return spec if not stages else dataclasses.replace(spec, stages=list(stages), extend_stalled_to=None)
 
 
 def shifted(seeds: list[int], first: int | None) -> list[int]:
@@ -65,16 +69,20 @@ def shifted(seeds: list[int], first: int | None) -> list[int]:
     return list(seeds) if first is None else [first + i for i in range(len(seeds))]
 
 
-def study_ids(name: str, scale: str, seeds: list[int] | None = None) -> dict[str, Any]:
+def study_ids(name: str, scale: str, seeds: list[int] | None = None, stages: list[int] | None = None) -> dict[str, Any]:
     """What identifies study ``name`` at ``scale`` (with ``seeds``, else the preset's): ``spec_hash``,
     the first 16 hex digits of sha256 of the STORE/spec.json a store of it is created with
     (``sha256sum STORE/spec.json``), ``trials_hash`` over its sorted trial ids (each id hashes a
-    trial's whole resolved config, so a changed default shows up too), and its ``seeds``."""
+    trial's whole resolved config, so a changed default shows up too), its ``seeds``, and its
+    ``stages`` when it has some (a staged study's spec.json names them, so its spec hash does too)."""
 
-    spec = study_spec(name, scale, seeds)
+    spec = study_spec(name, scale, seeds, stages)
     ids = sorted(t.id for t in spec.trials())
-    return {"spec_hash": _sha(json.dumps(spec.to_json_data(), indent=2, sort_keys=True)),
-            "trials_hash": _sha("\n".join(ids)), "trials": len(ids), "seeds": list(spec.seeds)}
+    got = {"spec_hash": _sha(json.dumps(spec.to_json_data(), indent=2, sort_keys=True)),
+           "trials_hash": _sha("\n".join(ids)), "trials": len(ids), "seeds": list(spec.seeds)}
+    if stages:
+        got["stages"] = list(stages)
+    return got
 
 
 def claim_entry(c: Any, scale: str) -> dict[str, Any]:
@@ -129,24 +137,39 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
 
 
 def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
-          quick_seeds: int = 5, every_design: bool = False) -> dict[str, Any]:
+          quick_seeds: int = 5, every_design: bool = False, stages: dict[str, list[int]] | None = None,
+          tolerances: dict[str, float] | None = None) -> dict[str, Any]:
     """The registration document of the claims ``normlab claims`` with these options decides;
     ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
-    start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ..."""
-    return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design)
+    start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ...;
+    ``stages`` and ``tolerances``: the settling rule (:func:`document`)."""
+    return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design, stages, tolerances)
 
 
 def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
-             every_design: bool = False) -> dict[str, Any]:
+             every_design: bool = False, stages: dict[str, list[int]] | None = None,
+             tolerances: dict[str, float] | None = None) -> dict[str, Any]:
     """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`);
-    refused first when a part cannot decide (:func:`require_designs`)."""
+    refused first when a part cannot decide (:func:`require_designs`). ``stages`` (study ->
+    horizons) and ``tolerances`` ("claim/part" or "claim" -> effect tolerance) register the
+    settling rule of the staged studies' parts (``claims/settling.py``)."""
     require_designs(chosen, scale, every_design)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
+    stages = {n: list(v) for n, v in (stages or {}).items()}
+    stray = sorted(set(stages) - set(names))
+    if stray:
+        raise UserError(f"stages: {', '.join(stray)} is not a study of the chosen claims ({', '.join(names) or 'none'})")
     doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
                            "claims": {c.id: claim_entry(c, scale) for c in chosen},
-                           "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds, first_seed))
-                                       for n in names},
+                           "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds, first_seed),
+                                                    stages.get(n)) for n in names},
                            "decision_code": decision_code_hash(), "measuring_code": measuring_code.section(chosen)}
+    if tolerances:
+        ids = {c.id for c in chosen} | {f"{c.id}/{p.id}" for c in chosen for p in c.parts}
+        unknown = sorted(set(tolerances) - ids)
+        if unknown:
+            raise UserError(f"tolerances: {unknown[0]} names no chosen claim or part (write CLAIM or CLAIM/PART)")
+        doc["tolerances"] = {k: float(v) for k, v in sorted(tolerances.items())}
     if any(c.quick for c in chosen):
         doc["quick_seeds"] = shifted(list(range(quick_seeds)), first_seed)
     doc["document_hash"] = document_hash(doc)
@@ -194,6 +217,15 @@ class Registration:
         """The seeds registered for ``study`` (None: a format-1 file, whose spec hash fixes the preset's)."""
         got = (self.doc.get("studies", {}).get(study) or {}).get("seeds")
         return None if got is None else [int(s) for s in got]
+
+    def stages(self, study: str) -> list[int] | None:
+        """The registered nested horizons of ``study`` (None: not staged)."""
+        got = (self.doc.get("studies", {}).get(study) or {}).get("stages")
+        return None if got is None else [int(s) for s in got]
+
+    def tolerances(self) -> dict[str, float]:
+        """The registered settling tolerances ("claim/part" or "claim" -> effect tolerance)."""
+        return {str(k): float(v) for k, v in (self.doc.get("tolerances") or {}).items()}
 
     def quick_seeds(self) -> list[int] | None:
         """The seeds registered for the quick measurements (None: not named, the run's --seeds from 0)."""
@@ -292,7 +324,7 @@ def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
             continue
         for n in c.studies if not c.quick else ():
             if n not in study_now:
-                study_now[n] = study_ids(n, scale, reg.seeds(n))
+                study_now[n] = study_ids(n, scale, reg.seeds(n), reg.stages(n))
             was_study = reg.doc.get("studies", {}).get(n) or {}
             if not was_study or any(study_now[n].get(k) != v for k, v in was_study.items()):
                 out[c.id] = f"study {n} changed"

@@ -18,7 +18,6 @@ Per-trial quantities (one value per seed, None when the trial has not finished):
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -59,9 +58,7 @@ class StudyContext:
     def spec(self, name: str) -> Any:
         """Study preset ``name`` at this scale, with the registered seeds where a registration names
         them, and the stages ``stages`` gives it (they supersede the preset's extend_stalled_to)."""
-        spec = study_spec(name, self.scale, self.seeds.get(name))
-        got = self.stages.get(name)
-        return spec if not got else dataclasses.replace(spec, stages=list(got), extend_stalled_to=None)
+        return study_spec(name, self.scale, self.seeds.get(name), self.stages.get(name))
 
     def store_dir(self, name: str) -> Path:
         return Path(self.out) / "stores" / name

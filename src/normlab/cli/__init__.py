@@ -16,6 +16,7 @@ from normlab import __version__
 from normlab.cli import (
     analyze_cmd,
     bench_cmd,
+    campaign_cmd,
     claims_cmd,
     config_cmd,
     data_cmd,
@@ -39,6 +40,7 @@ COMMANDS = (
     model_cmd,     # placements, norms, inits
     report_cmd,    # report
     claims_cmd,    # claims (the evidence check)
+    campaign_cmd,  # campaign (registered confirmatory stages, resumable)
     probe_cmd,     # probe (diagnostics at init)
     study_cmd,     # study run, status, presets
     analyze_cmd,   # analyze, lr-sensitivity

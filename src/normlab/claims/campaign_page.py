@@ -1,0 +1,94 @@
+"""PLAN_DIR/campaign.md: the campaign's plan, each stage's CPU time against the budget, and the
+verdicts of each finished stage with the horizon each part settled at (the only writer of it;
+it reads the plan, campaign.jsonl and the stages' published claims.json, and measures nothing)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from normlab.claims.campaign import END, PAGE, START, STOPPED, Plan, Stage, records, used_core_hours
+from normlab.claims.folder import CLAIMS_JSON
+from normlab.core.fsutil import atomic_write_text
+
+
+def _stage_state(plan: Plan, s: Stage) -> str:
+    events = [r["event"] for r in records(plan) if r["stage"] == s.name]
+    if END in events:
+        return "ended"
+    if events and events[-1] == START:
+        return "running (or killed without a record)"
+    return "stopped, resumes" if STOPPED in events else "planned"
+
+
+def _wall_h(plan: Plan, s: Stage) -> float:
+    return sum(float(r.get("wall_s", 0.0)) for r in records(plan)
+               if r["stage"] == s.name and r["event"] in (END, STOPPED)) / 3600.0
+
+
+def _settled(p: dict[str, Any]) -> str:
+    if p.get("settled_at") is None:
+        return "read at its study's fixed horizon (not staged)"
+    drift = p.get("drift")
+    lr = p.get("lr_drift")
+    said = [f"effect drift {drift:+.3g}" if isinstance(drift, (int, float)) else "",
+            f"critical lrs moved {lr:.2f} decades" if isinstance(lr, (int, float)) else ""]
+    what = "; ".join(x for x in said if x) or "no drift read"
+    status = p.get("settle_status", "")
+    return f"step {p['settled_at']} ({status}; {what} over the last stage)"
+
+
+def _verdicts(plan: Plan, s: Stage) -> list[str]:
+    path = plan.folder / s.name / CLAIMS_JSON
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines = [f"Verdicts of stage `{s.name}` (Holm over its run; the README's headline adjusts over the whole "
+             "catalogue):", "", "| claim | part | verdict | effect | settled at |", "|---|---|---|---|---|"]
+    for r in data["claims"]:
+        for p in r["parts"]:
+            eff = (p.get("effect") or {}).get("text") or p.get("effect_text") or ""
+            lines.append(f"| `{r['id']}` | {p['id']} | {p.get('verdict', '')} | {str(eff).replace('|', '/')} | "
+                         f"{_settled(p)} |")
+        lines.append(f"| `{r['id']}` | **claim** | **{r.get('verdict_holm', r['verdict'])}** | | |")
+    return lines + [""]
+
+
+def page(plan: Plan) -> str:
+    """campaign.md's text."""
+    used = used_core_hours(plan)
+    planned = sum(s.estimate_core_hours for s in plan.stages)
+    full = [s.full_grid_core_hours for s in plan.stages]
+    ended = [s for s in plan.stages if _stage_state(plan, s) == "ended"]
+    saving = (f" A full grid (every run of the same studies at its longest stage) would cost "
+              f"{sum(f for f in full if f is not None):.1f} core-hours." if all(f is not None for f in full) else "")
+    out = [f"# Campaign `{plan.name}`: what it confirms, and what it cost", "",
+           f"**{len(ended)} of {len(plan.stages)} stages ended; {used:.2f} of {plan.budget_core_hours:g} core-hours "
+           f"used** (planned: {planned:.2f} core-hours).{saving}", "",
+           plan.description or "", "",
+           f"Plan: `{plan.path.name}` (scale {plan.scale}; seeds from {plan.first_seed}, unseen by every earlier run; "
+           f"{plan.workers} workers). Each stage is one registered `normlab claims` run; its registration is "
+           "committed before the stage starts, and the stage resumes from its stores when the command is started "
+           "again (`normlab campaign run PLAN`).", "",
+           "| stage | claims | staged studies | estimate (core-h) | full grid (core-h) | status | CPU used (core-h) "
+           "| wall (h) |", "|---|---|---|---|---|---|---|---|"]
+    for s in plan.stages:
+        settle = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in s.settle.items()) or "none"
+        fg = f"{s.full_grid_core_hours:.2f}" if s.full_grid_core_hours is not None else "-"
+        out.append(f"| {s.name} | {', '.join(f'`{c}`' for c in s.claims)} | {settle} | {s.estimate_core_hours:.2f} | "
+                   f"{fg} | {_stage_state(plan, s)} | {used_core_hours(plan, s.name):.2f} | {_wall_h(plan, s):.2f} |")
+    out += [""]
+    for s in plan.stages:
+        if s.why:
+            out += [f"- **{s.name}**: {s.why}"]
+    out += [""]
+    for s in ended:
+        out += _verdicts(plan, s)
+    return "\n".join(out).replace("\n\n\n", "\n\n").rstrip() + "\n"
+
+
+def write_page(plan: Plan) -> None:
+    atomic_write_text(plan.folder / PAGE, page(plan))
+
+
+__all__ = ["page", "write_page"]

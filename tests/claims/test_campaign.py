@@ -1,0 +1,138 @@
+"""The campaign runner (claims/campaign.py): its plan checked with errors naming the field, each
+stage run once and recorded with its CPU time, a stopped stage resumed, the budget enforced, the
+outputs published beside the plan and campaign.md written from the record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from normlab.claims import campaign
+from normlab.claims.campaign_page import page, write_page
+from normlab.core.errors import ConfigError, UserError
+
+PLAN = """
+name = "t"
+scale = "cpu"
+first_seed = 9000
+budget_core_hours = 2
+workers = 1
+description = "A test campaign."
+[tolerances]
+"hybridnorm-depth/trains" = 0.15
+[[stage]]
+name = "a"
+registration = "registration/a.json"
+claims = ["hybridnorm-depth"]
+estimate_core_hours = 0.5
+full_grid_core_hours = 2.0
+why = "first"
+[stage.settle]
+"new-methods" = [200, 400, 1000]
+[[stage]]
+name = "b"
+registration = "registration/a.json"
+claims = ["deepnorm-depth"]
+estimate_core_hours = 1.0
+full_grid_core_hours = 3.0
+"""
+
+
+def _plan(tmp: Path, text: str = PLAN) -> campaign.Plan:
+    (tmp / "ev").mkdir(exist_ok=True)
+    (tmp / "ev" / "plan.toml").write_text(text)
+    return campaign.load_plan(tmp / "ev" / "plan.toml")
+
+
+def test_plan_reads_stages_and_tolerances(tmp_path: Path) -> None:
+    p = _plan(tmp_path)
+    assert [s.name for s in p.stages] == ["a", "b"]
+    assert p.stage("a").settle == {"new-methods": [200, 400, 1000]}
+    assert p.tolerances == {"hybridnorm-depth/trains": 0.15}
+    assert p.registration_path(p.stage("a")) == tmp_path / "ev" / "registration" / "a.json"
+    with pytest.raises(UserError, match="--stage c: no such stage.*a, b"):
+        p.stage("c")
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda t: t.replace('workers = 1', 'workers = 1\nspeed = 3'), "plan.speed"),
+    (lambda t: t.replace('first_seed = 9000\n', ''), "plan.first_seed"),
+    (lambda t: t.replace('claims = ["deepnorm-depth"]', 'claims = ["no-such-claim"]'), "stage[1].claims"),
+    (lambda t: t.replace('"new-methods" = [200, 400, 1000]', '"new-methods" = "long"'), "stage[0].settle"),
+    (lambda t: t.replace('name = "b"', 'name = "a"'), "plan.stage.name"),
+    (lambda t: t.replace('estimate_core_hours = 1.0', 'estimate_core_hours = -1'), "stage[1].estimate_core_hours"),
+])
+def test_plan_errors_name_the_field(tmp_path: Path, edit: Any, field: str) -> None:
+    with pytest.raises((ConfigError, UserError), match=field.replace(".", r"\.").replace("[", r"\[")):
+        _plan(tmp_path, edit(PLAN))
+
+
+def _fake_claims(calls: list[Any], fail_on: str | None = None) -> Any:
+    def run_claims(run: Any) -> list[dict[str, Any]]:
+        calls.append(run)
+        if fail_on and run.out.name == fail_on:
+            raise KeyboardInterrupt
+        run.out.mkdir(parents=True, exist_ok=True)
+        (run.out / "figures").mkdir(exist_ok=True)
+        (run.out / "figures" / "f.svg").write_text("<svg/>")
+        rec = {"id": run.only[0], "verdict": "supported", "verdict_holm": "supported",
+               "parts": [{"id": "trains", "verdict": "supported", "effect_text": "-0.8 [-0.9, -0.7]",
+                          "settled_at": 400, "settle_status": "settled", "drift": -0.01, "lr_drift": None}]}
+        (run.out / "claims.json").write_text(json.dumps({"meta": {}, "claims": [rec]}))
+        (run.out / "claims.md").write_text("# claims\n")
+        return [rec]
+    return run_claims
+
+
+def test_run_records_publishes_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _plan(tmp_path)
+    calls: list[Any] = []
+    monkeypatch.setattr("normlab.claims.run_claims", _fake_claims(calls, fail_on="b"))
+    with pytest.raises(KeyboardInterrupt):
+        campaign.run_campaign(p, tmp_path / "out", quiet=True, after=write_page)
+    events = [(r["stage"], r["event"]) for r in campaign.records(p)]
+    assert events == [("a", "start"), ("a", "end"), ("b", "start"), ("b", "stopped")]
+    assert calls[0].registration == tmp_path / "ev" / "registration" / "a.json"
+    assert calls[0].stages == {"new-methods": [200, 400, 1000]} and calls[0].only == ["hybridnorm-depth"]
+    assert (tmp_path / "ev" / "a" / "figures" / "f.svg").exists() and (tmp_path / "ev" / "a" / "claims.json").exists()
+    assert not (tmp_path / "ev" / "b").exists()  # a stopped stage publishes nothing
+    md = (tmp_path / "ev" / "campaign.md").read_text()
+    assert "1 of 2 stages ended" in md and "stopped, resumes" in md and "step 400 (settled" in md
+    # started again: only b runs
+    calls.clear()
+    monkeypatch.setattr("normlab.claims.run_claims", _fake_claims(calls))
+    assert campaign.run_campaign(p, tmp_path / "out", quiet=True) == ["b"]
+    assert [c.out.name for c in calls] == ["b"]
+    assert campaign.ended(p) == {"a", "b"} and "2 of 2 stages ended" in page(p)
+    assert all(r["cpu_s"] >= 0 and r["wall_s"] >= 0 for r in campaign.records(p) if r["event"] != "start")
+
+
+def test_budget_refuses_a_stage_that_does_not_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _plan(tmp_path, PLAN.replace("budget_core_hours = 2", "budget_core_hours = 1.2"))
+    (p.folder / campaign.RECORD).write_text(json.dumps({"event": "end", "stage": "a", "cpu_s": 1800.0,
+                                                        "wall_s": 900.0}) + "\n")
+    calls: list[Any] = []
+    monkeypatch.setattr("normlab.claims.run_claims", _fake_claims(calls))
+    with pytest.raises(UserError, match=r"stage b: its estimate \(1.00 core-h\) exceeds .*0.70 of 1.2.*--over-budget"):
+        campaign.run_campaign(p, tmp_path / "out", quiet=True)
+    assert calls == []
+    assert campaign.run_campaign(p, tmp_path / "out", quiet=True, over_budget=True) == ["b"]
+
+
+def test_registration_doc_gathers_the_stages_of_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    got: dict[str, Any] = {}
+
+    def build(scale: str, only: list[str], **kw: Any) -> dict[str, Any]:
+        got.update(scale=scale, only=only, **kw)
+        return {}
+    monkeypatch.setattr("normlab.claims.registration.build", build)
+    campaign.registration_doc(_plan(tmp_path), "registration/a.json")
+    assert got["only"] == ["hybridnorm-depth", "deepnorm-depth"] and got["first_seed"] == 9000
+    assert got["stages"] == {"new-methods": [200, 400, 1000]} and got["every_design"] is True
+    assert got["tolerances"] == {"hybridnorm-depth/trains": 0.15}
+    bad = PLAN + '[stage.settle]\n"new-methods" = [200, 2000]\n'  # stage b's
+    with pytest.raises(UserError, match="new-methods is staged .* in one stage and .* in another"):
+        campaign.registration_doc(_plan(tmp_path, bad), "registration/a.json")
