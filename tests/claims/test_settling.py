@@ -141,15 +141,16 @@ def test_a_part_stable_after_stage_2_stops_extending_its_runs(tmp_path: Path) ->
     slow = steps_to({100: 3.36, 400: 2.81, 600: 2.8})
     cells = [(MAP, m(p, lr, w), slow if (p, lr, w) == ("post", 5e-4, 0) else flat(2.6 + 0.05 * (w == 0)))
              for p in ("post", "pre") for lr in (5e-4, 1e-3) for w in (0, 50)]
+    cells += [(MAP, m("post", 3e-3, w), flat(2.6 + 0.05 * (w == 0))) for w in (0, 50)]
     cells += [(RV, {P: "post", INIT: "gpt2", W: w}, flat(2.6)) for w in (0, 50)]
     world = World(tmp_path, cells)
     rec = _run(world, ["warmup-post"])["warmup-post"]
     got = {p["id"]: (p["settle_status"], p["settled_at"]) for p in rec["parts"]}
     assert got == {"post-5e-4": (SETTLED, 1000), "post-1e-3": (SETTLED, 400), "pre-5e-4": (SETTLED, 400),
-                   "pre-1e-3": (SETTLED, 400), "post-1e-3-gpt2": (SETTLED, 400)}
+                   "pre-1e-3": (SETTLED, 400), "post-1e-3-gpt2": (SETTLED, 400), "post-3e-3": (SETTLED, 400)}
     past_400 = {t for t, h in world.events if h > 400}
     assert past_400 == {f"{MAP}-{i}-{s}" for i in (0, 1) for s in range(3)}  # post at 5e-4, w 0 and w 50 only
-    assert len([e for e in world.events if e[1] == 400]) == 30  # stage 2: every run read
+    assert len([e for e in world.events if e[1] == 400]) == 36  # stage 2: every run read (12 cells x 3 seeds)
     assert _part(rec, "post-5e-4")["horizon"] == 1000 and _part(rec, "pre-1e-3")["horizon"] == 400
 
 

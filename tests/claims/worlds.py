@@ -40,6 +40,7 @@ def warmup_post(o: str) -> list:
     for lr in (5e-4, 1e-3):
         rows += [(MAP, m("post", lr, 6, 0), T + 0.5, T - 0.5), (MAP, m("post", lr, 6, 50), T, T),
                  (MAP, m("pre", lr, 6, 0), T, T + 0.5), (MAP, m("pre", lr, 6, 50), T, T)]
+    rows += [(MAP, m("post", 3e-3, 6, 0), T + 0.5, T - 0.5), (MAP, m("post", 3e-3, 6, 50), T, T)]
     g = {P: "post", INIT_: "gpt2"}
     return world(o, rows + [(RV, {**g, W: 0}, T + 0.5, T - 0.5), (RV, {**g, W: 50}, T, T)])
 
