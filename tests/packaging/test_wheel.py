@@ -30,7 +30,8 @@ else:  # Python 3.10: the same parser, published as tomli
 pytestmark = pytest.mark.xdist_group("packaging-wheel")  # one worker builds the module's dists
 ROOT = Path(normlab.__file__).resolve().parents[2]  # the checkout: pyproject.toml, README.md, src/
 PACKAGE = ROOT / "src" / "normlab"
-SOURCES = sorted(p.relative_to(ROOT / "src").as_posix() for p in [*PACKAGE.rglob("*.py"), PACKAGE / "py.typed"])
+DATA = [PACKAGE / "py.typed", PACKAGE / "claims" / "catalogue" / "seen_priors.json"]  # pyproject's package-data
+SOURCES = sorted(p.relative_to(ROOT / "src").as_posix() for p in [*PACKAGE.rglob("*.py"), *DATA])
 VERSION = normlab.__version__
 SDIST = "import sys\nfrom setuptools import build_meta as b\nprint(b.build_sdist(sys.argv[1]))\n"
 
@@ -66,7 +67,7 @@ def test_the_sdist_holds_the_sources_and_the_wheel_the_package(dists) -> None:
     assert {f"src/{s}" for s in SOURCES} <= in_sdist
 
     names = zipfile.ZipFile(wheel).namelist()
-    assert sorted(n for n in names if n.startswith("normlab/")) == SOURCES  # every module, and py.typed
+    assert sorted(n for n in names if n.startswith("normlab/")) == SOURCES  # every module, and the package data
     info = f"normlab-{VERSION}.dist-info"
     assert {n.split("/")[0] for n in names} == {"normlab", info}  # no tests, nothing else at the top
     licenses = [n for n in names if n.startswith(f"{info}/") and n.rsplit("/", 1)[1] == "LICENSE"]

@@ -1,7 +1,8 @@
 """The design analysis of the seed claims added in ``claims/catalogue/training_seeds.py`` and
 ``claims/catalogue/quick_seeds.py``: each part's rule at its planned seeds (or runs), from a stated
 prior, with the smallest effect it detects with 80% power (``claims/design.py``). Each part's
-``why`` quotes the number this gives (``tests/claims/test_seed_designs.py`` recomputes them).
+``why`` quotes the number this gives (``tests/claims/test_seed_claims.py`` recomputes them), and
+:func:`claim_design` is these claims' ``Claim.design``, run when they are registered.
 
 The priors, part by part (seen data are the published runs' seeds, or a pilot on seeds 900+ that
 no study registers; a stated prior says where it comes from):
@@ -26,7 +27,8 @@ no study registers; a stated prior says where it comes from):
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 from normlab.claims.design import Design, mean_design, rate_design
 from normlab.claims.rules import Direction, Outside, Within
@@ -66,6 +68,25 @@ DESIGNS: dict[str, Callable[[], Design]] = {
     "seed001-pre-identity/every-block": lambda: mean_design("every-block", Direction(+1, NEAR), 5, 0.01, effect=0.786),
     "seed001-pre-identity/vs-post": lambda: mean_design("vs-post", Direction(+1), 5, 0.01, effect=0.27),
 }
+
+
+PLANNED = "cpu"  # the scale whose seeds the training designs above plan (the studies' cpu presets)
+_DONE: dict[str, Design] = {}  # each design computed once a process (a difference of rates takes seconds)
+
+
+def claim_design(claim: Any, scale: str) -> dict[str, Design]:
+    """``Claim.design`` of a seed claim: its parts' designs above, named "claim/part". A training
+    claim's at the scale they plan (at another, none: its seeds differ); a quick claim's at any."""
+    if not claim.quick and scale != PLANNED:
+        return {}
+    out = {}
+    for p in claim.parts:
+        key = f"{claim.id}/{p.id}"
+        if key in DESIGNS:
+            if key not in _DONE:
+                _DONE[key] = dataclasses.replace(DESIGNS[key](), part=key)
+            out[p.id] = _DONE[key]
+    return out
 
 
 def designs() -> dict[str, Design]:

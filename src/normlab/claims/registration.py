@@ -85,12 +85,12 @@ def study_ids(name: str, scale: str, seeds: list[int] | None = None, stages: lis
     return got
 
 
-def claim_entry(c: Any, scale: str) -> dict[str, Any]:
+def claim_entry(c: Any, scale: str, found: dict[str, Any] | None = None) -> dict[str, Any]:
     """One claim as registered (the rule hash at the scale the claim is decided at: None for a
-    quick claim, as ``Claim.decide`` uses it), with each part's design analysis when the claim
-    declares one (:func:`designs`)."""
+    quick claim, as ``Claim.decide`` uses it), with each part's design analysis (``found``, else
+    :func:`designs`; {} where only the hashes are wanted: the designs simulate)."""
     s = None if c.quick else scale
-    found = designs(c, scale)
+    found = designs(c, scale) if found is None else found
     return {"statement": c.statement, "source": c.source, "experiment": c.experiment_at(s), "quick": c.quick,
             "studies": list(c.studies), "rule_hash": c.rule_hash(s), "scoping_hash": c.scoping_hash(),
             "parts": [{**p.spec(), "part_hash": part_hash(p.spec()),
@@ -99,23 +99,40 @@ def claim_entry(c: Any, scale: str) -> dict[str, Any]:
 
 
 def designs(c: Any, scale: str) -> dict[str, Any]:
-    """{part id: Design} of ``c`` at ``scale`` (``Claim.design``), {} when it declares none."""
-    return dict(c.design(c, scale)) if c.design is not None else {}
+    """{part id: Design} of ``c`` at ``scale``: its declared ``Claim.design``; for a training claim
+    that declares none, the design from the lab's seen data (``claims/design_seen.py``: the parts
+    with a seen prior at this scale); else {}."""
+    if c.design is not None:
+        return dict(c.design(c, scale))
+    if c.quick:
+        return {}
+    from normlab.claims.design_seen import seen_design
+
+    return seen_design(c, scale)
 
 
-def require_designs(chosen: list[Any], scale: str, every: bool = False) -> None:
+def require_designs(chosen: list[Any], scale: str, every: bool = False,
+                    found: dict[str, dict[str, Any]] | None = None) -> None:
     """Refuse, before anything is written, a registration with a part that cannot decide whatever
-    the data (its design's one line: the part, the plan, the best it could reach and the fix);
-    ``every``: also refuse a claim that declares no design analysis (a campaign's registration)."""
-    undecidable = [d.text() for c in chosen for d in designs(c, scale).values() if not d.decidable]
+    the data (its design's one line: the part, the plan, the best it could reach and the fix).
+    A declared design refuses always; one from seen data (an automatic exploratory estimate) only
+    with ``every``, which also refuses a part with no design at all (a quick claim that declares
+    none, a training part with neither a declared design nor a seen prior): a campaign's
+    registration. ``found``: {claim id: designs} already computed."""
+    got = found if found is not None else {c.id: designs(c, scale) for c in chosen}
+    undecidable = [d.text() for c in chosen for d in got[c.id].values()
+                   if not d.decidable and (every or c.design is not None)]
     if undecidable:
         more = f" (and {len(undecidable) - 1} more part(s) that cannot decide)" if len(undecidable) > 1 else ""
         raise UserError(f"{undecidable[0]}{more}; redesign it or register it without the part")
     if every:
-        missing = [c.id for c in chosen if c.design is None]
+        missing = [c.id for c in chosen if c.quick and c.design is None]
+        missing += [f"{c.id}/{p.id}" for c in chosen if not c.quick for p in c.parts
+                    if not p.check and p.id not in got[c.id]]
         if missing:
-            raise UserError(f"--require-designs: {', '.join(missing)} declare no design analysis (Claim.design); "
-                            "declare one or register without --require-designs")
+            raise UserError(f"--require-designs: {', '.join(missing)} declare no design analysis (Claim.design) and "
+                            "have no seen-data prior (claims/design_seen.py); declare one or register without "
+                            "--require-designs")
 
 
 def document_hash(doc: dict[str, Any]) -> str:
@@ -153,14 +170,15 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
     refused first when a part cannot decide (:func:`require_designs`). ``stages`` (study ->
     horizons) and ``tolerances`` ("claim/part" or "claim" -> effect tolerance) register the
     settling rule of the staged studies' parts (``claims/settling.py``)."""
-    require_designs(chosen, scale, every_design)
+    found = {c.id: designs(c, scale) for c in chosen}
+    require_designs(chosen, scale, every_design, found)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
     stages = {n: list(v) for n, v in (stages or {}).items()}
     stray = sorted(set(stages) - set(names))
     if stray:
         raise UserError(f"stages: {', '.join(stray)} is not a study of the chosen claims ({', '.join(names) or 'none'})")
     doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
-                           "claims": {c.id: claim_entry(c, scale) for c in chosen},
+                           "claims": {c.id: claim_entry(c, scale, found[c.id]) for c in chosen},
                            "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds, first_seed),
                                                     stages.get(n)) for n in names},
                            "decision_code": decision_code_hash(), "measuring_code": measuring_code.section(chosen)}
@@ -316,7 +334,7 @@ def changes(reg: Registration, chosen: list[Any], scale: str) -> dict[str, str]:
         if e is None:
             out[c.id] = "not in the registration"
             continue
-        now = claim_entry(c, scale)
+        now = claim_entry(c, scale, {})  # its hashes only
         if now["rule_hash"] != e["rule_hash"]:
             was = {p["id"]: p["part_hash"] for p in e["parts"]}
             parts = [p["id"] for p in now["parts"] if was.get(p["id"]) != p["part_hash"]]

@@ -11,6 +11,7 @@ import numpy as np
 
 from normlab.claims.catalogue.quick import PROBE, SETTINGS
 from normlab.claims.claim import Measured, Part, claim
+from normlab.claims.design_seeds import claim_design
 from normlab.claims.measure import Needs, QuickData
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
@@ -22,7 +23,8 @@ WHY_NEAR = ("near identity = each block passes its input on with the branch addi
             "orthogonal to x (random weights) |F| < |x| / 2 gives cos(x, x + F) > 1 / sqrt(1 + 1/4) = 0.894")
 
 
-@claim(id="seed001-pre-identity", quick=True, needs=Needs(probe={"pre": "ref", "post": "ref"}),
+@claim(id="seed001-pre-identity", quick=True, design=claim_design,
+       needs=Needs(probe={"pre": "ref", "post": "ref"}),
        experiment=PROBE + "; the block cosines at L = 16", settings=SETTINGS,
        regime=Regime((factor("init", "Xiong et al.'s analysis (xavier-like)", why="the probe uses xavier"),
                       factor("steps", "at the start of training", why="the probe measures at init"))),

@@ -18,6 +18,7 @@ import numpy as np
 
 from normlab.claims.catalogue.map_cells import LR, MAP, L, P, W, below_plateau, deep, diff, shallow
 from normlab.claims.claim import Measured, Part, claim
+from normlab.claims.design_seeds import claim_design
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction, Outside, Within
 from normlab.claims.studies import StudyContext, last_diag, spike_ratio, values, where
@@ -61,7 +62,8 @@ DROPOUT_EXP = ("study 'pre-dropout' (`study/seed_presets.py`): Pre-LN, 6 blocks 
                "embeddings), 12 seeds: 24 runs")
 
 
-@claim(id="seed002-dropout", quick=False, studies=["pre-dropout"], experiment=DROPOUT_EXP,
+@claim(id="seed002-dropout", quick=False, design=claim_design,
+       studies=["pre-dropout"], experiment=DROPOUT_EXP,
        settings="xavier init; no gradient clipping (a clip would hide a loss of stability)",
        regime=Regime((factor("steps", "not stated", why=STEPS_WHY),
                       factor("lr", "not stated", matters=False, why="6e-3, six times the lab's default: stability is "
@@ -106,7 +108,8 @@ def _depths(ctx: StudyContext) -> dict[int, int]:
     return dict(zip((48, 96), got))
 
 
-@claim(id="seed002-any-depth", quick=False, studies=["deep-pre"], experiment=DEEP_EXP, settings=DEEP_SET,
+@claim(id="seed002-any-depth", quick=False, design=claim_design,
+       studies=["deep-pre"], experiment=DEEP_EXP, settings=DEEP_SET,
        regime=Regime((factor("steps", "not stated", why=STEPS_WHY),
                       factor("depth", "any depth; 'hundreds of layers' through the identity path",
                              why="48 and 96 blocks (96 and 192 sub-layers): beyond the 48 layers the seed calls very "
@@ -124,7 +127,8 @@ def seed002_any_depth(ctx: StudyContext) -> dict[str, Measured]:
     return {f"trains-{name}": below_plateau(ctx, _deep(n)) for name, n in _depths(ctx).items()}
 
 
-@claim(id="seed002-deep-output-norm", quick=False, studies=["deep-pre"], experiment=DEEP_EXP, settings=DEEP_SET,
+@claim(id="seed002-deep-output-norm", quick=False, design=claim_design,
+       studies=["deep-pre"], experiment=DEEP_EXP, settings=DEEP_SET,
        regime=Regime((factor("steps", "not stated", why=STEPS_WHY),
                       factor("depth", "more than 48 layers", inside=False, parts=("final-norm-48", "sandwich-48"),
                              why="48 blocks is the seed's threshold, not beyond it; 96 blocks is"))),
@@ -159,7 +163,8 @@ def _none(placement: str, init: str, lr: float = 1e-3) -> dict[str, Any]:
     return {"study": "norm-vs-none", P: placement, INIT: init, LR: lr}
 
 
-@claim(id="seed002-layernorm", quick=False, studies=["norm-vs-none"], experiment=NONE_EXP,
+@claim(id="seed002-layernorm", quick=False, design=claim_design,
+       studies=["norm-vs-none"], experiment=NONE_EXP,
        settings="xavier and GPT-2 init (N(0, 0.02), residual projections scaled by 1/sqrt(2L)); no clipping",
        regime=Regime((factor("steps", "not stated", why=STEPS_WHY),
                       factor("init", "not stated", matters=False, why="the two inits the lab has"),
@@ -202,7 +207,8 @@ def _entropy(t: Any, first: bool = False) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-@claim(id="seed002-attention-focus", quick=False, studies=["attention-focus"],
+@claim(id="seed002-attention-focus", quick=False, design=claim_design,
+       studies=["attention-focus"],
        experiment="study 'attention-focus' (`study/seed_presets.py`): Post-LN and Pre-LN at the stability map's "
                   "shallow cell (6 blocks d=64, xavier, lr 1e-3 constant after 50 warm-up steps, unclipped), 200 "
                   "steps, in-training diagnostics every 20 steps, 6 seeds: 12 runs",
@@ -232,7 +238,8 @@ def seed002_attention_focus(ctx: StudyContext) -> dict[str, Measured]:
     return out
 
 
-@claim(id="seed001-pre-no-warmup", quick=False, studies=[MAP],
+@claim(id="seed001-pre-no-warmup", quick=False, design=claim_design,
+       studies=[MAP],
        experiment="study 'stability-map': Pre-LN without warm-up at lr {5e-4, 1e-3, 3e-3} and 6 and 18 blocks, d=64, "
                   "xavier, constant lr, unclipped, 200 steps, 4 seeds: 24 runs",
        settings="xavier init; no gradient clipping",
