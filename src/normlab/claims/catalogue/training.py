@@ -156,9 +156,19 @@ def whole_run_grad_ratio(t: Any) -> float | None:
 
 
 NM_POST = {P: "post", "model.norm": "layernorm"}
+VANISH_SD = 0.2  # decades per seed, a stated prior: no run has read this quantity for Post-LN (Pre-LN's: 0.04)
 
 
-@claim(id="seed002-post-vanish", quick=False, studies=["new-methods"],
+def _vanish_design(claim: Any, scale: str) -> dict[str, Any]:
+    """The stated prior's design at the seeds the new-methods study plans at ``scale``."""
+    from normlab.claims.design import mean_design
+    from normlab.claims.registration import study_spec
+
+    n = len(study_spec("new-methods", scale).seeds)
+    return {"vanish": mean_design(f"{claim.id}/vanish", claim.parts[0].rule, n, VANISH_SD, unit="decades")}
+
+
+@claim(id="seed002-post-vanish", quick=False, studies=["new-methods"], design=_vanish_design,
        experiment="study 'new-methods', its Post-LN arm: 18 blocks, d=64, lr 1e-3 constant after warm-up 50, 200 "
                   "steps, 5 seeds; per-block gradient norms every 20 steps",
        settings="xavier init; no gradient clipping; LayerNorm",
