@@ -41,9 +41,11 @@ full_grid_core_hours = 3.0
 """
 
 
-def _plan(tmp: Path, text: str = PLAN) -> campaign.Plan:
-    (tmp / "ev").mkdir(exist_ok=True)
+def _plan(tmp: Path, text: str = PLAN, registered: bool = True) -> campaign.Plan:
+    (tmp / "ev" / "registration").mkdir(parents=True, exist_ok=True)
     (tmp / "ev" / "plan.toml").write_text(text)
+    if registered:  # the fake claims run below never reads it
+        (tmp / "ev" / "registration" / "a.json").write_text("{}")
     return campaign.load_plan(tmp / "ev" / "plan.toml")
 
 
@@ -136,3 +138,14 @@ def test_registration_doc_gathers_the_stages_of_one_file(tmp_path: Path, monkeyp
     bad = PLAN + '[stage.settle]\n"new-methods" = [200, 2000]\n'  # stage b's
     with pytest.raises(UserError, match="new-methods is staged .* in one stage and .* in another"):
         campaign.registration_doc(_plan(tmp_path, bad), "registration/a.json")
+
+
+def test_a_stage_not_yet_registered_stops_the_campaign_naming_the_fix(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _plan(tmp_path, registered=False)
+    calls: list[Any] = []
+    monkeypatch.setattr("normlab.claims.run_claims", _fake_claims(calls))
+    with pytest.raises(UserError, match=r"stage a: its registration .*a.json is not written yet; .*campaign register "
+                                        r".*--stage a"):
+        campaign.run_campaign(p, tmp_path / "out", quiet=True)
+    assert calls == [] and campaign.records(p) == []

@@ -230,6 +230,10 @@ def run_stage(plan: Plan, s: Stage, out: Path, quiet: bool = False, over_budget:
     from normlab.claims import run_claims
     from normlab.claims.options import ClaimsRun
 
+    reg = plan.registration_path(s)
+    if not reg.exists():
+        raise UserError(f"stage {s.name}: its registration {reg} is not written yet; write it (normlab campaign "
+                        f"register {plan.path} --stage {s.name}), commit it, and run again")
     used = used_core_hours(plan)
     left = plan.budget_core_hours - used
     if not over_budget and s.estimate_core_hours - used_core_hours(plan, s.name) > left:
