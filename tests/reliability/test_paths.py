@@ -73,6 +73,8 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
     ("claims", "--registration"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{new}",
                                               "--registration", "{bad}"], 2)],
     ("claims", "--seen"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{new}", "--seen", "{bad}"], 2)],
+    ("campaign", "--out"): [("wrong", ["campaign", "run", "{plan}", "--out", "{bad}"], 2),
+                            ("ro", ["campaign", "run", "{plan}", "--out", "{ro}/new"], 2)],
     ("claims", "--out"): [("wrong", ["claims", "--quick", "--seeds", "3", "--out", "{bad}"], 2),
                           ("ro", ["claims", "--quick", "--seeds", "3", "--out", "{ro}/new"], 2)],
     ("probe", "--data-dir"): [("wrong", ["probe", "--out", "{new}", "--data-dir", "{bad}", *PROBE], 2)],
@@ -163,6 +165,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     w["dir"].mkdir()
     w["bad"].write_bytes(b"precious\n")
     w["spec"].write_text('name = "p"\nseeds = [0]\n[base.train]\nsteps = 2\n[axes]\n"model.placement" = ["pre"]\n')
+    w["plan"] = root / "plan.toml"  # a campaign plan whose stage is not registered: --out is checked first
+    w["plan"].write_text('name = "c"\nfirst_seed = 9000\n[[stage]]\nname = "a"\nregistration = "r.json"\n'
+                         'claims = ["deepnorm-depth"]\n')
     open_store(load_spec(w["spec"]), w["store"]).close()
     # damaged copies: the best checkpoint's weights truncated, the database cut in half
     w["damaged_run"] = root / "damaged_run"

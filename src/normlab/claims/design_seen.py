@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.claims.design import Design, mean_design, rate_design
+from normlab.claims.folder import CLAIMS_JSON
 from normlab.core.errors import UserError
 from normlab.study.presets import study_preset
 
@@ -70,7 +71,7 @@ _MEMO: dict[tuple[str, str, str], dict[str, Design]] = {}
 
 def _runs(evidence: Path) -> list[tuple[str, dict[str, Any]]]:
     """(folder relative to ``evidence``, "." for itself; its claims.json) of every published run."""
-    files = [evidence / "claims.json", *sorted(evidence.glob("*/claims.json"))]
+    files = [evidence / CLAIMS_JSON, *sorted(evidence.glob(f"*/{CLAIMS_JSON}"))]
     return [(f.parent.relative_to(evidence).as_posix(), json.loads(f.read_text(encoding="utf-8")))
             for f in files if f.is_file()]
 

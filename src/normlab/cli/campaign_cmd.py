@@ -28,12 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from normlab.claims.campaign import load_plan, registration_doc, run_campaign
     from normlab.claims.campaign_page import page, write_page
     from normlab.claims.registration import write
     from normlab.core.errors import UserError
+    from normlab.core.fscheck import writable_dir
 
     plan = load_plan(args.plan)
     if args.action == "status":
@@ -52,7 +51,8 @@ def _campaign(args: argparse.Namespace) -> int:
                   f"{', '.join(doc['studies'])}; document hash {doc['document_hash']}")
         print(f"commit it before running: git add {plan.folder} && git commit; then normlab campaign run {args.plan}")
         return 0
-    ran = run_campaign(plan, Path(args.out), only=args.stage, quiet=args.quiet, over_budget=args.over_budget,
+    out = writable_dir(args.out, "--out")  # before any stage: a file or a read-only folder there is one line
+    ran = run_campaign(plan, out, only=args.stage, quiet=args.quiet, over_budget=args.over_budget,
                        after=write_page)
     print(f"campaign {plan.name}: {len(ran)} stage(s) ran ({', '.join(ran) or 'none left'}); "
           f"{plan.folder / 'campaign.md'} updated")
