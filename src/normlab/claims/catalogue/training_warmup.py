@@ -7,6 +7,8 @@ minus ln 65; a diverged run counts as no progress).
 
 from __future__ import annotations
 
+from typing import Any
+
 from normlab.claims.catalogue.map_cells import INIT, LR, MAP, L, P, W, diff, interaction, shallow, warm
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
@@ -43,6 +45,24 @@ XIONG = Regime((
 ))
 
 
+EDGE_SD = 0.3  # nats per seed, a stated prior for post-3e-3 (expected +0.75): no published run read it; its seen cells mix runs
+# that stall (about -0.97) and train (about -1.7) with warm-up, and diverge (0) or stall without it
+
+
+def _warm_design(claim: Any, scale: str) -> dict[str, Any]:
+    """The seen-data designs of warmup-post's parts (``claims/design_seen.py``), and the stated
+    prior's for the part at 3e-3, at the seeds the map plans at ``scale``."""
+    from normlab.claims.design import mean_design
+    from normlab.claims.design_seen import seen_design
+    from normlab.claims.registration import study_spec
+
+    n = len(study_spec(MAP, scale).seeds)
+    edge = next(p for p in claim.parts if p.id == "post-3e-3")
+    return {**seen_design(claim, scale),
+            "post-3e-3": mean_design(f"{claim.id}/post-3e-3", edge.rule, n, EDGE_SD, n, EDGE_SD, effect=0.75,
+                                     unit="nats")}
+
+
 def _warm_parts() -> list[Part]:
     out = [Part(f"post-{lr}", f"at lr {lr}, Post-LN without warm-up ends worse than with it",
                 GAIN + f"post, 6 blocks, lr {lr}: warm-up 0 minus warm-up 50", Direction(+1),
@@ -63,6 +83,7 @@ def _warm_parts() -> list[Part]:
 
 
 @claim(id="warmup-post", quick=False, studies=[MAP, "recipe-variants"], experiment=EXP, settings=SET,
+       design=_warm_design,
        parts=_warm_parts(), regime=XIONG,
        source="Xiong et al. 2020, Sec. 3.1; seed 002 (Russian Q&A) 'post-norm requires warm-up, pre-norm can do "
               "without it'",
