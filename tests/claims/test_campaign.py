@@ -135,6 +135,9 @@ def test_registration_doc_gathers_the_stages_of_one_file(tmp_path: Path, monkeyp
     assert got["only"] == ["hybridnorm-depth", "deepnorm-depth"] and got["first_seed"] == 9000
     assert got["stages"] == {"new-methods": [200, 400, 1000]} and got["every_design"] is True
     assert got["tolerances"] == {"hybridnorm-depth/trains": 0.15}
+    mixed = PLAN.replace('name = "b"', 'name = "b"\nscale = "seed"')
+    with pytest.raises(UserError, match="registration/a.json have scales cpu, seed; give each scale its own"):
+        campaign.registration_doc(_plan(tmp_path, mixed), "registration/a.json")
     bad = PLAN + '[stage.settle]\n"new-methods" = [200, 2000]\n'  # stage b's
     with pytest.raises(UserError, match="new-methods is staged .* in one stage and .* in another"):
         campaign.registration_doc(_plan(tmp_path, bad), "registration/a.json")

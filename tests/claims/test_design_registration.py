@@ -18,11 +18,15 @@ from normlab.core.errors import UserError
 QUICK = "xiong-thm1"  # declares no design analysis (yet)
 
 
-def test_a_grid_that_stops_short_of_the_boundary_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
-    """frontier-placement on today's grid: Pre-LN trains at every lr up to 1.2e-2, so its boundary
-    (the pilot's prior, 3e-2) lies past the grid and no 95% bound can pass 0 whatever the data."""
+def test_a_grid_that_stops_short_of_the_boundary_is_refused_in_one_line(tmp_path: Path, capsys,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """frontier-placement with Pre-LN's lrs ending at 2e-3, where Post-LN's boundary lies:
+    far below Pre-LN's (the pilot's, 0.1), so no 95% bound can pass 0 whatever the data."""
     from normlab.cli import main
+    from normlab.study.bracket_preset import BRACKET_GRID
 
+    lines = {**BRACKET_GRID["cpu"]["lines"], ("pre", 6, 0): [5e-4, 1e-3, 2e-3]}
+    monkeypatch.setitem(BRACKET_GRID, "cpu", {**BRACKET_GRID["cpu"], "lines": lines})
     out = tmp_path / "reg.json"
     code = main(["claims", "register", "--scale", "cpu", "--only", "frontier-placement", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
@@ -31,8 +35,10 @@ def test_a_grid_that_stops_short_of_the_boundary_is_refused_in_one_line(tmp_path
     line = err[0]
     assert "frontier-placement/L6-w0: cannot decide at the planned design" in line
     assert "its 95% bound reaches at best" in line and "whatever the data" in line  # what it could detect
-    assert "lrs end at 0.012, below its boundary 0.03: add lrs above it" in line  # the fix
-    assert "(and 2 more part(s) that cannot decide)" in line
+    assert "lrs end at 0.002, below its boundary 0.1: add lrs above it" in line  # the fix
+    # the registered grid brackets every boundary: the same command writes the file
+    monkeypatch.undo()
+    assert main(["claims", "register", "--scale", "cpu", "--only", "frontier-placement", "--out", str(out)]) == 0
 
 
 def test_a_decidable_design_is_recorded_with_its_part(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,14 +75,16 @@ def test_require_designs_refuses_a_claim_without_one() -> None:
 
 
 def test_the_frontier_designs_read_the_planned_grid() -> None:
-    """The designs use the lrs and seeds the studies plan at the scale: 4 seeds, the map's lrs up
-    to 1.2e-2 at 6 blocks (frontier-ends' line included) and up to 3e-3 at 18."""
+    """The designs use the lrs and seeds the bracket studies plan at the scale: each line its own
+    five lrs 1.5x apart, 4 seeds, 6 for Post-LN at 6 blocks, six lrs from 2e-5 for Post-LN at 18."""
     from normlab.claims.catalogue.frontier_design import planned
 
     lines = planned("cpu")
     lrs, seeds = lines[("pre", 6, 0)]
-    assert seeds == 4 and max(lrs) == pytest.approx(1.2e-2) and min(lrs) == pytest.approx(5e-4)
-    assert max(lines[("post", 18, 50)][0]) == pytest.approx(3e-3)
+    assert seeds == 4 and len(lrs) == 5 and min(lrs) == pytest.approx(4.379e-2) and max(lrs) == pytest.approx(0.2217)
+    assert all(b / a == pytest.approx(1.5, rel=1e-3) for a, b in zip(lrs, lrs[1:]))
+    assert lines[("post", 6, 50)][1] == 6 and lines[("post", 6, 0)][1] == 6
+    assert min(lines[("post", 18, 50)][0]) == pytest.approx(1.975e-5) and len(lines[("post", 18, 50)][0]) == 6
     c = CLAIMS.get("frontier-depth")
     wider = dataclasses.replace(c)  # the same claim; its design reads the same grid
     assert registration.designs(wider, "cpu").keys() == {"post"}

@@ -53,10 +53,10 @@ def test_every_training_claim_runs_at_smoke_scale(tmp_path: Path, data_dir: Path
             assert p["trials"], (r["id"], p["id"])
     data = json.loads((tmp_path / "claims.json").read_text())
     assert data["meta"]["training_wall_s"] > 0 and set(data["meta"]["studies"]) == {
-        "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse", "frontier-ends",
-        "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus"}
+        "stability-map", "recipe-variants", "pre-vs-post", "lr-sensitivity", "zloss", "collapse", "frontier-bracket",
+        "frontier-bracket-post6", "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus"}
     # the map pages the evidence links
-    assert data["meta"]["maps"] == ["maps/stability-map/index.html", "maps/frontier-ends/index.html"]
+    assert data["meta"]["maps"] == ["maps/stability-map/index.html"]
     # each training part states its horizon (the runs' length), each map cell its outcomes at each horizon
     from normlab.study.presets import study_preset
 

@@ -9,7 +9,7 @@ from normlab.study.presets import STUDY_PRESETS, study_preset
 
 NAMES = ["pre-vs-post", "pre-vs-post-demo", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth",
          "deep-stability", "collapse", "stability-map", "recipe-variants", "stability-frontier", "frontier-ends",
-         "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus"]
+         "frontier-bracket", "frontier-bracket-post6", "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:

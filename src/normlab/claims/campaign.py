@@ -55,7 +55,8 @@ PAGE = "campaign.md"          # the plan, each stage's cost and verdicts (claims
 PUBLISHED = (CLAIMS_JSON, CLAIMS_MD, INDEX, FIGURES)  # what a finished stage publishes
 START, END, STOPPED = "start", "end", "stopped"
 PLAN_KEYS = {"name", "scale", "first_seed", "budget_core_hours", "workers", "tolerances", "stage", "description"}
-STAGE_KEYS = {"name", "registration", "claims", "settle", "estimate_core_hours", "full_grid_core_hours", "why"}
+STAGE_KEYS = {"name", "registration", "claims", "settle", "estimate_core_hours", "full_grid_core_hours", "why", "scale",
+              "first_seed"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class Stage:
     estimate_core_hours: float = 0.0
     full_grid_core_hours: float | None = None
     why: str = ""
+    scale: str | None = None              # None: the plan's (e.g. "seed": a source's own settings)
+    first_seed: int | None = None         # None: the plan's (a stage rerun on fresh seeds sets its own)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,12 @@ class Plan:
 
     def registration_path(self, s: Stage) -> Path:
         return self.folder / s.registration
+
+    def scale_of(self, s: Stage) -> str:
+        return s.scale or self.scale
+
+    def first_seed_of(self, s: Stage) -> int:
+        return self.first_seed if s.first_seed is None else s.first_seed
 
 
 def _unknown(where: str, got: dict[str, Any], valid: set[str]) -> None:
@@ -129,8 +138,15 @@ def _stage(i: int, d: Any) -> Stage:
         v = d.get(k)
         if v is not None and not (isinstance(v, (int, float)) and v >= 0):
             raise ConfigError(f"{where}.{k}", v, "core-hours, a number >= 0")
+    scale = d.get("scale")
+    if scale is not None and not isinstance(scale, str):
+        raise ConfigError(f"{where}.scale", scale, "a scale name, e.g. \"seed\" (default: the plan's)")
+    first = d.get("first_seed")
+    if first is not None and not (isinstance(first, int) and first >= 0):
+        raise ConfigError(f"{where}.first_seed", first, "an integer >= 0 (default: the plan's)")
     return Stage(name, str(d["registration"]), list(claims), {str(k): list(v) for k, v in settle.items()},
-                 float(d.get("estimate_core_hours", 0.0)), d.get("full_grid_core_hours"), str(d.get("why", "")))
+                 float(d.get("estimate_core_hours", 0.0)), d.get("full_grid_core_hours"), str(d.get("why", "")),
+                 scale, first)
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -173,6 +189,14 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
     from normlab.claims.registration import build
 
     stages = [s for s in plan.stages if s.registration == file]
+    scales = {plan.scale_of(s) for s in stages}
+    if len(scales) > 1:
+        raise UserError(f"{plan.path}: the stages registered in {file} have scales {', '.join(sorted(scales))}; "
+                        "give each scale its own registration file")
+    firsts = {plan.first_seed_of(s) for s in stages}
+    if len(firsts) > 1:
+        raise UserError(f"{plan.path}: the stages registered in {file} start their seeds at "
+                        f"{', '.join(map(str, sorted(firsts)))}; give each its own registration file")
     claims = list(dict.fromkeys(c for s in stages for c in s.claims))
     settle: dict[str, list[int]] = {}
     for s in stages:
@@ -181,7 +205,7 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
                 raise UserError(f"{plan.path}: study {study} is staged {settle[study]} in one stage and {hs} in "
                                 f"another of the same registration; give it one set of stages")
     tol = {k: v for k, v in plan.tolerances.items() if k.split("/")[0] in claims}
-    return build(plan.scale, claims, first_seed=plan.first_seed, every_design=True, stages=settle, tolerances=tol)
+    return build(scales.pop(), claims, first_seed=firsts.pop(), every_design=True, stages=settle, tolerances=tol)
 
 
 def records(plan: Plan) -> list[dict[str, Any]]:
@@ -239,7 +263,7 @@ def run_stage(plan: Plan, s: Stage, out: Path, quiet: bool = False, over_budget:
     if not over_budget and s.estimate_core_hours - used_core_hours(plan, s.name) > left:
         raise UserError(f"stage {s.name}: its estimate ({s.estimate_core_hours:.2f} core-h) exceeds what is left of "
                         f"the budget ({left:.2f} of {plan.budget_core_hours:g} core-h); pass --over-budget to run it")
-    run = ClaimsRun(quick=False, out=out / s.name, only=list(s.claims), scale=plan.scale, workers=plan.workers,
+    run = ClaimsRun(quick=False, out=out / s.name, only=list(s.claims), scale=plan.scale_of(s), workers=plan.workers,
                     registration=plan.registration_path(s), progress=not quiet, stages=dict(s.settle))
     t0, c0 = time.time(), _cpu_s()
     append_jsonl(plan.folder / RECORD, {"event": START, "stage": s.name, "at": t0, "out": str(out / s.name)})

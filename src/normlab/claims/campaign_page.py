@@ -75,8 +75,14 @@ def page(plan: Plan) -> str:
     for s in plan.stages:
         settle = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in s.settle.items()) or "none"
         fg = f"{s.full_grid_core_hours:.2f}" if s.full_grid_core_hours is not None else "-"
-        out.append(f"| {s.name} | {', '.join(f'`{c}`' for c in s.claims)} | {settle} | {s.estimate_core_hours:.2f} | "
+        at = f" (scale {s.scale})" if s.scale else ""
+        out.append(f"| {s.name}{at} | {', '.join(f'`{c}`' for c in s.claims)} | {settle} | {s.estimate_core_hours:.2f} | "
                    f"{fg} | {_stage_state(plan, s)} | {used_core_hours(plan, s.name):.2f} | {_wall_h(plan, s):.2f} |")
+    names = {s.name for s in plan.stages}
+    gone = list(dict.fromkeys(r["stage"] for r in records(plan) if r["stage"] not in names))
+    for g in gone:  # launched, then taken out of the plan (its CPU time still counts)
+        cpu = sum(float(r.get("cpu_s", 0.0)) for r in records(plan) if r["stage"] == g) / 3600.0
+        out.append(f"| {g} | (abandoned: no longer in the plan) | | | | abandoned | {cpu:.2f} | |")
     out += [""]
     for s in plan.stages:
         if s.why:

@@ -66,7 +66,7 @@ def bracket_problem(arm: Arm, factor: float = SPACING) -> str:
         return f"{arm.name}'s lrs end at {lrs[-1]:.2g}, below its boundary {arm.boundary:.2g}: add lrs above it"
     if not below:
         return f"{arm.name}'s lrs start at {lrs[0]:.2g}, above its boundary {arm.boundary:.2g}: add lrs below it"
-    if above[0] / below[-1] > factor * (1 + 1e-9):
+    if above[0] / below[-1] > factor * (1 + 1e-3):  # lrs are written to 4 digits: 1.5 up to that rounding
         return (f"{arm.name}'s lrs around its boundary {arm.boundary:.2g} are {below[-1]:.2g} and {above[0]:.2g}, a "
                 f"factor {above[0] / below[-1]:.2g} apart: place lrs at most {factor:g}x apart around it")
     for side, xs in (("below", below), ("above", above)):

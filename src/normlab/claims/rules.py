@@ -60,8 +60,8 @@ class Direction:
         return INCONCLUSIVE
 
     def p(self, e: Effect) -> float | None:
-        if _censored(e):  # only "below 0.05" is known of a decisive one; nothing of the others
-            return 0.05 if self.verdict(e) != INCONCLUSIVE else 1.0
+        if _censored(e):  # a bound from one side, never a p-value (issue 40): decided by the bound alone,
+            return None   # outside the Holm family (its 95% limit is what a reader is told)
         if e.estimate is None or e.n_min < MIN_SEEDS or (e.lo is None and e.hi is None):
             return None
         if e.counts is not None:  # a rate: the exact test its interval inverts

@@ -7,6 +7,7 @@ The only module that fills ``presets.STUDY_PRESETS``, ``trials.TRIALS`` and
 from __future__ import annotations
 
 from normlab.study import (
+    bracket_preset,
     demo_preset,
     executors,
     frontier_preset,
@@ -33,6 +34,8 @@ presets.STUDY_PRESETS.add("stability-map", presets.stability_map)
 presets.STUDY_PRESETS.add("recipe-variants", presets.recipe_variants)
 presets.STUDY_PRESETS.add("stability-frontier", frontier_preset.stability_frontier)
 presets.STUDY_PRESETS.add("frontier-ends", frontier_preset.frontier_ends)
+presets.STUDY_PRESETS.add("frontier-bracket", bracket_preset.frontier_bracket)
+presets.STUDY_PRESETS.add("frontier-bracket-post6", bracket_preset.frontier_bracket_post6)
 presets.STUDY_PRESETS.add("shallow-long", long_preset.shallow_long)
 presets.STUDY_PRESETS.add("new-methods", new_methods_preset.new_methods)
 presets.STUDY_PRESETS.add("pre-dropout", seed_presets.pre_dropout)

@@ -7,7 +7,10 @@ stages (200 -> 400 -> 1000 -> 2000 steps, by resuming: ``study.extend``), and af
 
 * **classification**: every run's outcome (``study.outcome.OUTCOMES``, judged at the stage's
   horizon by ``study.horizons.outcome_at``) is the same at the last two stages; a run with no
-  outcome at either (it stopped before the stage) is a change;
+  outcome at either (it stopped before the stage) is a change; and no run is still on the
+  plateau ("stalls"): a slow start is not a stall, so a stall is read only at the longest stage
+  (a stalled run's loss barely moves, so the effect's tolerance alone would call it settled:
+  campaign 1's first stage settled HybridNorm's stalls at step 400 that way);
 * **effect**: the part's estimate moved by less than the registered ``effect_tol`` (in the
   quantity's own units) between the last two stages;
 * **critical lrs**: each critical lr the part reads moved by less than ``lr_tol`` decades (0.1
@@ -33,6 +36,7 @@ from normlab.core.errors import ConfigError
 from normlab.stats.frontier import Frontier
 
 SETTLED, EXTEND, UNSETTLED = "settled", "extend", "unsettled"
+STALLS = "stalls"  # study.outcome's name for a run still on the unigram plateau
 LR_TOL = 0.1  # decades: a critical lr that moves less between two stages has settled (issue 40)
 
 
@@ -132,6 +136,9 @@ def _moves(rule: Settling, prev: Stage, last: Stage) -> tuple[list[str], float |
     if flipped:
         what = ", ".join(f"{r}: {prev.outcomes.get(r)} -> {last.outcomes.get(r)}" for r in flipped[:3])
         moved.append(f"{len(flipped)} of {len(runs)} runs changed outcome ({what}{', ...' if len(flipped) > 3 else ''})")
+    stalled = [r for r in runs if last.outcomes.get(r) == STALLS]
+    if stalled and not (prev.critical or last.critical):  # a critical lr is settled by its frontiers
+        moved.append(f"{len(stalled)} of {len(runs)} runs still on the plateau (a stall is read at the longest stage)")
     drift = None
     if rule.effect_tol is not None:
         if prev.effect is None or last.effect is None:
