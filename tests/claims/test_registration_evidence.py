@@ -24,9 +24,11 @@ from normlab.claims.rules import Within  # noqa: E402
 from normlab.core.errors import UserError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-# every published run: the confirmatory ones, the exploratory run they supersede, the seed-scale run
+# every published run: the confirmatory ones, the exploratory run they supersede, the seed-scale run,
+# the campaign's ended stages
 RUNS = {"evidence": "", "confirm-2a": "confirm-2a", "confirm-2b": "confirm-2b",
-        "confirm-liu": "confirm-liu", "confirm-ln": "confirm-ln", "confirm-seed": "confirm-seed", "exploratory": "exploratory", "seed": "seed"}
+        "confirm-liu": "confirm-liu", "confirm-ln": "confirm-ln", "confirm-seed": "confirm-seed", "exploratory": "exploratory", "seed": "seed",
+        "campaign-new-methods": "campaign/new-methods"}  # the campaign's stages, as each ends
 EVIDENCE = [ROOT / "docs" / "evidence" / d for d in RUNS.values()]
 SMALL = {"seeds": 3, "depths": [2, 4, 8], "d_model": 32}
 QUICK = "xiong-thm1"
