@@ -81,8 +81,7 @@ def page(plan: Plan) -> str:
     names = {s.name for s in plan.stages}
     gone = list(dict.fromkeys(r["stage"] for r in records(plan) if r["stage"] not in names))
     for g in gone:  # launched, then taken out of the plan (its CPU time still counts)
-        cpu = sum(float(r.get("cpu_s", 0.0)) for r in records(plan) if r["stage"] == g) / 3600.0
-        out.append(f"| {g} | (abandoned: no longer in the plan) | | | | abandoned | {cpu:.2f} | |")
+        out.append(f"| {g} | (abandoned: no longer in the plan) | | | | abandoned | {used_core_hours(plan, g):.2f} | |")
     out += [""]
     for s in plan.stages:
         if s.why:
