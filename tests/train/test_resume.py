@@ -198,3 +198,27 @@ def test_a_signal_during_backward_abandons_the_step_before_the_backward_ends(tmp
     monkeypatch.undo()
     assert run_training(None, run, resume=True, quiet=True)["status"] == "completed"
     assert tiny.comparable(run) == tiny.comparable(tmp_path / "ref")
+
+
+def test_an_extension_killed_part_way_resumes_to_its_new_total(tmp_path, tiny):
+    """An extension (``--steps`` past a finished run) raises config.json's train.steps when it
+    starts and rewrites summary.json only when it ends; killed between, the run holds the old
+    total's summary beside a config asking for more. Resumed, it trains on to the new total,
+    and its metrics are those of an extension never killed (here: killed before its first new
+    checkpoint, so it restarts from the old final one)."""
+    import shutil
+
+    from normlab.run.dir import RunDir
+
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    run_training(tiny.cfg("train.steps=10", "train.checkpoint_every=5"), straight, quiet=True)
+    shutil.copytree(straight, killed)
+    done = run_training(None, straight, resume=True, steps=20, quiet=True)
+    assert done["steps"] == 20
+    run = RunDir(killed)  # what the killed extension left: the raised config, the old summary
+    cfg = run.config("--resume")
+    run.write_config(type(cfg).from_json(cfg.to_json().replace('"steps": 10', '"steps": 20')))
+    assert run.config("--resume").train.steps == 20 and run.summary()["steps"] == 10
+    s = run_training(None, killed, resume=True, steps=20, quiet=True)
+    assert s["status"] == "completed" and s["steps"] == 20
+    assert tiny.comparable(killed) == tiny.comparable(straight)

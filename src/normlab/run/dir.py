@@ -20,7 +20,8 @@ Every file of ``RUN/`` is named here and only here:
                      wandb/, a plugin's), learnt from the loggers registry (``logger_folders``)
   report/            ``normlab report RUN``'s default page
   probe.csv          a study's probe trial: the model at initialisation (``probe_csv``)
-  ray_nodes.jsonl, .trial.lock  a Ray trial: where each attempt ran, and the attempt that holds RUN
+  ray_nodes.jsonl, slurm_jobs.jsonl, .trial.lock  a Ray or Slurm trial: where each attempt ran,
+                     and the attempt that holds RUN
 
 The lock and the marker name every folder the lab writes (``normlab.run.outdir.OutDir``: probe,
 inspect, series, analysis): one lock per folder, one marker saying its kind. ``OWNED`` lists
@@ -60,13 +61,14 @@ DATA = "data.json"
 DIAGNOSTICS_REF = "diagnostics_ref.safetensors"  # W_0's logits, so a resumed run measures against them
 CHECKPOINTS = "checkpoints"
 ANALYSIS, REPORT = "analysis", "report"
-PROBE_CSV, RAY_NODES, TRIAL_LOCK = "probe.csv", "ray_nodes.jsonl", ".trial.lock"  # study trials' own files
+# study trials' own files
+PROBE_CSV, RAY_NODES, SLURM_JOBS, TRIAL_LOCK = "probe.csv", "ray_nodes.jsonl", "slurm_jobs.jsonl", ".trial.lock"
 # every entry of RUN/: a file by its name, a folder (and all below it) by its name and "/"; the
 # loggers' folders join them from the registry (``RunDir.logger_folders``), a plugin's included
 LOCK = ".normlab.lock"  # in every folder the lab writes: flocked by its one writer (``normlab.core.dirlock``)
 MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so readers need not guess
-OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, DATA, LOCK, MARKER, PROBE_CSV, RAY_NODES, TRIAL_LOCK,
-         f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/")
+OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, DATA, LOCK, MARKER, PROBE_CSV, RAY_NODES, SLURM_JOBS,
+         TRIAL_LOCK, f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/")
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 # What to do about each JSON file of RUN/ when it is damaged: every read goes through
 # ``RunDir._table``, so a malformed or empty file is one line naming it and this fix.
@@ -163,8 +165,13 @@ class RunDir:
         return self.path / RAY_NODES
 
     @property
+    def slurm_jobs(self) -> Path:
+        """A Slurm trial's log of the job each attempt ran in (``study/slurm_job.py``)."""
+        return self.path / SLURM_JOBS
+
+    @property
     def trial_lock(self) -> Path:
-        """The lock a Ray attempt holds while it trains in RUN (``study/ray_tasks.py``)."""
+        """The lock a Ray or Slurm attempt holds while it trains in RUN (``study/shipping.py``)."""
         return self.path / TRIAL_LOCK
 
     def logger_dir(self, folder: str, known: Iterable[str]) -> Path:
@@ -242,9 +249,18 @@ class RunDir:
         return self._table(SUMMARY)
 
     def finished(self) -> dict[str, Any] | None:
-        """The summary of a run that has nothing left to do (completed or diverged), else None."""
+        """The summary of a run that has nothing left to do (completed or diverged), else None.
+
+        A completed summary short of config.json's train.steps is an extension killed part-way
+        (it raises the config when it starts, rewrites the summary when it ends): not finished,
+        so a resume goes on from its checkpoint instead of returning the old total's summary."""
         done = self.summary()
-        return done if done and done.get("status") in ("completed", "diverged") else None
+        if not done or done.get("status") not in ("completed", "diverged"):
+            return None
+        steps = ((self._table(CONFIG) or {}).get("train") or {}).get("steps")
+        if done.get("status") == "completed" and isinstance(steps, int) and int(done.get("steps") or 0) < steps:
+            return None
+        return done
 
     def env(self) -> dict[str, Any] | None:
         return self._table(ENV)
