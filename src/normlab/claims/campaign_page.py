@@ -5,6 +5,7 @@ it reads the plan, campaign.jsonl and the stages' published claims.json, and mea
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from normlab.claims.campaign import END, PAGE, START, STOPPED, Plan, Stage, records, used_core_hours
@@ -24,6 +25,24 @@ def _stage_state(plan: Plan, s: Stage) -> str:
 def _wall_h(plan: Plan, s: Stage) -> float:
     return sum(float(r.get("wall_s", 0.0)) for r in records(plan)
                if r["stage"] == s.name and r["event"] in (END, STOPPED)) / 3600.0
+
+
+def _unrecorded(plan: Plan) -> list[str]:
+    """Launches whose process was killed before it wrote its end (the machine's session ended):
+    their CPU time is lost; their wall time is bounded by the next launch's start."""
+    rows, out = records(plan), []
+    for i, r in enumerate(rows):
+        if r["event"] != START:
+            continue
+        after = rows[i + 1] if i + 1 < len(rows) else None
+        if after is None or after["event"] != START:
+            continue  # ended, stopped, or (the last line) still running
+        wall = (float(after["at"]) - float(r["at"])) / 3600.0
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(r["at"])))
+        out.append(f"- `{r['stage']}`, launched {when}: killed without a record; at most {wall:.2f} h of wall "
+                   f"time (to the next launch), at most {wall * plan.workers:.2f} core-hours on {plan.workers} "
+                   "workers, not counted in the CPU column")
+    return out
 
 
 def _settled(p: dict[str, Any]) -> str:
@@ -82,6 +101,9 @@ def page(plan: Plan) -> str:
     gone = list(dict.fromkeys(r["stage"] for r in records(plan) if r["stage"] not in names))
     for g in gone:  # launched, then taken out of the plan (its CPU time still counts)
         out.append(f"| {g} | (abandoned: no longer in the plan) | | | | abandoned | {used_core_hours(plan, g):.2f} | |")
+    lost = _unrecorded(plan)
+    if lost:
+        out += ["", "Launches whose CPU time was not recorded:", *lost]
     out += [""]
     for s in plan.stages:
         if s.why:
