@@ -9,6 +9,8 @@ cores, ``--dist loadgroup``), so:
 - every ``netns`` test (a Ray cluster in its own namespace) runs in one ``xdist_group``, on one
   worker at a time: each cluster already keeps both cores busy; the netns tests of one module run
   together in one namespace (tests/netns.py), so clusters a class shares start once;
+- every test taking ``slurm_cluster`` runs in a namespace too, in the ``slurm`` group: one Slurm
+  cluster at a time, beside the Ray one (its daemons idle but for the jobs it runs);
 - tests that read one expensive fixture share an ``xdist_group`` too (the quick claims run), so
   no worker waits on the lock while another builds it;
 - tests marked ``slow`` (and the netns group) are handed out first, so that no long test
@@ -27,6 +29,7 @@ import torch
 
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 NETNS_GROUP = "netns"  # the xdist_group of every Ray test (one cluster at a time)
+SLURM_GROUP = "slurm"  # ... and of every test taking the slurm_cluster fixture (tests/study/slurm_cluster.py)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,8 +44,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups when it runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests first (a stable sort: the rest keep their order), netns tests in one group."""
+    """Long tests first (a stable sort: the rest keep their order), netns tests in one group,
+    Slurm tests in theirs, each in its network namespace: its cluster's ports clash with nothing,
+    and what a test leaves running dies with the namespace."""
     for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            if item.get_closest_marker("netns") is None:
+                item.add_marker(pytest.mark.netns)
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(SLURM_GROUP))
         if item.get_closest_marker("netns") is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(NETNS_GROUP))
 

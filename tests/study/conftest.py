@@ -50,3 +50,32 @@ def tiny_spec(path: Path, *, name: str = "tiny", steps: int = 12, every: int = 6
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "normlab", *args]
+
+
+@pytest.fixture(scope="module")
+def _slurm_daemons():
+    """One Slurm cluster per test module, started in the module's network namespace."""
+    from netns import INSIDE
+
+    from .slurm_cluster import REQUIRE, SlurmCluster, add_loopback_address, unavailable
+
+    reason = unavailable()  # outside the namespace: installs Slurm where it is missing (apt needs the network)
+    if reason:
+        if os.environ.get(REQUIRE):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    if not os.environ.get(INSIDE):  # the test body runs in its namespace (tests/netns.py), not here
+        yield None
+        return
+    add_loopback_address()
+    with SlurmCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def slurm_cluster(_slurm_daemons, tmp_path: Path):
+    """A running one-node Slurm cluster (tests/study/slurm_cluster.py), shared by the module's tests.
+
+    A test that takes it runs in its own network namespace, in the ``slurm`` xdist_group
+    (tests/conftest.py marks it); ``tmp_path`` is what tests/netns.py keeps the inner run's files in."""
+    return _slurm_daemons
