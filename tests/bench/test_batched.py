@@ -36,10 +36,11 @@ def test_batched_trials_match_solo_runs(data_dir: Path, tmp_path: Path) -> None:
 
     cfgs = [tiny(data_dir, seed=1),
             tiny(data_dir, seed=2, lr=1e-2, warmup_steps=0, grad_clip=0.0),
-            tiny(data_dir, seed=3, lr=5e-3, schedule="linear", z_loss=1e-3, weight_decay=0.0, beta2=0.95)]
+            tiny(data_dir, seed=3, lr=5e-3, schedule="linear", z_loss=1e-3, weight_decay=0.0, beta2=0.95),
+            tiny(data_dir, seed=4, schedule="wsd", decay_frac=0.5, decay_shape="linear")]
     dirs = [tmp_path / f"b{i}" for i in range(len(cfgs))]
     summaries = run_batched(cfgs, dirs, quiet=True)
-    assert [s["status"] for s in summaries] == ["completed"] * 3
+    assert [s["status"] for s in summaries] == ["completed"] * 4
     losses = []
     for i, cfg in enumerate(cfgs):
         solo = run_training(cfg, tmp_path / f"s{i}", quiet=True)
@@ -106,6 +107,7 @@ def test_divergent_trial_is_dropped_and_others_continue(data_dir: Path, tmp_path
     ({"model": {"dropout": 0.1}}, "dropout"),
     ({"model": {"placement": "ngpt"}}, "ngpt"),
     ({"train": {"diag_every": 5}}, "diag_every"),
+    ({"optim": {"name": "muon"}}, "optim.name='muon'"),
 ])
 def test_incompatible_single_config_refused(data_dir: Path, tmp_path: Path, change: dict, message: str) -> None:
     from normlab.core.schema import merge

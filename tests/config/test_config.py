@@ -199,6 +199,13 @@ INVALID = [
     (OptimConfig, {"grad_clip": -1.0}, "optim.grad_clip", ">= 0"),
     (OptimConfig, {"z_loss": -1e-4}, "optim.z_loss", ">= 0"),
     (OptimConfig, {"schedule": "cosin"}, "optim.schedule", "did you mean 'cosine'"),
+    (OptimConfig, {"name": "adam"}, "optim.name", "did you mean 'adamw'"),
+    (OptimConfig, {"muon_lr": 0.0}, "optim.muon_lr", "> 0"),
+    (OptimConfig, {"muon_momentum": 1.0}, "optim.muon_momentum", "[0, 1)"),
+    (OptimConfig, {"muon_weight_decay": -0.1}, "optim.muon_weight_decay", ">= 0"),
+    (OptimConfig, {"muon_adjust_lr": "rms"}, "optim.muon_adjust_lr", "original or match_rms_adamw"),
+    (OptimConfig, {"decay_frac": 1.5}, "optim.decay_frac", "(0, 1]"),
+    (OptimConfig, {"decay_shape": "cosine"}, "optim.decay_shape", "1-sqrt or linear"),
     (TrainConfig, {"steps": 0}, "train.steps", ">= 1"),
     (TrainConfig, {"batch_size": 0}, "train.batch_size", ">= 1"),
     (TrainConfig, {"grad_accum": 0}, "train.grad_accum", ">= 1"),
@@ -237,7 +244,7 @@ def test_every_validated_field_has_an_invalid_case():
     """Guards the table above: each documented field of each section is either exercised
     by INVALID or listed here as accepting any value of its type."""
     free = {"model.bias", "model.tie_embeddings", "model.final_norm",
-            "data.data_dir", "train.compile", "name"}
+            "data.data_dir", "train.compile", "name", "optim.muon_nesterov"}
     covered = {f.split("[")[0] for _, _, f, _ in INVALID}
     for key in dotted_keys(RunConfig):
         assert key in covered or key in free, f"no invalid-value test for {key}"

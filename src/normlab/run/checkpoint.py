@@ -3,7 +3,7 @@
 A checkpoint is a directory (``RunDir.checkpoint_dir(name)`` places it in a run) holding
 
   model.safetensors      weights (``safetensors.torch.save_model`` handles the tied head)
-  optimizer.safetensors  AdamW moments and step counters, flattened ``"<param>.<key>"``
+  optimizer.safetensors  AdamW moments and step counters (Muon's momentum), flattened ``"<param>.<key>"``
   rng.safetensors        torch CPU (and CUDA) generator states, for dropout
   state.json             loop counters, accumulators, optimizer param groups, tokenizer
   model_config.json      the ModelConfig, so the folder is also a ``normlab.model.io`` model dir
@@ -246,6 +246,9 @@ def flatten_state(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], 
     return tensors, {"param_groups": groups, "scalars": scalars}
 
 
+_TUPLES = ("betas", "ns_coefficients")
+
+
 def unflatten_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`flatten_state`: a dict for ``optimizer.load_state_dict``."""
     state: dict[int, dict[str, Any]] = {}
@@ -254,5 +257,6 @@ def unflatten_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> d
         state.setdefault(int(pid), {})[key] = t
     for pid, extra in meta["scalars"].items():
         state.setdefault(int(pid), {}).update(extra)
-    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in meta["param_groups"]]
+    # JSON has no tuples: put back the ones the optimizers hold (AdamW's betas, Muon's ns_coefficients)
+    groups = [{k: (tuple(v) if k in _TUPLES else v) for k, v in g.items()} for g in meta["param_groups"]]
     return {"state": state, "param_groups": groups}

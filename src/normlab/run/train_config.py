@@ -4,17 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from normlab.core.registry import Registry
 from normlab.core.schema import Section, doc
-from normlab.run.schedules import SCHEDULES
+from normlab.run.schedules import DECAY_SHAPES, SCHEDULES
+
+# The optimisers ``optim.name`` selects, by name with a line each (the help lists them). The
+# builders live above this layer (``normlab.train.optim``, which a test holds to these names), so
+# reading a config never imports torch.optim.
+OPTIMIZERS: Registry[str] = Registry("optimizer", "optim.name")
+OPTIMIZERS.add("adamw", "AdamW on every parameter")
+OPTIMIZERS.add("muon", "torch.optim.Muon on the hidden nn.Linear weights, AdamW on the rest")
+ADJUST_LR = ("original", "match_rms_adamw")  # torch.optim.Muon's adjust_lr_fn values
 
 
 @dataclass
 class OptimConfig(Section):
-    """AdamW with decoupled weight decay and a named learning-rate schedule."""
+    """AdamW (or Muon on the hidden matrices) and a named learning-rate schedule.
+
+    The fields after z_loss came later: each is declared ``omit_default``, so a config that
+    leaves them alone keeps its JSON, its study trial id (a hash of that JSON) and its files."""
 
     section = "optim"
     lr: float = doc("peak learning rate", 1e-3)
-    min_lr: float = doc("floor of decaying schedules (cosine, linear)", 1e-4)
+    min_lr: float = doc("floor of decaying schedules (cosine, linear, wsd)", 1e-4)
     schedule: str = doc("lr schedule: {names}", "cosine", names=SCHEDULES)
     warmup_steps: int = doc("linear warm-up steps (0 = none)", 100)
     weight_decay: float = doc("AdamW decoupled decay on matrices (never norms, biases, embeddings)", 0.1)
@@ -23,6 +35,28 @@ class OptimConfig(Section):
     eps: float = doc("Adam epsilon", 1e-8)
     grad_clip: float = doc("clip global grad norm to this (0 = off; the norm is logged either way)", 1.0)
     z_loss: float = doc("coefficient of (log Z)^2 added to the loss (PaLM uses 1e-4; 0 = off)", 0.0)
+    name: str = doc("optimiser: {names} (muon: torch.optim.Muon on the attention and MLP weight matrices, "
+                    "AdamW with optim.lr on embeddings, the head, norms, biases and scalars)", "adamw",
+                    names=OPTIMIZERS, omit_default=True)
+    muon_lr: float = doc("peak lr of the Muon group (optim.lr stays the AdamW group's; the schedule scales "
+                         "both by one factor). 0.02: Keller Jordan's reference, with muon_adjust_lr=original",
+                         0.02, omit_default=True)
+    muon_momentum: float = doc("Muon's momentum (torch.optim.Muon's and the reference's 0.95)", 0.95,
+                               omit_default=True)
+    muon_nesterov: bool = doc("Muon's Nesterov momentum (torch's and the reference's default)", True,
+                              omit_default=True)
+    muon_weight_decay: float = doc("Muon's decoupled weight decay, theta *= 1 - lr * wd (0.01 with lr 0.02 in "
+                                   "the reference's README; torch's own default is 0.1)", 0.01, omit_default=True)
+    muon_adjust_lr: str = doc("Muon's per-matrix lr scale (torch's adjust_lr_fn): original = "
+                              "sqrt(max(1, out/in)), Keller Jordan's, for lrs near 0.02; match_rms_adamw = "
+                              "0.2 sqrt(max(out, in)), Moonshot's (arXiv 2502.16982), which gives the update "
+                              "AdamW's RMS so AdamW's lr and decay carry over: set muon_lr and "
+                              "muon_weight_decay to optim.lr and optim.weight_decay",
+                              "original", omit_default=True)
+    decay_frac: float = doc("schedule wsd: the fraction of train.steps spent decaying to min_lr (0.2: "
+                            "Hägele et al. 2024)", 0.2, omit_default=True)
+    decay_shape: str = doc("schedule wsd: the decay's shape, 1-sqrt (Hägele et al. 2024, better than linear "
+                           "there) or linear", "1-sqrt", omit_default=True)
 
     def __post_init__(self) -> None:
         SCHEDULES.get(self.schedule)
@@ -35,6 +69,13 @@ class OptimConfig(Section):
         self.check(self.eps > 0, "eps", "must be > 0, e.g. 1e-8")
         self.check(self.grad_clip >= 0, "grad_clip", "must be >= 0 (0 disables clipping)")
         self.check(self.z_loss >= 0, "z_loss", "must be >= 0, e.g. 1e-4")
+        OPTIMIZERS.get(self.name)
+        self.check(self.muon_lr > 0, "muon_lr", "must be > 0, e.g. 0.02")
+        self.check(0 <= self.muon_momentum < 1, "muon_momentum", "must be in [0, 1), e.g. 0.95")
+        self.check(self.muon_weight_decay >= 0, "muon_weight_decay", "must be >= 0, e.g. 0.01")
+        self.check(self.muon_adjust_lr in ADJUST_LR, "muon_adjust_lr", f"use {' or '.join(ADJUST_LR)}")
+        self.check(0 < self.decay_frac <= 1, "decay_frac", "must be in (0, 1], e.g. 0.2")
+        self.check(self.decay_shape in DECAY_SHAPES, "decay_shape", f"use {' or '.join(DECAY_SHAPES)}")
 
 
 AUTO_EVALS = 8  # validations per run when train.eval_every is left unset

@@ -9,7 +9,7 @@ from typing import Any
 
 from normlab.run.train_config import OptimConfig, TrainConfig
 from normlab.train.cadence import Cadence
-from normlab.train.step import clip_limit, lr_now
+from normlab.train.step import clip_limit, lr_now, muon_lr_now
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,10 @@ class LoopConfig:
     def lr(self, step: int) -> float:
         """Learning rate of 0-based ``step`` (the schedule spans train.steps)."""
         return lr_now(self.optim, step, self.train.steps)
+
+    def muon_lr(self, step: int) -> float:
+        """The Muon group's learning rate at that step (``optim.name=muon``): the same schedule."""
+        return muon_lr_now(self.optim, step, self.train.steps)
 
 
 @dataclass

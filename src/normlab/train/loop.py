@@ -24,6 +24,7 @@ from normlab.train.env import Dist
 from normlab.train.job import LoopConfig, LoopState
 from normlab.train.lifecycle import diverged_row, validated, window_row
 from normlab.train.metrics import Metrics
+from normlab.train.muon import is_muon_group
 from normlab.train.progress import Progress
 from normlab.train.replay import localise
 from normlab.train.step import optimizer_step
@@ -272,9 +273,11 @@ class Trainer:
         return _Step(lr, loss, grad_norm, log_z, diag_on)
 
     def set_lr(self, s: int) -> float:
+        """Every group's lr at step ``s``, Muon's from optim.muon_lr; returns AdamW's (the one logged)."""
         lr = self.loop.lr(s)
+        muon = self.loop.muon_lr(s) if self.loop.optim.name == "muon" else lr
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = muon if is_muon_group(g) else lr
         return lr
 
     def _stop_abandoned(self, st: LoopState, w: Window) -> None:

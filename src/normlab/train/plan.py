@@ -91,6 +91,11 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
         cfg = dataclasses.replace(cfg, data=absolute(cfg.data))
     model = resolve_model(cfg.model)  # placement, norm, init, FFN and impl names and the placements' options
     check_train(cfg.train, lab_internals(cfg.model), cfg.model.impl)
+    if cfg.optim.name == "muon" and not lab_internals(cfg.model):
+        # torch.optim.Muon scales a matrix's lr by its (out, in) shape; transformers' Conv1D
+        # stores GPT-2's matrices as (in, out), so the two arms would not get the same updates.
+        raise ConfigError("optim.name", "muon", f"Muon's per-matrix lr reads weights as nn.Linear's (out, in) "
+                          f"and model.impl={cfg.model.impl!r} stores them transposed; use model.impl=normlab")
     planned = planned_model(cfg.model, cfg.data, cfg.train.init_from)
     # The run's one model, on the meta device: costed now, materialised once the corpus is read. A
     # deep stack (a mistyped n_layer) is costed from shallow ones first, and built only if it fits.
@@ -179,6 +184,10 @@ def incompatibility(cfgs: list[RunConfig]) -> str | None:
             return f"trial {i}: data section differs from trial 0"
         if {k: v for k, v in to_dict(c.train).items() if k != "diverge_loss"} != train:
             return f"trial {i}: train section differs from trial 0 (only train.diverge_loss may differ)"
+    muon = next((i for i, c in enumerate(cfgs) if c.optim.name != "adamw"), None)
+    if muon is not None:
+        return (f"trial {muon}: optim.name={cfgs[muon].optim.name!r}: the batched step runs AdamW's kernel on each "
+                "trial's slices; train it solo (study run --batch 1) or use optim.name=adamw")
     if first.model.dropout > 0:
         return f"model.dropout={first.model.dropout}: dropout masks inside vmap cannot match solo runs; use 0"
     if first.train.diag_every > 0:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from normlab.run.schedules import lr_at
+from normlab.run.schedules import factor_at, lr_at
 from normlab.run.train_config import OptimConfig
 
 if TYPE_CHECKING:
@@ -29,8 +29,18 @@ if TYPE_CHECKING:
 
 
 def lr_now(o: OptimConfig, step: int, total: int) -> float:
-    """Learning rate of 0-based step ``step`` of a ``total``-step run."""
-    return lr_at(o.schedule, step, o.lr, o.warmup_steps, total, o.min_lr)
+    """Learning rate of 0-based step ``step`` of a ``total``-step run (AdamW's groups)."""
+    return lr_at(o.schedule, step, o.lr, o.warmup_steps, total, o.min_lr, **_options(o))
+
+
+def muon_lr_now(o: OptimConfig, step: int, total: int) -> float:
+    """The Muon group's learning rate at that step: ``optim.muon_lr`` times the factor that
+    :func:`lr_now` applies to ``optim.lr`` (so its floor is muon_lr * min_lr / lr)."""
+    return o.muon_lr * factor_at(o.schedule, step, o.warmup_steps, total, o.min_lr / o.lr, **_options(o))
+
+
+def _options(o: OptimConfig) -> dict[str, float | str]:
+    return {"decay_frac": o.decay_frac, "decay_shape": o.decay_shape}
 
 
 def clip_limit(o: OptimConfig) -> float:
