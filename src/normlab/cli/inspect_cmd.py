@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--series", metavar="SRC", action="append", help="instead of MODEL: a checkpoint series, "
                    "measured step by step (resumable) with a page of each per-layer statistic against step; SRC "
                    "is a run trained with train.keep_checkpoints, a directory of step checkpoints (lab or "
-                   "Hugging Face) or one checkpoint; repeat to add more")
+                   "Hugging Face), one checkpoint, or hf:REPO@REV,REV,... (revisions of one Hub repository, read "
+                   "from the local Hugging Face cache only, e.g. hf:EleutherAI/pythia-70m@step1000,step2000); "
+                   "repeat to add more")
     p.add_argument("--text", metavar="FILE", help="UTF-8 text to measure on, or 'tinyshakespeare' (its last "
                    "10%%); default: a lab run's own validation split, any other model Tiny Shakespeare's")
     p.add_argument("--out", metavar="DIR", help="output directory (default ./inspect/<model name>; a series: "

@@ -8,6 +8,7 @@ A SRC is one of
 | a lab run trained with ``train.keep_checkpoints`` | ``RunDir.step_checkpoints`` (step 0: the model at initialisation) | from the folder name |
 | a directory of step directories (lab checkpoints or Hugging Face ``save_pretrained`` dirs, e.g. ``normlab export`` per step) | each child with a number in its name | the last number in the name |
 | one checkpoint or Hugging Face directory | itself | its state.json's step, else the last number in its name |
+| ``hf:REPO@REV,REV,...``: revisions of one Hub repository (``hub.hub_series``) | each revision's snapshot in the local Hugging Face cache (never downloaded) | the N of a ``step<N>`` in the revision's name, else its place in the list |
 
 OUT holds ``series.json`` (the settings and the checkpoints, written first), ``steps/step_NNNNNN/``
 (``normlab inspect``'s own files for that checkpoint), ``series.csv`` (every step's probe.csv
@@ -32,6 +33,7 @@ from normlab.core.progress import Progress
 from normlab.data.source import KNOWN
 from normlab.diagnostics.rows import COLUMNS, write_csv
 from normlab.inspect import inspect_subject, read_text
+from normlab.inspect.hub import hub_series, hub_series_name, is_hub_series
 from normlab.inspect.subject import DTYPES, load_subject
 from normlab.model.io import is_hf_dir, is_model_dir
 from normlab.report.pages import series_page
@@ -45,10 +47,11 @@ _NUMBER = re.compile(r"\d+")
 
 @dataclass(frozen=True)
 class Member:
-    """One checkpoint of a series."""
+    """One checkpoint of a series; ``label`` names a Hub revision (``REPO@REV``)."""
 
     step: int
     path: Path
+    label: str = ""
 
 
 def _step_of_name(path: Path) -> int | None:
@@ -77,6 +80,9 @@ def members(sources: list[str]) -> list[Member]:
 
     out: list[Member] = []
     for src in sources:
+        if is_hub_series(src):
+            out += [Member(s, f, label) for s, f, label in hub_series(src)]
+            continue
         p = Path(src)
         if not p.is_dir():
             raise UserError(f"--series {src}: no such directory (a run, a directory of step checkpoints, "
@@ -98,21 +104,26 @@ def members(sources: list[str]) -> list[Member]:
                 raise UserError(f"--series {src}: neither a run, a checkpoint, nor a directory of step "
                                 "checkpoints (subdirectories with a number in their name, e.g. step_100)")
             out += [Member(_step_of_name(c) or 0, c) for c in kids]
-    seen: dict[int, Path] = {}
+    seen: dict[int, str] = {}
     for m in out:
         if m.step in seen:
-            raise UserError(f"--series: step {m.step} is given twice ({seen[m.step]} and {m.path}); "
+            raise UserError(f"--series: step {m.step} is given twice ({seen[m.step]} and {m.label or m.path}); "
                             "give each checkpoint once")
-        seen[m.step] = m.path
+        seen[m.step] = m.label or str(m.path)
     if len(out) < 2:
         raise UserError(f"--series: {len(out)} checkpoint found; a series needs at least 2 (give more --series)")
     return sorted(out, key=lambda m: m.step)
 
 
+def source_name(src: str) -> str:
+    """A SRC's name: its folder's, or a Hub repository's (``pythia-70m``)."""
+    return hub_series_name(src) if is_hub_series(src) else Path(src.rstrip("/")).resolve().name
+
+
 def default_out(sources: list[str]) -> Path:
     """``inspect/<first SRC's name>-over-training``: apart from ``inspect/<name>`` (what a plain
     ``normlab inspect`` of the same run writes), and no ``series-series`` for a run named series."""
-    return Path("inspect") / f"{Path(sources[0].rstrip('/')).resolve().name}-over-training"
+    return Path("inspect") / f"{source_name(sources[0])}-over-training"
 
 
 def step_dir(out: Path, step: int) -> Path:
@@ -143,9 +154,13 @@ def _plan(out: Path, name: str, settings: dict[str, Any], chosen: list[Member], 
                 if m.step in was and was[m.step] != str(m.path.resolve()) and step_dir(out, m.step).is_dir():
                     raise UserError(f"--out {out}: step {m.step} was measured from {was[m.step]}, not {m.path}; "
                                     "use another --out, or --force")
-            chosen = [*chosen, *(Member(s, Path(p)) for s, p in was.items() if s not in {m.step for m in chosen})]
-    doc = {"name": name, "settings": settings,
-           "sources": {str(m.step): str(m.path.resolve()) for m in sorted(chosen, key=lambda m: m.step)}}
+            labels = old.get("revisions", {})
+            chosen = [*chosen, *(Member(s, Path(p), labels.get(str(s), "")) for s, p in was.items()
+                                 if s not in {m.step for m in chosen})]
+    chosen = sorted(chosen, key=lambda m: m.step)
+    doc = {"name": name, "settings": settings, "sources": {str(m.step): str(m.path.resolve()) for m in chosen}}
+    if any(m.label for m in chosen):  # Hub revisions: REPO@REV of each step (the page shows it)
+        doc["revisions"] = {str(m.step): m.label for m in chosen if m.label}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(meta, json.dumps(doc, indent=2))
 
@@ -172,7 +187,7 @@ def inspect_series(sources: list[str], out: str | Path, text: str | None = None,
     named = text is None or (text in KNOWN and not Path(text).exists())
     settings = {"text": text if text is None or named else str(Path(text).resolve()), "context": context, "max_tokens": max_tokens,
                 "dtype": dtype, "device": device, "seed": seed}
-    name = Path(sources[0].rstrip("/")).resolve().name if len(sources) == 1 else chosen[0].path.name
+    name = source_name(sources[0]) if len(sources) == 1 else chosen[0].label or chosen[0].path.name
     with OutDir(out, "series").writing("--out"):  # one writer: a second `inspect --series` into OUT is refused
         return _measure(out, name, settings, chosen, force, text, context, max_tokens, dtype, device, seed,
                         data_dir, quiet, page)
@@ -193,7 +208,7 @@ def _measure(out: Path, name: str, settings: dict[str, Any], chosen: list[Member
             bar.note(f"{len(chosen) - len(todo)} of {len(chosen)} steps already measured in {out}"
                      + ("; measuring the rest" if todo else "; nothing to measure"))
         for m in todo:
-            bar.item(f"step {m.step} ({m.path.name})")
+            bar.item(f"step {m.step} ({m.label or m.path.name})")
             bar.start("checkpoint")
             tmp = step_dir(out, m.step).with_name(step_dir(out, m.step).name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)  # what an interrupted run left

@@ -178,7 +178,8 @@ def build(series: SeriesData, progress: bool = False, out: Path | None = None) -
     table = []
     for st in steps:
         s = series.summaries.get(st, {})
-        table.append([st, series.meta.get("sources", {}).get(str(st), s.get("source")), s.get("loss"),
+        where = series.meta.get("revisions", {}).get(str(st)) or series.meta.get("sources", {}).get(str(st))
+        table.append([st, where or s.get("source"), s.get("loss"),  # a Hub revision: REPO@REV, else the folder
                       s.get("log_z"), s.get("tokens"), duration(s.get("wall_time_s"))])
     page.table(["step", "checkpoint", "loss (nats/token)", "mean log Z", "tokens", "wall time"], table)
     page.heading("Configuration", "config")
