@@ -1,4 +1,4 @@
-"""Every CUDA path of normlab, checked and measured by one command in under 8 minutes on one
+"""Every CUDA path of normlab, checked and measured by one command in under 9 minutes on one
 H200, so that a short loan of a GPU is enough (and a rerun fits in it).
 
     PYTHONPATH=src python benchmarks/gpu_check.py --out gpu_check.json [--only PART,...]
@@ -15,6 +15,8 @@ Parts, each in its own process under its own cap (seconds on the GPU; --cap PART
   trial-batching       50  benchmarks/trial_batching.py: 8 tiny trials batched vs sequential
   claims-quick         90  normlab claims --quick: wall time and verdicts
   study-trial          40  one pre-vs-post --scale gpu trial through normlab train, 300 steps
+  packed-study         60  trials per hour of a study packed K to a GPU (K from the trials'
+                           memory cost, as --executor slurm chooses it) vs one trial at a time
 
 A part stopped at its cap keeps the rows it finished; a missing optional peer is a row, not a
 failure. Without Tiny Shakespeare (NORMLAB_DATA_DIR, --data-dir or the normlab cache) the
@@ -47,14 +49,17 @@ except ImportError:
     sys.path.insert(0, str(HERE.parent / "src"))
     import normlab
 
+from _gpu_pack import packed_study  # noqa: E402
 from _gpu_parts import PARTS, Ctx  # noqa: E402
 
+PARTS = {**PARTS, "packed-study": packed_study}  # after trial-batching's kernels: the lab's own K
+
 CAPS = {"cuda-tests": 70, "throughput-eager": 60, "throughput-compiled": 150, "trial-batching": 50,
-        "claims-quick": 90, "study-trial": 40}
+        "claims-quick": 90, "study-trial": 40, "packed-study": 60}
 # Dry-run caps are only a safety net on a loaded CPU, except the claims: a few seconds of
 # `normlab claims --quick` show that the command starts; the whole takes minutes on a CPU.
 DRY_CAPS = {**{p: 300 for p in CAPS}, "claims-quick": 10}
-BUDGET_S = 480
+BUDGET_S = 540
 OPTIONAL = [("x_transformers", "x-transformers", "the xt-pre throughput rows"),
             ("transformers", "transformers", "the hf-gpt2 throughput rows"),
             ("pytest", "pytest", "the cuda-tests part")]

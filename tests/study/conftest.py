@@ -77,5 +77,8 @@ def slurm_cluster(_slurm_daemons, tmp_path: Path):
     """A running one-node Slurm cluster (tests/study/slurm_cluster.py), shared by the module's tests.
 
     A test that takes it runs in its own network namespace, in the ``slurm`` xdist_group
-    (tests/conftest.py marks it); ``tmp_path`` is what tests/netns.py keeps the inner run's files in."""
-    return _slurm_daemons
+    (tests/conftest.py marks it); ``tmp_path`` is what tests/netns.py keeps the inner run's files in.
+    After each test its jobs are cancelled and the node is back up, so no test sees another's."""
+    yield _slurm_daemons
+    if _slurm_daemons is not None:
+        _slurm_daemons.clean()

@@ -65,16 +65,16 @@ def hostile(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
     import io
     import tarfile
 
-    from normlab.study import ray_tasks
+    from normlab.study import shipping
 
     summary = ok(cfg, run_dir, resume=resume)
     if cfg.seed == 0:
         os.symlink("summary.json", Path(run_dir) / "link")
     else:
-        honest = ray_tasks._pack
+        honest = shipping.pack
 
         def escape(_: Path) -> bytes:
-            ray_tasks._pack = honest  # this worker process may run other tasks after this one
+            shipping.pack = honest  # this worker process may run other tasks after this one
             buf = io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w:gz") as tar:
                 member = tarfile.TarInfo("../escaped")
@@ -82,7 +82,7 @@ def hostile(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
                 tar.addfile(member, io.BytesIO(b"bad"))
             return buf.getvalue()
 
-        ray_tasks._pack = escape
+        shipping.pack = escape
     return summary
 
 

@@ -240,6 +240,17 @@ class SlurmCluster:
                     continue
         return pids
 
+    def clean(self, timeout: float = 30) -> None:
+        """Between tests: cancel every job, wait for the queue to empty, and bring the node back
+        into service (a test may have drained it)."""
+        self.run(["scancel", "-p", PARTITION], check=False)
+        self.wait_for(lambda: not self.run(["squeue", "-h"], check=False).stdout.strip(), timeout,
+                      "jobs still queued after scancel")
+        state = self.run(["sinfo", "-h", "-N", "-n", NODE, "-o", "%T"], check=False).stdout.strip()
+        if state != "idle":
+            self.run(["scontrol", "update", f"nodename={NODE}", "state=resume"], check=False)
+            self.wait_for(self._idle, timeout, f"node {NODE} not idle again")
+
     def stop(self) -> None:
         """Cancel every job, stop the daemons (SIGTERM, then SIGKILL), kill what is left of ours."""
         if self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:

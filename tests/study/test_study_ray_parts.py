@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from normlab.study.ray_tasks import UnsafeRunArchive, _exclusive, unpack_run
 from normlab.study.runner import open_store
+from normlab.study.shipping import UnsafeRunArchive, exclusive, unpack_run
 from normlab.study.spec import StudySpec
 
 
@@ -103,10 +103,10 @@ def test_a_trial_whose_tasks_keep_dying_is_failed_eventually(tmp_path, fake_path
 
 def test_an_attempt_waits_for_the_run_directory_an_earlier_one_still_holds(tmp_path) -> None:
     run = tmp_path / "run"
-    with _exclusive(run, 5) as busy:
+    with exclusive(run, 5) as busy:
         assert busy is None
-        with _exclusive(run, 0.3) as second:  # same file, another open file description: refused
+        with exclusive(run, 0.3) as second:  # same file, another open file description: refused
             assert second is not None and "still in use by an earlier attempt" in second
-    with _exclusive(run, 0.3) as third:  # released when the holder is done (or dies)
+    with exclusive(run, 0.3) as third:  # released when the holder is done (or dies)
         assert third is None
     assert json.dumps(os.listdir(run)) == '[".trial.lock"]'

@@ -136,7 +136,8 @@ def test_spec_json_is_the_resolved_spec(tmp_path, fake_path) -> None:
 
 
 def test_ray_task_without_shared_filesystem_ships_its_run_dir_back(tmp_path, fake_path) -> None:
-    from normlab.study.ray_tasks import ray_trial, unpack_run
+    from normlab.study.ray_tasks import ray_trial
+    from normlab.study.shipping import unpack_run
     from normlab.study.worker import WorkerOptions
 
     (trial,) = _spec(f"{fake_path}:ok", axes={"optim.lr": [1e-3]}, seeds=[0]).trials()

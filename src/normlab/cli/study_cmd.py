@@ -19,20 +19,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                    "stability-frontier also quick (one placement's critical lr in minutes)")
     r.add_argument("--placements", default=None, metavar="A,B",
                    help="the placements of a preset that takes them (stability-frontier), comma-separated")
-    r.add_argument("--executor", default="local", help="local (worker processes, default) or ray")
+    r.add_argument("--executor", default="local", help="local (worker processes, default), ray or slurm")
     r.add_argument("--workers", type=int, default=None, metavar="N",
                    help="parallel trials (default: one per core / threads-per-run)")
     r.add_argument("--threads-per-run", type=int, default=1, metavar="T",
                    help="torch threads per trial (default 1: fastest for small models, see docs)")
     r.add_argument("--batch", type=int, default=None, metavar="K",
                    help="train up to K compatible trials as one batched computation (default: 8 on a "
-                        "GPU, 1 on CPU where it does not pay; see docs/performance.md)")
+                        "GPU, 1 on CPU where it does not pay; see docs/performance.md; slurm with GPUs: "
+                        "as many as fit in one GPU's memory)")
     r.add_argument("--ray-address", default=None, metavar="ADDR", help="existing Ray cluster (default: a local one)")
+    r.add_argument("--slurm", dest="slurm", action="append", default=[], metavar="KEY=VALUE",
+                   help="a [slurm] option for --executor slurm, e.g. --slurm partition=gpu --slurm time=240 "
+                        "(repeatable; `normlab config --explain slurm` lists them)")
+    r.add_argument("--slurm-config", default=None, metavar="FILE",
+                   help="a TOML file whose [slurm] table gives the slurm executor's options (--slurm wins)")
     r.add_argument("--lease", type=float, default=60.0, metavar="S",
                    help="seconds without heartbeat before a running trial is presumed dead and reclaimed")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a base run option, e.g. --set train.device=cuda (repeatable)")
-    r.add_argument("--dry-run", action="store_true", help="validate and list the trials; run nothing")
+    r.add_argument("--dry-run", action="store_true", help="validate and list the trials (with --executor slurm: "
+                                                          "the packing, the job array and its sbatch script); "
+                                                          "run nothing")
     r.add_argument("--retry-failed", action="store_true",
                    help="run the store's failed trials again (after fixing their cause; `study status` shows it)")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr (a bar on a terminal, else lines)")
@@ -129,24 +137,16 @@ def _run(args: argparse.Namespace) -> int:
 
     writable_dir(args.store, "--store", "choose another --store (a store is written as it runs)")
     spec = _load(args)
+    options = _executor_options(args)
     if args.dry_run:
-        from normlab.study.spec import spec_from_dict
-        from normlab.study.store import Store
-
-        if spec is None:
-            spec = spec_from_dict(Store(args.store).spec)
-        trials = spec.trials()
-        print(f"study {spec.name!r}: {len(trials)} trials (scientific: {', '.join(spec.scientific) or '-'}; "
-              f"nuisance: {', '.join(spec.nuisance) or '-'}; seeds {spec.seeds})")
-        for t in trials:
-            print(f"  {t.id}  " + "  ".join(f"{k}={v}" for k, v in t.params.items()))
-        return 0
+        return _dry_run(args, spec, options)
     from normlab.cli.common import interrupted
 
     try:
         store = run_study(spec, args.store, executor=args.executor, workers=args.workers,
                           threads=args.threads_per_run, address=args.ray_address, lease_s=args.lease,
-                          batch=args.batch, progress=not args.quiet, retry_failed=args.retry_failed)
+                          batch=args.batch, progress=not args.quiet, retry_failed=args.retry_failed,
+                          options=options)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the trials stopped at their checkpoints
         return interrupted("study", resume_study(args))
     if store.counts().get("interrupted"):  # a worker alone was signalled; its trial checkpointed
@@ -156,6 +156,40 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if store.counts().get("failed") or store.unfinished() else 0
 
 
+def _executor_options(args: argparse.Namespace):  # -> SlurmConfig | None
+    """The executor's own section: ``--slurm-config FILE`` and ``--slurm KEY=VALUE`` (slurm only)."""
+    from normlab.core.errors import UserError
+
+    given = bool(args.slurm) or args.slurm_config is not None
+    if args.executor != "slurm":
+        if given:
+            raise UserError(f"--slurm and --slurm-config set the slurm executor's options; add --executor slurm "
+                            f"(this run uses --executor {args.executor})")
+        return None
+    from normlab.study.slurm_config import load_slurm
+
+    return load_slurm(args.slurm_config, args.slurm)
+
+
+def _dry_run(args: argparse.Namespace, spec, options) -> int:  # spec: StudySpec | None
+    from normlab.study.spec import spec_from_dict
+    from normlab.study.store import Store
+
+    if spec is None:
+        spec = spec_from_dict(Store(args.store).spec)
+    trials = spec.trials()
+    print(f"study {spec.name!r}: {len(trials)} trials (scientific: {', '.join(spec.scientific) or '-'}; "
+          f"nuisance: {', '.join(spec.nuisance) or '-'}; seeds {spec.seeds})")
+    for t in trials:
+        print(f"  {t.id}  " + "  ".join(f"{k}={v}" for k, v in t.params.items()))
+    if options is not None:
+        from normlab.study.slurm_script import plan_text
+
+        print()
+        print(plan_text(spec, trials, args.store, options, threads=args.threads_per_run, batch=args.batch))
+    return 0
+
+
 def resume_study(args: argparse.Namespace) -> str:
     """The command that resumes an interrupted ``study run`` with the same executor settings."""
     import shlex
@@ -163,9 +197,12 @@ def resume_study(args: argparse.Namespace) -> str:
     cmd = ["normlab", "study", "run", "--store", args.store]
     for flag, value, default in (("--executor", args.executor, "local"), ("--workers", args.workers, None),
                                  ("--threads-per-run", args.threads_per_run, 1), ("--batch", args.batch, None),
-                                 ("--ray-address", args.ray_address, None), ("--lease", args.lease, 60.0)):
+                                 ("--ray-address", args.ray_address, None), ("--lease", args.lease, 60.0),
+                                 ("--slurm-config", args.slurm_config, None)):
         if value != default:
             cmd += [flag, str(value)]
+    for item in args.slurm:
+        cmd += ["--slurm", item]
     return f"finished trials are kept; resume with: {shlex.join(cmd)}"
 
 

@@ -18,8 +18,9 @@ from normlab.study import (
     trials,
 )
 
-executors.EXECUTORS.add("local", executors.run_local)
-executors.EXECUTORS.add("ray", executors.run_ray)
+executors.EXECUTORS.add("local", executors.LOCAL)
+executors.EXECUTORS.add("ray", executors.RAY)
+executors.EXECUTORS.add("slurm", executors.SLURM)
 
 presets.STUDY_PRESETS.add("pre-vs-post", presets.pre_vs_post)
 presets.STUDY_PRESETS.add("pre-vs-post-demo", demo_preset.pre_vs_post_demo)

@@ -6,6 +6,11 @@
 * ``ray``: each trial a Ray task (Moritz et al. 2018, "Ray: A Distributed Framework for
   Emerging AI Applications") on an existing cluster (``address``) or a local instance
   (``normlab.study.ray_tasks``).
+* ``slurm``: job arrays on a Slurm cluster through submitit, the driver the only writer of the
+  store (``normlab.study.slurm``); its section is ``[slurm]`` (``SlurmConfig``).
+
+Each is an :class:`Executor`: its function, whether it trains ``--batch`` K trials together,
+and the type of its own options section (None: it takes none).
 """
 
 from __future__ import annotations
@@ -13,16 +18,30 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from normlab.core import stopping
 from normlab.core.registry import Registry
 from normlab.study.ray_tasks import drive
+from normlab.study.slurm import run_slurm
+from normlab.study.slurm_config import SlurmConfig
 from normlab.study.store import Store
 from normlab.study.worker import WorkerOptions, _process_main, work
 
-Executor = Callable[..., None]
+
+@dataclass(frozen=True)
+class Executor:
+    """How ``study run`` hands a store to an executor: ``run(root, opts, workers=, address=,
+    options=)``."""
+
+    run: Callable[..., None]
+    batches: bool = False        # trains --batch K compatible trials as one computation
+    sizes_packs: bool = False    # without --batch, chooses K itself (from the trials' memory cost)
+    options: type | None = None  # the type of its options section (``--slurm ...``)
+
+
 EXECUTORS: Registry[Executor] = Registry("executor", "--executor", catalogue="normlab.study.catalogue")
 STOP_WAIT_S = 60.0  # after a stop signal, how long workers may take to checkpoint before they are killed
 
@@ -36,7 +55,8 @@ def default_workers(threads: int = 1) -> int:
     return max(1, cores // max(1, threads))
 
 
-def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
+def run_local(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None,
+              options: Any = None) -> None:
     """Run the store's trials in ``workers`` processes on this machine (in-process if 1).
 
     SIGINT or SIGTERM to this process is passed to every worker, so that ``kill PID`` stops
@@ -99,7 +119,13 @@ def _send(proc: Any, signum: int | None) -> None:
             os.kill(proc.pid, signum)
 
 
-def run_ray(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None) -> None:
+def run_ray(store_root: str | Path, opts: WorkerOptions, *, workers: int, address: str | None = None,
+            options: Any = None) -> None:
     """Run the store's trials as Ray tasks (``address``: an existing cluster; else a local one)."""
 
     drive(store_root, opts, workers=workers, address=address)
+
+
+LOCAL = Executor(run_local, batches=True)
+RAY = Executor(run_ray)
+SLURM = Executor(run_slurm, batches=True, sizes_packs=True, options=SlurmConfig)

@@ -256,6 +256,17 @@ def choose_pack(cfgs: list[RunConfig], memory_bytes: int, *, reserve: float = 0.
     return Pack(k, tuple(costs), needs, shared, budget, memory_bytes, reserve, together)
 
 
+def pack_for_all(cfgs: list[RunConfig], memory_bytes: int, *, reserve: float = 0.1) -> Pack:
+    """The K that fits whichever of ``cfgs`` share a job (a study's trials, packed by the slurm
+    executor as they are claimed): the smallest over their distinct shapes, each packed with
+    copies of itself."""
+    shapes: dict[str, RunConfig] = {}
+    for c in cfgs:  # as choose_pack's memo: seed, name and lrs change no size
+        shapes.setdefault(dataclasses.replace(c, seed=0, name="", optim=OptimConfig(z_loss=c.optim.z_loss)).to_json(), c)
+    return min((choose_pack([c] * len(cfgs), memory_bytes, reserve=reserve) for c in shapes.values()),
+               key=lambda p: p.k)
+
+
 def device_memory(device: str | None = None) -> int | None:
     """Total memory of CUDA ``device`` (cuda, cuda:N, auto; None = the current one) in bytes;
     None without CUDA or for a CPU device (callers pass their own budget then)."""

@@ -4,7 +4,8 @@ The driver (``normlab study run --executor ray``) claims trials, renews their le
 records every result; tasks never open the database, so SQLite stays on one machine.
 Where a task's node sees the store's path (a shared filesystem) it trains in the trial's
 run directory and can resume there; where it does not, it trains in a temporary directory
-and ships the run directory back as a tarball, which the driver checks before unpacking.
+and ships the run directory back as a tarball, which the driver checks before unpacking
+(``normlab.study.shipping``, shared with the Slurm executor).
 
 Faults (docs/studies.md, "Faults on a cluster"):
 
@@ -13,40 +14,26 @@ Faults (docs/studies.md, "Faults on a cluster"):
   checkpoint when the run directory is shared, from scratch when it is not;
 * the driver dies: Ray ends its tasks; the next ``study run`` reclaims the trials it held
   (dead pid on this host, or lease expiry elsewhere) and resumes them.
-
-A file lock on the run directory keeps an attempt from training while an earlier one that
-Ray has not yet ended still writes there.
 """
 
 from __future__ import annotations
 
-import fcntl
-import io
 import os
-import posixpath
 import shutil
 import socket
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import append_jsonl
-from normlab.run import checkpoint
-from normlab.run.dir import TRIAL_LOCK, RunDir
+from normlab.run.dir import RunDir
+from normlab.study import shipping
 from normlab.study.store import Lease, Store, worker_id
 from normlab.study.worker import Heartbeat, WorkerOptions, run_claimed, study_env
 
-LOCK = TRIAL_LOCK  # RUN/.trial.lock: held by the attempt that trains in RUN (named by RunDir)
-
 # Ray errors that mean the task's process or node died, not that the trial failed.
 _LOST = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError", "OutOfMemoryError")
-
-
-class UnsafeRunArchive(ValueError):
-    """A shipped-back run directory holding something other than files and folders inside it."""
 
 
 def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptions,
@@ -59,45 +46,21 @@ def ray_trial(config_json: str, run_dir: str, store_root: str, opts: WorkerOptio
     the task trains (the run directory, or a scratch copy on a node without the store)."""
 
     shared = Path(store_root).is_dir()
-    scratch = None if shared else Path(tempfile.mkdtemp(prefix="normlab-trial-"))
+    scratch = None if shared else shipping.scratch_dir()
     target = Path(run_dir) if scratch is None else scratch / "run"
     try:
-        with _exclusive(target, opts.lease_s) as busy:
+        with shipping.exclusive(target, opts.lease_s) as busy:
             if busy:
                 return None, busy, None, {}
             where = _record_node(target, shared)
             claim = Lease("ray", 0, dict((study or {}).get("params", {})), config_json, target)
             with study_env((study or {}).get("spec", {}), [claim] if study else []):
                 summary, error = run_claimed(claim, opts)
-        packed = _pack(target) if scratch is not None and target.exists() else None
+        packed = shipping.pack(target) if scratch is not None and target.exists() else None
         return summary, error, packed, where
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-class _exclusive:
-    """``with _exclusive(run_dir, wait_s) as busy``: an exclusive lock on RUN/.trial.lock, or
-    ``busy`` (an error text) when an earlier attempt still holds it after ``wait_s``."""
-
-    def __init__(self, run_dir: Path, wait_s: float) -> None:
-        self.path, self.wait_s, self.fd = RunDir(run_dir).trial_lock, wait_s, -1
-
-    def __enter__(self) -> str | None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return None
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    return f"{self.path.parent}: still in use by an earlier attempt after {self.wait_s:g} s"
-                time.sleep(0.2)
-
-    def __exit__(self, *exc: Any) -> None:
-        os.close(self.fd)  # releases the lock; a killed process releases it the same way
 
 
 def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
@@ -108,58 +71,9 @@ def _record_node(run_dir: Path, shared: bool) -> dict[str, Any]:
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
     where = {"node_id": node, "node_ip": ray.util.get_node_ip_address() if node else None,
              "host": socket.gethostname(), "pid": os.getpid(), "shared_fs": shared,
-             "checkpoint_step": _checkpoint_step(run_dir), "at": time.time()}
+             "checkpoint_step": shipping.checkpoint_step(run_dir), "at": time.time()}
     append_jsonl(RunDir(run_dir).ray_nodes, where)  # one line per attempt, where it ran
     return where
-
-
-def _checkpoint_step(run_dir: Path) -> int | None:
-    """The step of RUN's intact latest checkpoint (what a resumed attempt starts from), or None."""
-
-    run = RunDir(run_dir)
-    if not run.has_checkpoints():
-        return None
-
-    found = run.find_checkpoint("latest")
-    return int(checkpoint.read_state(found)["loop"]["step"]) if found else None
-
-
-def _pack(run_dir: Path) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(run_dir, arcname=".", filter=lambda m: None if m.name == f"./{LOCK}" else m)
-    return buf.getvalue()
-
-
-def unpack_run(packed: bytes, run_dir: Path) -> None:
-    """Install a run directory shipped back by a task on a node without the store's filesystem.
-
-    Only regular files and directories inside the run directory are accepted; one link,
-    device, absolute path or ``..`` refuses the whole archive (``UnsafeRunArchive``) before
-    anything is written. It is unpacked beside ``run_dir`` and renamed into place, so a
-    refused or torn archive leaves no half-written run directory.
-    """
-    with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
-        members = tar.getmembers()
-        for m in members:
-            name = posixpath.normpath(m.name)
-            if name.startswith("/") or name == ".." or name.startswith("../"):
-                raise UnsafeRunArchive(f"run archive refused: {m.name!r} points outside the run directory")
-            if not (m.isfile() or m.isdir()):
-                kind = "a symlink" if m.issym() else "a hard link" if m.islnk() else "not a regular file"
-                raise UnsafeRunArchive(f"run archive refused: {m.name!r} is {kind}")
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.unpack-", dir=run_dir.parent))
-        try:
-            tar.extractall(staging, members=members, filter="data")  # "data": a second line of defence
-            old = run_dir.with_name(f".{run_dir.name}.old")
-            if run_dir.exists():  # a partial earlier attempt: the shipped run replaces it
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(run_dir, old)
-            os.replace(staging, run_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _lost(e: BaseException) -> bool:
@@ -256,10 +170,8 @@ def _record(store: Store, me: str, claim: Lease, ref: Any, opts: WorkerOptions) 
             store.release(claim, me, reason, retries=opts.retries)
             return
         summary, error, packed, where = None, f"ray task failed: {type(e).__name__}: {e}", None, {}
-    if packed:
-        try:
-            unpack_run(packed, claim.run_dir)
-        except (UnsafeRunArchive, tarfile.TarError) as e:
-            summary, error = None, f"{e} (shipped by node {where.get('node_id')})"
+    refused = shipping.install(packed, claim.run_dir, f"node {where.get('node_id')}")
+    if refused:
+        summary, error = None, refused
     note = f"ray node {where['node_id']} ({where['node_ip']})" if where.get("node_id") else None
     store.finish(claim, me, summary=summary, error=error, retries=opts.retries, note=note)

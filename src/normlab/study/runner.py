@@ -37,7 +37,7 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
               workers: int | None = None, threads: int = 1, address: str | None = None,
               lease_s: float = 60.0, heartbeat_s: float | None = None, poll_s: float = 1.0,
               progress: bool | None = None, batch: int | None = None,
-              display: "Display | None" = None, retry_failed: bool = False) -> Store:
+              display: "Display | None" = None, retry_failed: bool = False, options: Any = None) -> Store:
     """Run every unfinished trial of the study in ``store_root``; returns the store.
 
     Safe to rerun after any crash, and to run twice at once on the same store: trials are
@@ -45,16 +45,21 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
     trials, the running ones and an ETA on stderr (a bar on a terminal, plain lines
     otherwise; False: nothing); ``display``: feed this :class:`normlab.core.progress.Progress`
     instead (one display over several studies), which the caller closes. ``batch``: train up to
-    this many compatible fresh trials as one batched computation in a local worker
-    (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
-    batching measured 1.0x and one trial per core is faster (docs/performance.md). A spec with
+    this many compatible fresh trials as one batched computation in a local worker or a Slurm
+    job (``normlab.train.batched``); None picks 8 when a GPU is present and 1 on CPU, where
+    batching measured 1.0x and one trial per core is faster (docs/performance.md), and lets
+    the slurm executor size its packs (``normlab.study.slurm_script.pack_size``). ``options``:
+    the executor's own section (``SlurmConfig`` for slurm; None: its defaults). A spec with
     ``extend_stalled_to`` then resumes its stalled trials to that horizon (``normlab.study.extend``).
     ``retry_failed``: put the store's failed trials back to pending first (``Store.requeue_failed``).
     SIGINT or SIGTERM: the trials stop at their checkpoints, then this raises KeyboardInterrupt
     (``normlab.core.stopping.received()`` names the signal).
     """
 
-    run = EXECUTORS.get(executor)
+    chosen = EXECUTORS.get(executor)
+    if options is not None and (chosen.options is None or not isinstance(options, chosen.options)):
+        raise UserError(f"--executor {executor} takes no {type(options).__name__} options "
+                        "(the --slurm options are for --executor slurm)")
     if threads < 1:
         raise ConfigError("--threads-per-run", threads, "must be >= 1")
     if workers is not None and workers < 1:
@@ -63,16 +68,16 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
         raise ConfigError("--lease", lease_s, "must be > 0 seconds, e.g. 60")
     if batch is not None and batch < 1:
         raise ConfigError("--batch", batch, "must be >= 1 (1 = no trial batching)")
-    if batch is not None and batch > 1 and executor != "local":
-        raise ConfigError("--batch", batch, "trial batching runs in local workers; use --executor local "
-                          "or --batch 1")
+    if batch is not None and batch > 1 and not chosen.batches:
+        raise ConfigError("--batch", batch, f"--executor {executor} trains one trial per task; use "
+                          "--executor local or slurm to batch trials, or --batch 1")
     # SIGTERM stops a study as Ctrl-C does, so that both end in the line naming the command
     # that resumes (the executors pass the signal on to their trials).
     with stopping.handling(stopping.interrupt):
         if batch is None:
             import torch
 
-            batch = 8 if executor == "local" and torch.cuda.is_available() else 1
+            batch = 0 if chosen.sizes_packs else 8 if chosen.batches and torch.cuda.is_available() else 1
         store = open_store(spec, store_root)
         if retry_failed:
             store.requeue_failed()
@@ -84,7 +89,8 @@ def run_study(spec: StudySpec | None, store_root: str | Path, *, executor: str =
         store.close()
         with _display(progress, display, "normlab") as shown:
             with StorePoller(store.root, shown, plan=display is None):
-                run(store.root, opts, workers=workers or default_workers(threads), address=address)
+                chosen.run(store.root, opts, workers=workers or default_workers(threads), address=address,
+                           options=options)
             if stopping.received() is not None:  # the trials stopped at their checkpoints
                 raise KeyboardInterrupt
             if resolved.get("extend_stalled_to") is not None:  # on this machine, whatever the executor

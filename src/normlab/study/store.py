@@ -11,8 +11,13 @@ Layout: ``STORE/spec.json`` (resolved spec), ``STORE/study.sqlite`` (tables ``tr
   presumed-dead worker that comes back cannot overwrite its successor's result;
 * completed and diverged are final; an exception is retried ``retries`` times, then final
   ``failed`` with the error text;
-* release: a trial whose Ray task was lost with its node goes back to pending at once (a
-  death, not a failure), to resume from its checkpoint.
+* release: a trial whose Ray task or Slurm job was lost goes back to pending at once (a
+  death, not a failure), to resume from its checkpoint;
+* adopt: a rerun Slurm driver takes over the running attempt of a dead driver whose job still
+  runs, without a new attempt (``normlab.study.slurm``).
+
+Layout beyond the database: STORE/slurm/ belongs to the slurm executor
+(``normlab.study.slurm_queue``).
 """
 
 from __future__ import annotations
@@ -244,6 +249,12 @@ class Store:
         marks = ",".join("?" * len(FINAL))
         return self.conn.execute(f"SELECT COUNT(*) FROM trials WHERE status NOT IN ({marks})", FINAL).fetchone()[0]
 
+    def unfinished_configs(self) -> list[str]:
+        """The config JSON of every trial not yet final (what a GPU pack is sized for)."""
+        marks = ",".join("?" * len(FINAL))
+        return [r[0] for r in self.conn.execute(f"SELECT config FROM trials WHERE status NOT IN ({marks}) ORDER BY idx",
+                                                FINAL)]
+
     # -- writers (each one transaction) ----------------------------------------------
     def claim(self, worker: str, lease_s: float, retries: int = 1) -> Lease | None:
         """Take the next runnable trial, or None when nothing is runnable now."""
@@ -285,6 +296,25 @@ class Store:
                 if len(out) >= limit or status != "pending" or attempts:
                     break
         return out
+
+    def adopt(self, trial: str, attempt: int, worker: str, lease_s: float) -> Lease | None:
+        """Take over ``trial``'s running ``attempt`` from a holder that is gone (dead pid on this
+        host, or lease expired), without a new attempt: its Slurm job still runs it, and a
+        rerun driver reattaches to that job instead of claiming the trial again. None when the
+        trial is not running that attempt, or its holder is alive."""
+        now = time.time()
+        with _immediate(self.conn) as c:
+            row = c.execute("SELECT worker, heartbeat, params, config, run_dir FROM trials WHERE id=? AND "
+                            "attempts=? AND status='running'", (trial, attempt)).fetchone()
+            if row is None:
+                return None
+            owner, beat, params, config, run_dir = row
+            if owner != worker and not ((beat or 0) < now - lease_s or _worker_dead(owner)):
+                return None
+            c.execute("UPDATE trials SET worker=?, heartbeat=? WHERE id=?", (worker, now, trial))
+            _event(c, trial, attempt, "adopt", worker, now, f"from {owner}")
+        return Lease(trial, attempt, json.loads(params), config,
+                     self.root / safe_relpath(run_dir, f"trials[{trial}].run_dir"), previous="running")
 
     def requeue_failed(self) -> int:
         """Put every failed trial back to pending with its failure count reset (a rerun after the

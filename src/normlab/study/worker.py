@@ -38,6 +38,7 @@ class WorkerOptions:
     retries: int = 1           # failures before a trial is final 'failed' (from the spec)
     trial: str = "train"       # TRIALS name or "module:function" (from the spec)
     batch: int = 1             # up to this many compatible fresh trials trained as one batch
+    #                            (0: the executor sizes its packs: slurm)
 
 
 class Heartbeat:
