@@ -174,6 +174,7 @@ INVALID = [
     (ModelConfig, {"n_kv_head": 3}, "model.n_kv_head", "must divide model.n_head=4"),
     (Built, {"n_kv_head": 2, "placement": "deepnorm"}, "model.n_kv_head", "set model.n_kv_head=none"),
     (ModelConfig, {"qk_norm_span": "all"}, "model.qk_norm_span", "use head or full"),
+    (ModelConfig, {"attn_gate": "sigmoid"}, "model.attn_gate", "use elementwise, headwise or none"),
     (ModelConfig, {"qk_norm_span": "full"}, "model.qk_norm_span", "set model.qk_norm too"),
     (ModelConfig, {"rope_base": 0.0}, "model.rope_base", "> 0"),
     (ModelConfig, {"d_head": 0}, "model.d_head", ">= 1 or none"),

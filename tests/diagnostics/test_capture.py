@@ -39,7 +39,9 @@ def test_recording_matches_piecewise_forward(placement: str) -> None:
     for got, h in zip(rec.stream, manual):
         assert got.shape == (2, 6, 8)
         torch.testing.assert_close(got, h[0] if isinstance(h, tuple) else h)
-    two = all(isinstance(h, tuple) for h in manual)
+    # a second stream: a second tensor shaped like the first (ResiDual's d, SiameseNorm's y, mHC's
+    # x_2); Attention Residuals' state carries its sources as a tuple beside the sum, not a stream
+    two = all(isinstance(h, tuple) and isinstance(h[1], torch.Tensor) and h[1].shape == h[0].shape for h in manual)
     aux = rec.aux_stream()
     assert (aux is not None) == two  # a second stream exactly for the two-stream placements
     if two:

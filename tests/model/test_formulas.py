@@ -84,7 +84,11 @@ def attn(a, x: torch.Tensor) -> torch.Tensor:
         if a.softcap is not None:
             s_t = a.softcap * torch.tanh(s_t / a.softcap)
         out[:, :, t:t + 1] = s_t.softmax(-1) @ v[:, :, lo:t + 1]
-    y = pre_proj(a.pre_proj, out.transpose(1, 2).reshape(B, T, -1))
+    out = out.transpose(1, 2)  # (B, T, H, Dh)
+    if a.gate is not None:  # gated attention: Y * sigmoid(x W_g + b_g), per head dimension or per head
+        g = x @ a.gate.w.weight.T + (a.gate.w.bias if a.gate.w.bias is not None else 0)
+        out = out * torch.sigmoid(g).view(B, T, H, -1)
+    y = pre_proj(a.pre_proj, out.reshape(B, T, -1))
     return y @ a.proj.weight.T + (a.proj.bias if a.proj.bias is not None else 0)
 
 
@@ -279,6 +283,7 @@ def test_every_registered_placement_has_a_formula_test() -> None:
     """Adding a placement means adding its hand-written formula here (docs/architecture.md)."""
 
     two_stream_or_sphere = {"resi_dual", "ngpt"}  # their own tests above
+    two_stream_or_sphere |= {"siamese", "attn_res", "mhc"}  # theirs in test_formulas_residual2026.py
     assert set(PLACEMENTS.names()) == set(SINGLE) | two_stream_or_sphere
 
 

@@ -52,6 +52,10 @@ def _norms(args: argparse.Namespace) -> int:
     _table([(n, f.formula, f.source) for n, f in NORMS.items()])
     print("\nmodel.qk_norm (per head, on q and k before the dot product; model.qkv_norm adds v):")
     _table([(n, f.formula, f.source) for n, f in QK_NORMS.items()])
+    from normlab.model.attention_gate import OutputGate
+
+    print("\nmodel.attn_gate (a gate on each head's output after attention, before W_O; not a norm, listed beside them):")
+    _table([(n, formula, OutputGate.source) for n, formula in OutputGate.formula.items()])
     return 0
 
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from normlab.model.attention_gate import OutputGate
 from normlab.model.config import ModelConfig
 from normlab.model.registries import ACTIVATIONS
 
@@ -60,8 +61,10 @@ class CausalSelfAttention(nn.Module):
     a query sees the last ``model.sliding_window`` keys only (itself included), and
     ``model.attn_softcap`` c caps the logits as c*tanh(logit/c) before the mask (Gemma 2), which
     takes the explicit path (SDPA has no cap).
-    Set ``record = True`` to take the explicit (slower) path that stores the maximum
-    |logit| and the minimum attention entropy (queries 1.., nats) of the last call in ``self.stats``.
+    ``model.attn_gate`` multiplies each head's output by sigmoid(x W_g + b_g) before W_O (gated
+    attention, Qiu et al. 2025: G1, after SDPA; ``OutputGate``). Set ``record = True`` to take the
+    explicit (slower) path that stores the maximum |logit| and the minimum attention entropy
+    (queries 1.., nats) of the last call in ``self.stats``.
     """
 
     def __init__(self, cfg: ModelConfig, qk_norm: Callable[[int, float, bool], nn.Module] | None = None,
@@ -76,6 +79,8 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d, q + 2 * kv, bias=cfg.bias)
         self.proj = nn.Linear(q, d, bias=cfg.bias)
         self.proj.residual = True  # type: ignore[assignment]  # marks a residual projection for init (GPT-2 scaling)
+        # Built here, after W_O, so that construction order stays registration order (materialise replays it).
+        self.gate = OutputGate(cfg) if cfg.attn_gate is not None else None
         self.dropout = cfg.dropout
         self.drop = nn.Dropout(cfg.dropout)
         make = qk_norm
@@ -137,7 +142,10 @@ class CausalSelfAttention(nn.Module):
             mask = None if self.window is None else ~self._hidden_mask(T, q.device)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=factor,
                                                dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, n_head*head_dim), heads concatenated
+        y = y.transpose(1, 2)  # (B, T, H, Dh)
+        if self.gate is not None:
+            y = self.gate(x, y)
+        y = y.reshape(B, T, -1)  # (B, T, n_head*head_dim), heads concatenated
         if type(self.pre_proj) is not nn.Identity:
             y = self.pre_proj(y)
         y = self.proj(y)  # -> (B, T, d)

@@ -11,7 +11,19 @@ from __future__ import annotations
 from torch import nn
 
 from normlab.core import plugins
-from normlab.model import attention, impls, init, layout, norms, placements, placements_inner, placements_keel, streams
+from normlab.model import (
+    attention,
+    impls,
+    init,
+    layout,
+    norms,
+    placements,
+    placements_inner,
+    placements_keel,
+    streams,
+    streams_2026,
+    streams_mhc,
+)
 from normlab.model.placement import Placement
 from normlab.model.registries import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
 
@@ -34,6 +46,9 @@ PLACEMENTS.add("hybridnorm_star", placements_inner.HybridNormStar)
 PLACEMENTS.add("normformer", placements_inner.NormFormer)
 PLACEMENTS.add("subln", placements_inner.SubLN)
 PLACEMENTS.add("keel", placements_keel.Keel)
+PLACEMENTS.add("siamese", streams_2026.SiameseNorm)
+PLACEMENTS.add("attn_res", streams_2026.AttentionResiduals)
+PLACEMENTS.add("mhc", streams_mhc.MHC)
 
 LAYOUTS.add("mix", layout.Mix)
 

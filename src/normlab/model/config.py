@@ -100,6 +100,9 @@ class ModelConfig(Section):
                                           None, omit_default=True)
     rope_local_base: float | None = doc("RoPE base theta of the sliding-window blocks (Gemma 3: 10000 locally, "
                                         "rope_base globally; none = model.rope_base)", None, omit_default=True)
+    attn_gate: str | None = doc("gate each head's attention output by sigmoid(x W_g + b) before W_O (gated attention, "
+                                "Qiu et al. 2025): 'elementwise' (the paper's best, one score per head dimension) or "
+                                "'headwise' (one per head); none = no gate", None, omit_default=True)
     impl: str = doc("the code that computes this architecture: {names} (hf-gpt2: transformers' GPT-2, "
                     "initialised with the lab model's seeded weights, a baseline for placement pre)", "normlab",
                     names=IMPLS, omit_default=True)
@@ -147,6 +150,8 @@ class ModelConfig(Section):
             self.check(self.n_kv_head >= 1 and self.n_head % self.n_kv_head == 0, "n_kv_head",
                        f"must divide model.n_head={self.n_head} (or be none = n_head)")
         self.check(self.qk_norm_span in ("head", "full"), "qk_norm_span", "use head or full")
+        self.check(self.attn_gate in (None, "elementwise", "headwise"), "attn_gate",
+                   "use elementwise, headwise or none")
         self.check(self.rope_base > 0, "rope_base", "must be > 0, e.g. 10000")
         self.check(self.d_ff is None or self.d_ff >= 1, "d_ff", "must be >= 1 or none (= 4*d_model)")
         self.check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")

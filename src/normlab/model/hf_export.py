@@ -54,6 +54,9 @@ _NOT_EXPRESSED = {
     "subln": f"none of {_WRITTEN} normalises the input of W_O and W_2 (Sub-LN; transformers' BitNet does, "
              "with ternary BitLinear weights the lab model lacks)",
     "keel": f"none of {_WRITTEN} up-weights the shortcut and normalises the stream after the add (Keel)",
+    "siamese": f"{_WRITTEN} keep one residual stream; SiameseNorm keeps two",
+    "attn_res": f"none of {_WRITTEN} replaces the residual sum by attention over depth (Attention Residuals)",
+    "mhc": f"{_WRITTEN} keep one residual stream; mHC keeps four",
 }
 _EXEMPT = ("init", "dropout", "impl")
 

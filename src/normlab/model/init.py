@@ -157,6 +157,9 @@ def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits belo
     | normformer head scales (attn.pre_proj)   | 1                                              |
     | ngpt alpha, s_qk, s_fc, s_z (raw)        | 1/sqrt(d), 1/sqrt(d), 1, 1/sqrt(d) (effective 0.05, 1, 1, 1) |
     | ngpt fc_gain (buffer, not saved)         | sqrt(d) on the rows of W_1 feeding the nonlinearity, 1 on the others |
+    | attn_res query (w_l; the stream's too)   | 0 (uniform weights over depth); key_norm gain 1 |
+    | mhc phi, a, b                            | 0; 0.01; b_pre one-hot on stream (k-1) mod 4, b_post 1, b_res I |
+    | attn.gate.w (model.attn_gate)            | a linear like the others: the scheme's draw, bias 0 |
 
     Then each placement's ``init_()`` adjusts its own tensors and the stream's ``init_``
     the model-level ones:
