@@ -1,6 +1,7 @@
-"""The frontier figure of a stability map: each placement's critical learning rate (where half
+"""The frontier figures of a stability map: each placement's critical learning rate (where half
 its seeds train by the horizon; ``normlab.study.frontier``) against depth, one line per
-warm-up, each point with its 95% interval.
+warm-up, and (a study with a width axis) against width, one line per parametrisation, each
+point with its 95% interval.
 
 A censored point (every lr trains, or none does) sits at the lr it lies beyond, drawn as a
 hollow triangle with an arrow pointing to where the critical lr is (up: above the largest lr
@@ -62,6 +63,49 @@ def frontier_figure(lines: Sequence[Any], lrs: Sequence[float], horizon: int, ti
     return fig
 
 
+def width_figure(lines: Sequence[Any], lrs: Sequence[float], horizon: int, title: str) -> Any:
+    """Critical lr against width (log2 axis), one panel per placement, one line per
+    parametrisation x depth x warm-up: where muP should hold the critical lr flat and SP let
+    it fall. ``lines``: ``study.frontier.Line`` of one horizon with a width."""
+    lines = [x for x in lines if x.width is not None]
+    placements = list(dict.fromkeys(x.placement for x in lines))
+    ncols = min(3, max(len(placements), 1))
+    nrows = max(1, math.ceil(len(placements) / ncols))
+    fig, axes = figure(ncols=ncols, nrows=nrows, width=6.4 / min(ncols, 2) if ncols > 1 else 5.2, height=3.4)
+    axes = list(axes) if ncols * nrows > 1 else [axes]
+    ymin, ymax = min(lrs) / 2.5, max(lrs) * 2.5
+    widths = sorted({x.width for x in lines})
+    kinds = list(dict.fromkeys((x.param, x.depth, x.warmup) for x in lines))
+    for ax, pl in zip(axes, placements):
+        for i, (par, depth, wu) in enumerate(kinds):
+            c = WARMUP_COLOURS[i % len(WARMUP_COLOURS)]
+            mine = sorted((x for x in lines if x.placement == pl and (x.param, x.depth, x.warmup) == (par, depth, wu)),
+                          key=lambda x: x.width)
+            xs, ys = [], []
+            for line in mine:
+                w = line.width * 2 ** ((i - (len(kinds) - 1) / 2) * 0.06)  # side by side on the log axis
+                _point(ax, w, line.frontier, c, 0.04 * w, ymin, ymax)
+                f = line.frontier
+                xs.append(w)
+                ys.append(f.lr if f.lr is not None else f.bound)
+            label = ", ".join(b for b in (par or "", f"L={depth}", f"warm-up {num(wu)}") if b)
+            ax.plot(xs, ys, color=c, lw=1.2, alpha=0.6, label=label)
+        ax.axhspan(ymin, min(lrs), color="#EEEEEE", zorder=0)
+        ax.axhspan(max(lrs), ymax, color="#EEEEEE", zorder=0)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_ylim(ymin, ymax)
+        ax.set_xticks(widths, [num(w) for w in widths])
+        ax.set(title=pl, xlabel="width d_model")
+        ax.set_ylabel("critical lr" if axes.index(ax) % ncols == 0 else "")
+    for ax in axes[len(placements):]:
+        ax.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels() if placements else ([], [])
+    fig.legend(handles, labels, loc="outside lower center", ncol=max(min(len(labels), 3), 1), frameon=False)
+    fig.suptitle(f"{title} (by step {horizon})")
+    return fig
+
+
 def _point(ax: Any, x: float, f: Any, c: str, cap: float, ymin: float, ymax: float) -> None:
     """One critical lr: a dot with its interval, or a censored triangle with its arrow."""
     arrow = {"arrowstyle": "-|>", "color": c, "lw": 1.4, "mutation_scale": 12}
@@ -83,4 +127,4 @@ def _point(ax: Any, x: float, f: Any, c: str, cap: float, ymin: float, ymax: flo
     ax.plot([x], [min(max(f.lr, ymin), ymax)], marker="o", ms=6, color=c, ls="none")
 
 
-__all__ = ["WARMUP_COLOURS", "frontier_figure"]
+__all__ = ["WARMUP_COLOURS", "frontier_figure", "width_figure"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from normlab.data.unigram import DataCE
-from normlab.report.frontier_fig import frontier_figure
+from normlab.report.frontier_fig import frontier_figure, width_figure
 from normlab.report.html import Page
 from normlab.report.kinds import MIN_LRS  # fewer lrs per line: no frontier section
 from normlab.report.numbers import num
-from normlab.study.frontier import contrasts, frontiers
+from normlab.study.frontier import PARAM, WIDTH, contrasts, frontiers
 from normlab.study.horizons import horizon_cells, horizons
 from normlab.study.store import TrialRecord
 
@@ -39,25 +39,39 @@ def add_frontier(page: Page, trials: Sequence[TrialRecord], ce: DataCE, lrs: Seq
               "does (below the smallest). The grey bands lie outside the lrs tried. Method: docs/theory.md, "
               "'Critical learning rates'.")
     rows, crows = [], []
+    widths = any(t.params.get(WIDTH) is not None or t.params.get(PARAM) is not None for t in finished)
     for h in _shown(hs):
         lines = frontiers(finished, ce, h)
         if not lines:
             continue
-        page.figure(frontier_figure(lines, lrs, h, "Critical lr against depth"), f"frontier_{h}",
-                    f"Critical learning rate by step {h}, per placement, against depth, one line per warm-up; "
-                    "bars: 95% intervals; arrows: censored points and unbounded interval sides.", wide=True)
+        shapes = list(dict.fromkeys((x.width, x.param) for x in lines))
+        for width, param in shapes:  # one depth figure per width x parametrisation the study has
+            mine = [x for x in lines if (x.width, x.param) == (width, param)]
+            if len(shapes) > 1 and len({x.depth for x in mine}) < 2:
+                continue
+            at = mine[0].where()
+            page.figure(frontier_figure(mine, lrs, h, f"Critical lr against depth{at}"),
+                        f"frontier_{h}" + (f"_d{width}_{param}" if len(shapes) > 1 else ""),
+                        f"Critical learning rate by step {h}{at}, per placement, against depth, one line per warm-up; "
+                        "bars: 95% intervals; arrows: censored points and unbounded interval sides.", wide=True)
+        if len({x.width for x in lines if x.width is not None}) > 1:
+            page.figure(width_figure(lines, lrs, h, "Critical lr against width"), f"frontier_width_{h}",
+                        f"Critical learning rate by step {h}, per placement, against width (d_model), one line per "
+                        "parametrisation, depth and warm-up: under muP it should stay put, under standard "
+                        "parametrisation fall; bars: 95% intervals; arrows: censored points.", wide=True)
         for x in lines:
             f = x.frontier
-            rows.append([h, x.placement, x.depth, x.warmup, f.text(), f.method, f.left_out,
-                         " ".join(f"{k}/{n}" for k, n in zip(f.trains, f.seeds))])
+            rows.append([h, x.placement, x.depth, x.warmup, *([x.width, x.param] if widths else []), f.text(),
+                         f.method, f.left_out, " ".join(f"{k}/{n}" for k, n in zip(f.trains, f.seeds))])
         crows += [[c.horizon, c.placement, c.factor, c.arm, c.control, c.effect.text()] for c in contrasts(lines)]
     page.raw("<h3>Critical learning rates</h3>")
     page.text("Lrs below the lowest lr where the most seeds train are left out of the fit (at a short horizon a "
               "small lr can stall because it is slow): the frontier is the transition above it.")
-    page.table(["by step", "placement", "depth", "warm-up", "critical lr [95% interval]", "method",
+    page.table(["by step", "placement", "depth", "warm-up", *(["width", "param"] if widths else []),
+                "critical lr [95% interval]", "method",
                 "lrs left out (slow)", "seeds that train per lr (low to high)"], rows)
     if crows:
-        page.raw("<h3>Warm-up and depth, against their controls</h3>")
+        page.raw("<h3>Warm-up, depth and width, against their controls</h3>")
         page.text("log10(critical lr of the arm / critical lr of its control): positive = the arm trains at higher "
                   "lrs. Intervals combine the two critical lrs' own (MOVER); a censored critical lr leaves a bound.")
         page.table(["by step", "placement", "factor", "arm", "control", "difference of log10 critical lr"], crows)
