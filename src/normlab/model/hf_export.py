@@ -55,7 +55,7 @@ _NOT_EXPRESSED = {
              "with ternary BitLinear weights the lab model lacks)",
     "keel": f"none of {_WRITTEN} up-weights the shortcut and normalises the stream after the add (Keel)",
 }
-_EXEMPT = ("init", "dropout", "impl")
+_EXEMPT = ("init", "dropout", "impl", "base_width", "base_depth")  # (base_*: read only by a parametrisation; model.param is compared)
 
 
 def _placement(cfg: ModelConfig) -> str:
