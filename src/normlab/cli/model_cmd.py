@@ -1,4 +1,4 @@
-"""``normlab placements``, ``normlab norms``, ``normlab inits``: what each switch name means."""
+"""``normlab placements``, ``normlab norms``, ``normlab inits``, ``normlab params``: what each switch name means."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="List the weight initialisation schemes (--set model.init=NAME) with their "
                                    "formula and source; placements add their own adjustments on top.")
     p.set_defaults(func=_inits)
+    p = sub.add_parser("params", help="list parametrisations (model.param: sp, muP, CompleteP)",
+                       description="List the parametrisations (--set model.param=NAME, with model.base_width and "
+                                   "model.base_depth) with their formula, source and options; see "
+                                   "docs/parametrisation.md.")
+    p.set_defaults(func=_params)
 
 
 def _table(rows: list[tuple[str, str, str]], header: tuple[str, str, str] = ("name", "formula", "source")) -> None:
@@ -65,4 +70,18 @@ def _inits(args: argparse.Namespace) -> int:
     _table([(n, s.formula, s.source) for n, s in INITS.items()])
     print("\nPlacements add their own adjustments (DeepNorm beta, ReZero 0, Admin omega, nGPT sphere); "
           "see `normlab placements`.")
+    return 0
+
+
+def _params(args: argparse.Namespace) -> int:
+    from normlab.core.schema import explain
+    from normlab.model.catalogue import PARAMS
+
+    _table([(n, cls.formula, cls.source) for n, cls in PARAMS.items()])
+    options = [(n, key, default, help) for n, cls in PARAMS.items() for key, _, default, help in explain(cls.Options)]
+    if options:
+        print("\nOptions, written beside the name: model.param = {name = \"completep\", alpha = 0.5}")
+        for name, key, default, help in options:
+            print(f"  {name}.{key} (default {default!r}): {help}")
+    print("\nm_w = model.d_model / model.base_width, m_d = model.n_layer / model.base_depth; see docs/parametrisation.md.")
     return 0

@@ -24,7 +24,7 @@ from normlab.diagnostics import spikes
 from normlab.diagnostics.statistic import STATISTICS, Captured, Figure, Statistic
 from normlab.stats import tensors as stats
 
-PROBE, TRAINING = frozenset({"probe"}), frozenset({"training"})
+PROBE, TRAINING, COORD = frozenset({"probe"}), frozenset({"training"}), frozenset({"coord"})
 INSPECT, ANALYZE, BOTH = frozenset({"inspect"}), frozenset({"analyze"}), frozenset({"inspect", "analyze"})
 Rows = list[tuple[tuple[int, str, str], Any]]
 
@@ -101,6 +101,11 @@ def _rms(s: Any) -> Any:
     return s.stacked.pow(2).mean(dim=(1, 2, 3)).sqrt()
 
 
+def _change(c: Captured) -> Any:
+    assert c.stream is not None and c.reference_stream is not None  # the needs of change_rms
+    return (c.stream.stacked - c.reference_stream.stacked).pow(2).mean(dim=(1, 2, 3)).sqrt()
+
+
 def _cos(s: Any) -> Any:
     return s.pair_cos.mean(dim=(1, 2))
 
@@ -163,7 +168,7 @@ STATISTICS.add("jac_rms_to_last", Statistic("jac_rms_to_last", "inputs", frozens
                                             "RMS singular value of dx_L/dx_l (Hutchinson projections; 1 = norm-preserving)", _jacobian,
                                             "RMS singular value of ∂x_L/∂x_l", PROBE, draw=(Figure("layers", "layers_jacobian", "end-to-end Jacobian"),)))
 STATISTICS.add("rms", Statistic("rms", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream", lambda c: _rms(c.stream),
-                                "RMS of x_l", TRAINING))
+                                "RMS of x_l", TRAINING | COORD))
 STATISTICS.add("rms_of_mean_sq", Statistic("rms_of_mean_sq", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream, in float64",
                                            lambda c: [math.sqrt(float(_stats().mean_sq(x))) for x in c.stream.states], "RMS of x_l", INSPECT,
                                            key="rms", draw=("none",)))
@@ -242,6 +247,18 @@ STATISTICS.add("measured_max_logit", Statistic("measured_max_logit", "labelled",
                                                "max attention logit", INSPECT, key="max_logit",
                                                draw=(Figure("layers", "layers_max_logit", "attention max logit per layer", sublayer="attn",
                                                             params=("all",)),)))
+# ------------------------------------------------------------ the coordinate check across widths (train/coord.py)
+STATISTICS.add("change_rms", Statistic("change_rms", "states", frozenset({"stream", "reference_stream"}),
+                                       "RMS of x_l(W_t) - x_l(W_0) on one batch: each layer's change after t steps "
+                                       "(muP's coordinate check, Yang et al. 2022)", _change, "RMS of x_l - x_l at init",
+                                       COORD, draw=("none",)))
+STATISTICS.add("logit_rms", Statistic("logit_rms", "scalar", frozenset({"logits"}), "RMS of the logits",
+                                      lambda c: c.logits.float().pow(2).mean().sqrt(), "RMS of the logits", COORD,
+                                      draw=("none",)))
+STATISTICS.add("logit_change_rms", Statistic("logit_change_rms", "scalar", frozenset({"logits", "reference"}),
+                                             "RMS of z(W_t) - z(W_0), z the logits on one batch (the output's change)",
+                                             lambda c: (c.logits.float() - c.reference.float()).pow(2).mean().sqrt(),
+                                             "RMS of the logits' change", COORD, draw=("none",)))
 # ------------------------------------------------------------ stability monitors (OLMo-core's, Peri-LN's figure)
 STATISTICS.add("act_mean", Statistic("act_mean", "states", _STREAM, "mean entry of x_l, per sequence then averaged (OLMo-core GAP)",
                                      _act(0), "mean of x_l", PROBE | TRAINING | INSPECT))

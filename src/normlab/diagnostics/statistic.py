@@ -1,7 +1,8 @@
 """A statistic as one small object: its name, what it is over, what it needs, how to compute it.
 
 The probe (``normlab probe``), the in-training diagnostics (``diagnostics.jsonl``),
-``normlab inspect``, ``normlab analyze`` and the report pages all read the same registry
+``normlab inspect``, ``normlab analyze``, the coordinate check across widths
+(``normlab.train.coord``, tool ``coord``) and the report pages all read the same registry
 (``normlab.diagnostics.catalogue.STATISTICS``), so a new statistic is one :class:`Statistic`
 added there: every tool that captures what it needs writes its rows, and every page draws
 the figures it declares (``draw``, a :class:`Figure` or a kind each).
@@ -43,12 +44,16 @@ probe, whose attention takes the fast path:
 | param_stats | ``moments["param"]``: (places, 3) mean, variance, max abs of each place's parameters | per block | per group, after the update |
 | grad_stats  | ``moments["grad"]``: the same of their gradients | per block | per group, before clipping |
 | history     | ``history``: the spike scan of every step's loss and gradient norm (``diagnostics.spikes``) | no | yes |
+| reference_stream | ``reference_stream``: x_0..x_L of W_0 on the same batch (the coordinate check's) | no | no |
 
 ``inspect`` and ``analyze`` capture ``stream`` and ``loss`` too, and name what they measure
 themselves in ``measured`` (a need each): ``deletion`` (L losses, block l skipped; both),
 ``state_grads`` (L+1 norms of dLoss/dx_l), ``block_grads`` (L per-block gradient norms),
 ``log_z`` and ``max_logit`` (L; inspect only). ``inspect`` provides ``param_stats`` and
 ``grad_stats`` per block too (gradients reduced as they arrive).
+
+The coordinate check (tool ``coord``) captures ``stream``, ``logits``, ``reference`` and
+``reference_stream`` of one fixed batch at initialisation and after a few optimizer steps.
 
 Training computes statistics that need ``grads`` or ``grad_stats`` right after the backward
 (before clipping changes the gradients) and every other one after the optimizer step.
@@ -71,13 +76,14 @@ if TYPE_CHECKING:  # torch is imported by the tools that capture, not by readers
 OVER: dict[str, str] = {"states": "stream x_l", "inputs": "stream x_l", "blocks": "block",
                         "groups": "parameter group", "scalar": "", "labelled": "layer", "pairs": "stream x_l"}
 _EXTRA = {"states": 1, "inputs": 0, "blocks": 0, "groups": 2}  # values beyond L
-TOOLS = frozenset({"probe", "training", "inspect", "analyze"})
+TOOLS = frozenset({"probe", "training", "inspect", "analyze", "coord"})
 # Every name a statistic may need: what some tool captures into a Captured (the table in the
 # module docstring says what each holds and which tool captures it). A statistic's needs are
 # checked against these when it is defined: a misspelt need would otherwise never be met, and
 # the statistic would silently never be computed. A new kind of capture adds its name here.
 NEEDS: tuple[str, ...] = ("stream", "aux", "logits", "loss", "attention", "reference", "grads", "update", "param_grads",
                           "stream_grads", "jacobian", "norm_inputs", "param_stats", "grad_stats", "history",
+                          "reference_stream",
                           # measured by inspect and analyze themselves (Captured.measured)
                           "deletion", "state_grads", "block_grads", "log_z", "max_logit")
 # how a page draws a statistic (docs/diagnostics.md); a statistic without ``draw`` gets _BY_OVER's
@@ -241,6 +247,7 @@ class Captured:
     loss: torch.Tensor | None = None
     attention: dict[str, torch.Tensor] = field(default_factory=dict)
     reference: torch.Tensor | None = None
+    reference_stream: StreamStates | None = None
     grads: list[torch.Tensor] | None = None
     params: list[torch.Tensor] | None = None
     snapshot: list[torch.Tensor] | None = None

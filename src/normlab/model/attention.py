@@ -68,9 +68,11 @@ class CausalSelfAttention(nn.Module):
     """
 
     def __init__(self, cfg: ModelConfig, qk_norm: Callable[[int, float, bool], nn.Module] | None = None,
-                 layer: int = 1) -> None:
+                 layer: int = 1, scale: float | None = None) -> None:
         """``qk_norm``: the norm ``model.qk_norm`` names (the model builder resolves it), or None;
-        ``layer``: the 1-based block, which picks its sliding window and RoPE base."""
+        ``layer``: the 1-based block, which picks its sliding window and RoPE base; ``scale``: the
+        parametrisation's softmax scale (``model.param``; none = 1/sqrt(d_head)), which
+        ``model.attn_scale`` replaces when set."""
         super().__init__()
         d, self.n_head, self.head_dim = cfg.d_model, cfg.n_head, cfg.head_dim
         self.n_kv_head = cfg.kv_heads
@@ -90,7 +92,8 @@ class CausalSelfAttention(nn.Module):
         self.k_norm = make(dk, cfg.norm_eps, cfg.bias) if make else nn.Identity()
         self.v_norm = make(dk, cfg.norm_eps, cfg.bias) if make and cfg.qkv_norm else nn.Identity()
         # softmax temperature: a float, or a learned scalar (l2 QK-norm)
-        self.scale: float | nn.Parameter = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(self.head_dim)
+        default = scale if scale is not None else 1.0 / math.sqrt(self.head_dim)
+        self.scale: float | nn.Parameter = cfg.attn_scale if cfg.attn_scale is not None else default
         if getattr(make, "learned_scale", False):  # unit-length q, k (L2Norm): 1/sqrt(d) would be far too small
             self.scale = nn.Parameter(torch.empty(()))
         self.context = cfg.context

@@ -3,9 +3,10 @@ placement, layout, norm, qk-norm, init, FFN and activation names and the placeme
 are checked, and where refused combinations are refused.
 
 ``resolve_model(cfg)`` also checks ``model.impl`` (the code that computes the architecture,
-``normlab.model.impls``) and returns a ``ResolvedModel``: per block the (attention, FFN) sub-layers with
-their placement class and validated options, the norm factories, the init scheme and the
-FFN class. ``TransformerLM`` builds from it; callers that only want to validate a config
+``normlab.model.impls``) and ``model.param`` (the parametrisation, ``normlab.model.param``) and
+returns a ``ResolvedModel``: per block the (attention, FFN) sub-layers with their placement class
+and validated options, the norm factories, the init scheme, the FFN class and the
+parametrisation. ``TransformerLM`` builds from it; callers that only want to validate a config
 early (before anything is written) call it too. Accepted ``model.placement`` forms:
 
   "pre"                                   every sub-layer of every block
@@ -27,8 +28,9 @@ from torch import nn
 
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
 from normlab.core.schema import from_dict, help_text
-from normlab.model.catalogue import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+from normlab.model.catalogue import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PARAMS, PLACEMENTS, QK_NORMS
 from normlab.model.config import ModelConfig
+from normlab.model.param import Parametrisation
 from normlab.model.placement import Placement, PlacementOptions, Site, Stream
 
 SUBLAYERS = ("attn", "ffn")
@@ -54,6 +56,7 @@ class ResolvedModel:
     qk_norm: NormFactory | None
     init: Any                                      # the InitScheme of model.init
     ffn: Callable[[ModelConfig], nn.Module]
+    param: Parametrisation                         # the parametrisation of model.param
 
     def names(self) -> list[tuple[str, str]]:
         """Per block, the (attention, FFN) placement names."""
@@ -63,7 +66,7 @@ class ResolvedModel:
         """The Site of sub-layer ``kind`` ("attn", "ffn" or "final") of 1-based block ``layer``."""
         index = {"attn": 2 * layer - 1, "ffn": 2 * layer, "final": 2 * self.cfg.n_layer + 1}[kind]
         options = self.layout[layer - 1][SUBLAYERS.index(kind)].options if kind != "final" else None
-        return Site(self.cfg, layer, kind, index, self.make_norm, self.init, options)
+        return Site(self.cfg, layer, kind, index, self.make_norm, self.init, options, self.param)
 
     def stream(self) -> Stream:
         """The residual stream the placements need (every sub-layer agrees, see ``resolve_model``)."""
@@ -74,7 +77,7 @@ class ResolvedModel:
         its vocabulary (the corpus fixes it after the names are checked): no second resolution."""
         if dataclasses.replace(cfg, vocab_size=self.cfg.vocab_size) != self.cfg:
             raise ValueError("ResolvedModel.for_config: the config differs in more than model.vocab_size; resolve it")
-        return dataclasses.replace(self, cfg=cfg)
+        return dataclasses.replace(self, cfg=cfg, param=type(self.param)(cfg, self.param.options))
 
     @property
     def final_norm(self) -> bool:
@@ -96,7 +99,8 @@ def resolve_model(cfg: ModelConfig) -> ResolvedModel:
     if cfg.attn_scale is not None and getattr(qk_norm, "learned_scale", False):
         raise ConfigError("model.attn_scale", cfg.attn_scale, f"qk_norm {cfg.qk_norm!r} learns its own softmax "
                                                              "scale; set model.attn_scale=none")
-    plan = ResolvedModel(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn))
+    param = _param(cfg, layout)
+    plan = ResolvedModel(cfg, tuple(layout), make_norm, qk_norm, init, FFNS.get(cfg.ffn), param)
     impl.check(cfg)  # after the lab's own checks: an implementation refuses what it cannot compute
     return plan
 
@@ -133,11 +137,35 @@ def lab_internals(cfg: ModelConfig) -> bool:
     return bool(IMPLS.get(cfg.impl).lab_internals)
 
 
-def _options(owner: Any, name: str, given: dict[str, Any], field: str) -> PlacementOptions:
+def _param(cfg: ModelConfig, layout: list[tuple[SubLayer, SubLayer]]) -> Parametrisation:
+    """The parametrisation of ``model.param`` (a name or a table {name = ..., option = ...}), its
+    base fields present, refusing a placement it cannot drive (one line naming both and why)."""
+    spec = cfg.param
+    if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+        name, given = spec["name"], {k: v for k, v in spec.items() if k != "name"}
+    elif isinstance(spec, str):
+        name, given = spec, {}
+    else:
+        raise ConfigError("model.param", spec, f"use a name ({', '.join(PARAMS.names())}) or a table "
+                                               "{name = ..., option = ...}")
+    cls = PARAMS.get(name)
+    param: Parametrisation = cls(cfg, _options(cls, name, given, "model.param", "parametrisation"))
+    param.check(name)
+    for sub in {s.name: s for pair in layout for s in pair}.values():
+        why = param.refusal(sub.cls)
+        if why:
+            raise ConfigError("model.param", spec, f"{name} cannot drive placement {sub.name}: it {why}")
+    if cfg.attn_scale is not None and param.attn_scale() != 1.0 / math.sqrt(cfg.head_dim):
+        raise ConfigError("model.attn_scale", cfg.attn_scale, f"model.param={name!r} sets the softmax scale "
+                                                             "(1/d_head); set model.attn_scale=none")
+    return param
+
+
+def _options(owner: Any, name: str, given: dict[str, Any], field: str, kind: str = "placement") -> PlacementOptions:
     """``owner.Options`` from the table's other keys; errors name ``field.option``."""
     fields = dataclasses.fields(owner.Options)
     if given and not fields:
-        raise ConfigError(f"{field}.{next(iter(given))}", NO_VALUE, f"placement {name!r} has no options")
+        raise ConfigError(f"{field}.{next(iter(given))}", NO_VALUE, f"{kind} {name!r} has no options")
     for f in fields:  # TOML reads inf and nan as numbers: an option's own range check may let inf by
         if f.name in given and not _finite(given[f.name]):
             raise ConfigError(f"{field}.{f.name}", given[f.name], f"must be finite; {help_text(f)}")

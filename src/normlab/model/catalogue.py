@@ -17,6 +17,7 @@ from normlab.model import (
     init,
     layout,
     norms,
+    param,
     placements,
     placements_inner,
     placements_keel,
@@ -25,9 +26,9 @@ from normlab.model import (
     streams_mhc,
 )
 from normlab.model.placement import Placement
-from normlab.model.registries import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PLACEMENTS, QK_NORMS
+from normlab.model.registries import ACTIVATIONS, FFNS, IMPLS, INITS, LAYOUTS, NORMS, PARAMS, PLACEMENTS, QK_NORMS
 
-__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "ACTIVATIONS", "IMPLS", "norm_types"]
+__all__ = ["PLACEMENTS", "LAYOUTS", "NORMS", "QK_NORMS", "INITS", "FFNS", "ACTIVATIONS", "IMPLS", "PARAMS", "norm_types"]
 
 PLACEMENTS.add("post", placements.Post)
 PLACEMENTS.add("pre", placements.Pre)
@@ -79,6 +80,10 @@ ACTIVATIONS.add("gelu_tanh", attention.gelu_tanh)
 
 IMPLS.add("normlab", impls.LAB)
 IMPLS.add("hf-gpt2", impls.HF_GPT2)
+
+PARAMS.add("sp", param.SP)
+PARAMS.add("mup", param.MuP)
+PARAMS.add("completep", param.CompleteP)
 
 # Installed plugins add theirs at the first lookup (docs/plugins.md); none is imported here.
 PLACEMENTS.fill_later(plugins.filler("placements", Placement))

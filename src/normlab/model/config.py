@@ -18,6 +18,7 @@ from normlab.model.registries import (  # help texts' {names}, read when shown
     IMPLS,
     INITS,
     NORMS,
+    PARAMS,
     QK_NORMS,
 )
 
@@ -106,6 +107,16 @@ class ModelConfig(Section):
     impl: str = doc("the code that computes this architecture: {names} (hf-gpt2: transformers' GPT-2, "
                     "initialised with the lab model's seeded weights, a baseline for placement pre)", "normlab",
                     names=IMPLS, omit_default=True)
+    # The parametrisation axis (docs/parametrisation.md), left out of the JSON while unset like
+    # the family options: every config written before it keeps its JSON and its trial id.
+    param: str | dict[str, Any] = doc("parametrisation: {names} (docs/parametrisation.md): how the init, the "
+                                      "per-group Adam lrs and the attention, output and residual-branch "
+                                      "multipliers scale from model.base_width (and model.base_depth); a name or "
+                                      "a table {name=..., option=...}", "sp", names=PARAMS, omit_default=True)
+    base_width: int | None = doc("d_model of the base model whose hyper-parameters mup and completep carry over "
+                                 "(required by them; sp ignores it)", None, omit_default=True)
+    base_depth: int | None = doc("n_layer of the base model (required by completep; sp and mup ignore it)", None,
+                                 omit_default=True)
 
     # Options that moved into their placement: an old key fails naming the new spelling.
     moved: ClassVar[dict[str, str]] = {key: f'model.placement = {{name = "{name}", {option} = {example}}}'
@@ -141,6 +152,8 @@ class ModelConfig(Section):
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "n_layer", "d_model", "n_head"):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
+        for name in ("base_width", "base_depth"):
+            self.check(getattr(self, name) is None or getattr(self, name) >= 1, name, "must be >= 1 or none")
         self.check(self.d_head is None or self.d_head >= 1, "d_head", "must be >= 1 or none (= d_model/n_head)")
         if self.d_head is None and self.d_model % self.n_head:
             divisors = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0][:8]

@@ -58,7 +58,7 @@ _NOT_EXPRESSED = {
     "attn_res": f"none of {_WRITTEN} replaces the residual sum by attention over depth (Attention Residuals)",
     "mhc": f"{_WRITTEN} keep one residual stream; mHC keeps four",
 }
-_EXEMPT = ("init", "dropout", "impl")
+_EXEMPT = ("init", "dropout", "impl", "base_width", "base_depth")  # (base_*: read only by a parametrisation; model.param is compared)
 
 
 def _placement(cfg: ModelConfig) -> str:

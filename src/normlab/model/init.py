@@ -161,6 +161,18 @@ def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits belo
     | mhc phi, a, b                            | 0; 0.01; b_pre one-hot on stream (k-1) mod 4, b_post 1, b_res I |
     | attn.gate.w (model.attn_gate)            | a linear like the others: the scheme's draw, bias 0 |
 
+    The parametrisation (``model.param``, ``model/param.py``) then rescales the draws (no draw
+    of its own; sp leaves them; m_w = d_model / base_width; "the base model's std": the
+    scheme's std for this tensor in the model of width base_width and, for completep, depth
+    base_depth):
+
+    | tensor                        | mup                                   | completep            |
+    |-------------------------------|---------------------------------------|----------------------|
+    | wte, wpe (the tied head too)  | the base model's std                  | as mup               |
+    | hidden linear weights         | the base model's std x 1/sqrt(m_w)    | as mup, the base depth's std (gpt2: W_O, W_2 0.02/sqrt(2 base_depth m_w)) |
+    | their biases                  | the base model's std (0 stays 0)      | as mup               |
+    | lm_head (untied only)         | the base model's std                  | as mup               |
+
     Then each placement's ``init_()`` adjusts its own tensors and the stream's ``init_``
     the model-level ones:
 
@@ -177,6 +189,9 @@ def init_weights(model: Any, scheme: InitScheme) -> None:  # Any: init sits belo
             scheme.init_linear(name, module, cfg)
         elif isinstance(module, nn.Embedding):
             scheme.init_embedding(name, module, cfg)
+    param = getattr(model, "parametrisation", None)
+    if param is not None:  # after every draw: a tied table is rescaled once, whichever module drew it last
+        param.rescale(model, scheme)
     for module in model.modules():
         if isinstance(module, Placement):
             module.init_()

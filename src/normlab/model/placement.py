@@ -13,6 +13,7 @@ A placement with a parameter declares it in a nested ``Options`` dataclass (a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -44,6 +45,17 @@ class Site:
     make_norm: Callable[[int, float, bool], nn.Module] = LayerNorm  # (d, eps, bias) -> module
     init: Any = None                  # the InitScheme (model/init.py)
     options: PlacementOptions | None = None
+    param: Any = None                 # the Parametrisation (model/param.py); None: sp
+
+    @property
+    def branch_mult(self) -> float:
+        """The parametrisation's factor on the branch at the residual add (CompleteP's m_d^-alpha; else 1)."""
+        return float(self.param.branch_mult()) if self.param is not None else 1.0
+
+    @property
+    def attn_scale(self) -> float:
+        """The parametrisation's softmax scale: 1/sqrt(d_head) (sp), 1/d_head (muP, CompleteP)."""
+        return float(self.param.attn_scale()) if self.param is not None else 1.0 / math.sqrt(self.cfg.head_dim)
 
     def norm(self) -> nn.Module:
         """A fresh instance of the configured norm (``model.norm``) over d_model."""
@@ -95,6 +107,14 @@ class Placement(nn.Module):
                      grouped-query attention (``model.n_kv_head`` < ``n_head``; refused)
       sets_qk_norm   True if it installs its own q/k(/v) norms, so ``model.qk_norm`` would be
                      silently replaced (refused)
+      depth_scaling  what it scales with depth itself (shortcut, branch, branch init), one line:
+                     CompleteP's branch multiplier would compound it (refused with completep)
+      fixed_scales   what it fixes of the weights' and activations' scales itself, one line:
+                     refused with every parametrisation but sp
+
+    The residual add is ``residual_add(x, f)``: x + m f with the parametrisation's branch
+    multiplier m (``Site.branch_mult``, CompleteP's; the plain x + f when m = 1), as DeepNorm
+    applies its alpha in its own formula. A placement without depth_scaling calls it at its add.
 
     Placements that override ``make_stream`` own the residual stream and cannot be mixed
     with placements that do not (``build.resolve_model`` refuses it). Placements whose
@@ -108,12 +128,19 @@ class Placement(nn.Module):
     needs_norm: ClassVar[bool] = False
     needs_full_kv: ClassVar[bool] = False
     sets_qk_norm: ClassVar[bool] = False
+    depth_scaling: ClassVar[str] = ""
+    fixed_scales: ClassVar[str] = ""
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__()
         self.branch = branch
         self.site = site
         self.options: Any = site.options if site.options is not None else type(self).Options()
+        self.branch_mult = site.branch_mult
+
+    def residual_add(self, x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        """x + m f, m the parametrisation's branch multiplier; at m = 1 the very x + f (no multiply)."""
+        return x + f if self.branch_mult == 1.0 else x + self.branch_mult * f
 
     @classmethod
     def make_stream(cls, cfg: ModelConfig, make_norm: Callable[[int, float, bool], nn.Module]) -> Stream:

@@ -29,7 +29,7 @@ class Post(Placement):
         self.norm = site.norm()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x + self.branch(x))
+        return self.norm(self.residual_add(x, self.branch(x)))
 
 
 class Pre(Placement):
@@ -44,7 +44,7 @@ class Pre(Placement):
         self.norm = site.norm()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.branch(self.norm(x))
+        return self.residual_add(x, self.branch(self.norm(x)))
 
 
 class Sandwich(Placement):
@@ -68,7 +68,7 @@ class Sandwich(Placement):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.embed_norm is not None:
             x = self.embed_norm(x)
-        return x + self.norm_out(self.branch(self.norm_in(x)))
+        return self.residual_add(x, self.norm_out(self.branch(self.norm_in(x))))
 
 
 class PrePost(Placement):
@@ -84,7 +84,7 @@ class PrePost(Placement):
         self.norm_in, self.norm_out = site.norm(), site.norm()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm_out(x + self.branch(self.norm_in(x)))
+        return self.norm_out(self.residual_add(x, self.branch(self.norm_in(x))))
 
 
 class PostBranch(Placement):
@@ -98,7 +98,7 @@ class PostBranch(Placement):
         self.norm = site.norm()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.norm(self.branch(x))
+        return self.residual_add(x, self.norm(self.branch(x)))
 
 
 class DeepNorm(Placement):
@@ -114,6 +114,7 @@ class DeepNorm(Placement):
     source = "DeepNet (Wang et al. 2022)"
     final_norm = False
     needs_full_kv = True  # scales W_V by row blocks of width d_model: one kv head per query head
+    depth_scaling = "scales its shortcut by alpha = (2L)^(1/4) and W_V, W_O, W_1, W_2 by beta = (8L)^(-1/4)"
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
@@ -142,6 +143,7 @@ class LayerNormScaling(Placement):
 
     formula = "x <- x + F(LN(x) / sqrt(l))"
     source = "LayerNorm Scaling, Sun et al. 2025 ('Curse of Depth')"
+    depth_scaling = "scales each branch input by 1/sqrt(l), l the block's depth"
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
@@ -178,7 +180,7 @@ class NoNorm(Placement):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.branch(x)
-        return x + (self.gate * f if self.gate is not None else f)
+        return self.residual_add(x, self.gate * f if self.gate is not None else f)
 
 
 class LayerScale(Placement):
@@ -187,6 +189,7 @@ class LayerScale(Placement):
 
     formula = "x <- x + lambda * F(LN(x)), lambda per channel, small at init"
     source = "LayerScale, CaiT (Touvron et al. 2021)"
+    depth_scaling = "starts its branch scales lambda at 0.1, 1e-5 or 1e-6 by depth"
 
     def __init__(self, branch: nn.Module, site: Site) -> None:
         super().__init__(branch, site)
@@ -244,6 +247,7 @@ class Admin(Placement):
     formula = "x <- LN(omega*x + F(x)), omega^2 = 1 + sum_{j<i} Var[F_j] (profiled) or closed form"
     source = "Admin (Liu et al. 2020); admin-torch closed form"
     final_norm = False
+    depth_scaling = "rescales its shortcut by omega, which grows with the sub-layers below it"
     # omega > 1 amplifies the shortcut; only the LN after each sub-layer brings it back.
     needs_norm = True
     omega: torch.Tensor  # a buffer, declared for type checkers

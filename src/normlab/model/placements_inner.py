@@ -41,7 +41,7 @@ class HybridNorm(Placement):
         self.pre = self._pre_ln()
         if site.kind == "attn":
             q, k, v = (site.make_norm(cfg.head_dim, cfg.norm_eps, cfg.bias) for _ in range(3))
-            branch.set_qk(q, k, 1.0 / math.sqrt(cfg.head_dim), v_norm=v)
+            branch.set_qk(q, k, site.attn_scale, v_norm=v)  # sp: 1/sqrt(d_head); muP: 1/d_head
         self.norm: nn.Module | None = site.norm() if (site.kind == "ffn" or self.pre) else None
 
     def _pre_ln(self) -> bool:
@@ -50,11 +50,11 @@ class HybridNorm(Placement):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.norm is None:      # attention: no input norm, q/k/v normed inside
-            return x + self.branch(x)
+            return self.residual_add(x, self.branch(x))
         if self.pre:
-            return x + self.branch(self.norm(x))
+            return self.residual_add(x, self.branch(self.norm(x)))
         h = self.norm(x)           # FFN: the residual continues from the normalised stream
-        return h + self.branch(h)
+        return self.residual_add(h, self.branch(h))
 
 
 class HybridNormStar(HybridNorm):
@@ -121,7 +121,7 @@ class NormFormer(Placement):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.branch(self.norm(x))
-        return x + (self.norm_out(f) if self.norm_out is not None else f)
+        return self.residual_add(x, self.norm_out(f) if self.norm_out is not None else f)
 
 
 def _scale_residual_branch(placement: Placement, gain: float) -> None:
@@ -158,6 +158,7 @@ class SubLN(Placement):
     formula = "x <- x + W_out LN_mid(F_in(LN(x))); W_V, W_O, W_1, W_2 x gamma, gamma = sqrt(log 2L)"
     source = ("Sub-LN / Magneto (Wang et al. 2022); torchscale component/multihead_attention.py, "
               "component/feedforward_network.py, architecture/decoder.py")
+    depth_scaling = "scales W_V, W_O, W_1, W_2 at init by gamma = sqrt(log 2L)"
 
     def __init__(self, branch: Any, site: Site) -> None:
         super().__init__(branch, site)
@@ -167,7 +168,7 @@ class SubLN(Placement):
         self.gamma = math.sqrt(math.log(2 * cfg.n_layer))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.branch(self.norm(x))
+        return x + self.branch(self.norm(x))  # (no residual_add: refused with completep, depth_scaling)
 
     def init_(self) -> None:
         _scale_residual_branch(self, self.gamma)

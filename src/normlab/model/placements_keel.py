@@ -59,6 +59,7 @@ class Keel(Placement):
     formula = "x <- LN_out(alpha*x + F(LN_in(x))), alpha = 2L (sub-layers) by default"
     source = "Keel (Chen & Wei 2026, arXiv 2601.19895, 'Post-LayerNorm Is Back')"
     final_norm = False
+    depth_scaling = "up-weights its shortcut by alpha = 2L (or L)"
     # alpha up to 2L amplifies the shortcut at every sub-layer; only LN_out brings it back.
     needs_norm = True
 

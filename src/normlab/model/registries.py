@@ -1,5 +1,5 @@
 """The model's registries, empty: name -> placement class, layout, norm, qk-norm, init, FFN,
-FFN activation, implementation.
+FFN activation, implementation, parametrisation.
 
 A leaf module: it imports nothing of ``normlab.model``, so any component may name a
 registry without pulling in the others. ``normlab.model.catalogue`` fills them with the
@@ -24,3 +24,4 @@ INITS: Registry[Any] = Registry("init", "model.init", catalogue="normlab.model.c
 FFNS: Registry[Any] = Registry("ffn", "model.ffn", catalogue="normlab.model.catalogue")                     # (cfg) -> FFN module
 ACTIVATIONS: Registry[Any] = Registry("activation", "model.activation", catalogue="normlab.model.catalogue")  # tensor -> tensor
 IMPLS: Registry[Any] = Registry("implementation", "model.impl", catalogue="normlab.model.catalogue")     # Impl: who computes the model
+PARAMS: Registry[Any] = Registry("parametrisation", "model.param", catalogue="normlab.model.catalogue")  # Parametrisation classes

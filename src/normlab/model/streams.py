@@ -55,7 +55,7 @@ class ResiDual(Placement):
     def forward(self, h: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         x, d = h
         f = self.branch(x)
-        return self.norm(x + f), d + f
+        return self.norm(self.residual_add(x, f)), self.residual_add(d, f)
 
     @classmethod
     def make_stream(cls, cfg: ModelConfig, make_norm: Callable[[int, float, bool], nn.Module]) -> Stream:
@@ -146,6 +146,7 @@ class NGPT(Placement):
     source = "nGPT (Loshchilov et al. 2024)"
     final_norm = False
     needs_full_kv = True  # s_qk has one row per query head
+    fixed_scales = "keeps every weight matrix and hidden state on the unit sphere and learns its own softmax and logit scales"
     fc_gain: torch.Tensor  # a buffer (FFN sites), declared for type checkers
 
     def __init__(self, branch: Any, site: Site) -> None:  # attention (set_qk) or FFN (fc, act_rows)

@@ -34,7 +34,8 @@ class Block(nn.Module):
     def __init__(self, plan: ResolvedModel, layer: int) -> None:
         super().__init__()
         attn, ffn = plan.layout[layer - 1]  # 1-based layer
-        self.attn = attn.cls(CausalSelfAttention(plan.cfg, plan.qk_norm, layer), plan.site(layer, "attn"))
+        attention = CausalSelfAttention(plan.cfg, plan.qk_norm, layer, plan.param.attn_scale())
+        self.attn = attn.cls(attention, plan.site(layer, "attn"))
         self.ffn = ffn.cls(plan.ffn(plan.cfg), plan.site(layer, "ffn"))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -59,7 +60,11 @@ class TransformerLM(nn.Module):
         d = cfg.d_model
         self.wte = nn.Embedding(cfg.vocab_size, d)
         self.wpe = nn.Embedding(cfg.context, d) if cfg.pos == "learned" else None
-        self.embed_scale = cfg.embed_scale if cfg.embed_scale is not None else plan.init.embed_scale(cfg)
+        # The parametrisation (model.param): its init rescaling runs inside init_weights, its
+        # multipliers here and in the blocks, its lr rules in the optimiser (train/optim.py).
+        self.parametrisation = plan.param
+        self.embed_scale = cfg.embed_scale if cfg.embed_scale is not None else plan.param.embed_scale(plan.init)
+        self.output_mult = plan.param.output_mult()  # muP's base_width / d_model on the logits
         self.drop = nn.Dropout(cfg.dropout)
         self.stream = plan.stream()
         self.blocks = nn.ModuleList(Block(plan, i + 1) for i in range(cfg.n_layer))
@@ -164,7 +169,10 @@ class TransformerLM(nn.Module):
 
     def head(self, h: object) -> torch.Tensor:
         """Residual state after the last block -> logits (B, T, V), soft-capped with ``model.logit_softcap``."""
-        z = self.stream.logits(self.lm_head(self.norm_f(self.stream.end(h))))
+        z = self.lm_head(self.norm_f(self.stream.end(h)))
+        if self.output_mult != 1.0:  # sp: no multiply at all (the very logits it always computed)
+            z = z * self.output_mult
+        z = self.stream.logits(z)
         cap = self.cfg.logit_softcap
         return z if cap is None else torch.tanh(z / cap) * cap  # Gemma 2's order: divide, tanh, multiply
 

@@ -273,11 +273,14 @@ class Trainer:
         return _Step(lr, loss, grad_norm, log_z, diag_on)
 
     def set_lr(self, s: int) -> float:
-        """Every group's lr at step ``s``, Muon's from optim.muon_lr; returns AdamW's (the one logged)."""
+        """Every group's lr at step ``s``, Muon's from optim.muon_lr, times a group's ``lr_scale`` (model.param);
+        returns AdamW's (the one logged)."""
         lr = self.loop.lr(s)
         muon = self.loop.muon_lr(s) if self.loop.optim.name == "muon" else lr
         for g in self.opt.param_groups:
-            g["lr"] = muon if is_muon_group(g) else lr
+            base = muon if is_muon_group(g) else lr
+            # A parametrisation's group (train/optim.py) runs at its factor of the schedule's lr.
+            g["lr"] = base * g["lr_scale"] if "lr_scale" in g else base
         return lr
 
     def _stop_abandoned(self, st: LoopState, w: Window) -> None:

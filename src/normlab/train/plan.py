@@ -27,6 +27,7 @@ from normlab.data.tokenizers import make_tokenizer
 from normlab.model import cost
 from normlab.model.build import ResolvedModel, lab_internals, resolve_model
 from normlab.model.config import ModelConfig
+from normlab.model.param import Parametrisation
 from normlab.model.placement import Placement, Stream
 from normlab.run import checkpoint
 from normlab.run.config import RunConfig
@@ -35,6 +36,7 @@ from normlab.run.train_config import TrainConfig
 from normlab.train.budget import EXTRAPOLATE_ABOVE, check_step_fits
 from normlab.train.env import check_cpp_compiler, pick_device, world_size
 from normlab.train.loggers import require_loggers
+from normlab.train.optim import check_optimizer
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def prepare(cfg: RunConfig | None, run_dir: str | Path, *, resume: bool = False,
         # stores GPT-2's matrices as (in, out), so the two arms would not get the same updates.
         raise ConfigError("optim.name", "muon", f"Muon's per-matrix lr reads weights as nn.Linear's (out, in) "
                           f"and model.impl={cfg.model.impl!r} stores them transposed; use model.impl=normlab")
+    check_optimizer(cfg.optim, model.param)  # Muon and a parametrisation's own lr rules
     planned = planned_model(cfg.model, cfg.data, cfg.train.init_from)
     # The run's one model, on the meta device: costed now, materialised once the corpus is read. A
     # deep stack (a mistyped n_layer) is costed from shallow ones first, and built only if it fits.
@@ -188,13 +191,17 @@ def incompatibility(cfgs: list[RunConfig]) -> str | None:
     if muon is not None:
         return (f"trial {muon}: optim.name={cfgs[muon].optim.name!r}: the batched step runs AdamW's kernel on each "
                 "trial's slices; train it solo (study run --batch 1) or use optim.name=adamw")
+    plan = resolve_model(first.model) if lab_internals(first.model) else None
+    if plan is not None and type(plan.param).rule is not Parametrisation.rule:
+        return (f"model.param={first.model.param!r}: the batched step runs one lr and one epsilon per trial over "
+                "two groups; train it solo (study run --batch 1) or use model.param=sp")
     if first.model.dropout > 0:
         return f"model.dropout={first.model.dropout}: dropout masks inside vmap cannot match solo runs; use 0"
     if first.train.diag_every > 0:
         return "train.diag_every > 0: in-training diagnostics need solo runs; set it to 0"
     if not lab_internals(first.model):
         return f"model.impl={first.model.impl!r}: batching stacks the lab model's parameters; run it solo"
-    plan = resolve_model(first.model)
+    plan = plan or resolve_model(first.model)
     stream_hook = type(plan.stream()).after_step is not Stream.after_step  # one stream per model
     for sub in {s.name: s for pair in plan.layout for s in pair}.values():
         if sub.cls.after_step is not Placement.after_step or stream_hook:
