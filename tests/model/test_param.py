@@ -171,7 +171,8 @@ def test_the_refused_pairs() -> None:
     refused = {(p, n) for n in PLACEMENTS.names() for p in ("mup", "completep")
                if PARAMS.get(p)(ModelConfig(base_width=1, base_depth=1)).refusal(PLACEMENTS.get(n))}
     assert refused == {("mup", "ngpt"), *{("completep", n) for n in ("ngpt", "deepnorm", "admin", "keel",
-                                                                       "layerscale", "lns", "subln")}}
+                                                                       "layerscale", "lns", "subln", "siamese",
+                                                                       "attn_res", "mhc")}}
     with pytest.raises(ConfigError, match=r"^model.param='completep': completep cannot drive placement deepnorm: it "
                                           r"scales its shortcut by alpha = \(2L\)\^\(1/4\).*would compound; use "
                                           r"model.param=mup$"):

@@ -53,6 +53,7 @@ class SiameseNorm(Placement):
     Post-Norm. Every norm is ``model.norm`` (the official code builds all of them as its norm layer).
     """
 
+    depth_scaling = "scales each branch on its Post-LN stream by 1/sqrt(2l), l the sub-layer's depth"
     formula = "u = LN_post(x); z = F(LN_in(u + LN_pre(y))); x <- u + z/sqrt(2l); y <- y + z; out LN(x_L) + LN(y_L)"
     source = "SiameseNorm (Li et al. 2026, arXiv 2602.08064; official code, post-pre variant)"
     final_norm = True  # ln_final_f / final_norm after the two streams are summed
@@ -118,6 +119,8 @@ class AttentionResiduals(Placement):
     paper's memory saving) is not implemented: Full AttnRes is the variant it approximates.
     """
 
+    depth_scaling = ("has no residual add: each sub-layer reads a softmax mix of every earlier output, whose "
+                     "weights sum to 1 at any depth")
     formula = "h_l = sum_{i<l} softmax_i(w_l . RMSNorm(v_i)) v_i; v_0 = emb, v_l = F(LN(h_l)); out likewise"
     source = "Attention Residuals (Kimi Team 2026, arXiv 2603.15031; official README pseudocode), Full variant"
     final_norm = True  # the Kimi models are Pre-Norm: a final norm before the head

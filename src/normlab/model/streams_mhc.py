@@ -56,6 +56,7 @@ class MHC(Placement):
     and the copies can diverge), b_post = 1, b_res = I.
     """
 
+    depth_scaling = "mixes its 4 streams by a doubly stochastic H_res and learned H_pre, H_post instead of an add"
     formula = ("x <- H_res x + H_post^T F(LN(H_pre x)), n = 4 streams; H_pre = sigmoid(.), H_post = 2 sigmoid(.), "
                "H_res = Sinkhorn(.) of a * (RMS(vec x) phi) + b")
     source = "mHC (Xie et al. 2025, arXiv 2512.24880; DeepSeek-V4 reference code)"
