@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measure", action="store_true", help="also the sub-layer measurements of a lab model, per "
                    "block: identity coefficient (any placement), LayerNorm gain and identity path (Post-LN), "
                    "branch share (DeepNorm); printed and in OUT/analysis/analysis.json (docs/inspect.md)")
+    p.add_argument("--sharpness-iters", type=int, default=0, metavar="N", help="also the sharpness, the top Hessian "
+                   "eigenvalue of the loss on the batch, by N power iterations (default 0 = skip; each iteration "
+                   "costs about two backward passes)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_inspect)
 
@@ -64,14 +67,14 @@ def _inspect(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.series is None):
         raise UserError("give MODEL or --series SRC (one or more), not " + ("both" if args.model else "neither"))
     if args.series:
-        if args.measure:
-            raise UserError("--measure applies to one MODEL, not to a --series")
+        if args.measure or args.sharpness_iters:
+            raise UserError(f"{'--measure' if args.measure else '--sharpness-iters'} applies to one MODEL, not to a --series")
         return _series(args)
     out = writable_dir(Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name,
                        "--out")
     s = inspect_model(args.model, out, args.text, context=args.context, max_tokens=args.max_tokens,
                       dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
-                      quiet=args.quiet, force=args.force, measure=args.measure)
+                      quiet=args.quiet, force=args.force, measure=args.measure, sharpness_iters=args.sharpness_iters)
     r = s["result"]
     print(f"family {s['family']}; placement {s['placement']}; norm {s['norm']}"
           + (f"; {s['notes']}" if s["notes"] else "")
