@@ -79,7 +79,8 @@ def _inspect(args: argparse.Namespace) -> int:
     print(f"family {s['family']}; placement {s['placement']}; norm {s['norm']}"
           + (f"; {s['notes']}" if s["notes"] else "")
           + ("" if s["importable"] else "; inspect-only"))
-    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens of {s['text']}, mean log Z {s['log_z']:.3f}")
+    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens of {s['text']}, mean log Z {s['log_z']:.3f}"
+          + (f", sharpness {r['sharpness']:.4g} ({args.sharpness_iters} power iterations)" if "sharpness" in r else ""))
     print(f"{'layer':>5} {'rms':>9} {'cos':>7} {'angle':>7} {'delete+':>9} {'grad':>10} {'max_logit':>9}")
     for li in range(1, len(r["cos"]) + 1):
         print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "
