@@ -220,6 +220,8 @@ INVALID = [
     (TrainConfig, {"keep_checkpoints": True, "checkpoint_every": 0}, "train.keep_checkpoints",
      "needs train.checkpoint_every > 0"),
     (TrainConfig, {"diag_every": -1}, "train.diag_every", ">= 0"),
+    (TrainConfig, {"diag_every": 10, "sharpness_every": 15}, "train.sharpness_every", "a multiple of train.diag_every"),
+    (TrainConfig, {"sharpness_iters": 0}, "train.sharpness_iters", ">= 1"),
     (TrainConfig, {"threads": -1}, "train.threads", ">= 0"),
     (TrainConfig, {"loggers": [" "]}, "train.loggers", "name each logger"),
     (TrainConfig, {"batch_size": 12, "grad_accum": 5}, "train.grad_accum", "must divide train.batch_size=12"),

@@ -255,7 +255,9 @@ def test_transformer_lens_bridge(tmp_path: Path) -> None:
     xs = [cache["blocks.0.hook_resid_pre"], cache["blocks.0.hook_resid_post"], cache["blocks.1.hook_resid_post"]]
     _check_stream(got, xs)
     # the bridge's attention scores agree with transformers' own attention on the same weights
-    _, raw = measure(subject, x, y)
-    _, plain = measure(subject_from_module(tiny.hf_model("gpt2")), x, y)
+    c, raw = measure(subject, x, y)
+    cp, plain = measure(subject_from_module(tiny.hf_model("gpt2")), x, y)
     assert raw["attn_max_logit"] == pytest.approx(plain["attn_max_logit"], rel=1e-4)
+    # and so do its probabilities (hook_pattern): each head's entropy
+    torch.testing.assert_close(c.attention["head_entropy"], cp.attention["head_entropy"], rtol=1e-4, atol=1e-6)
     assert raw["deletion_loss"] == pytest.approx(plain["deletion_loss"], rel=1e-5)

@@ -249,8 +249,9 @@ def test_swiglu_rope_and_record_path() -> None:
     a.record = True
     slow = a(x)
     assert torch.allclose(fast, slow, atol=TOL, rtol=0)
-    assert set(a.stats) == {"max_logit", "min_entropy", "mean_entropy"}
-    assert all(v.dim() == 0 for v in a.stats.values())
+    assert set(a.stats) == {"max_logit", "min_entropy", "mean_entropy", "head_entropy"}
+    assert all(v.dim() == 0 for k, v in a.stats.items() if k != "head_entropy")
+    assert a.stats["head_entropy"].shape == (a.n_head,)  # one per head
     assert 0.0 <= float(a.stats["min_entropy"]) <= float(a.stats["mean_entropy"]) <= math.log(6)
     m = model.blocks[0].ffn.branch
     gate, up = (x @ m.fc.weight.T + m.fc.bias).chunk(2, -1)
@@ -277,6 +278,8 @@ def test_recorded_attention_stats_by_hand() -> None:
     assert math.isclose(float(a.stats["min_entropy"]), math.log(2), rel_tol=1e-5)
     mean = sum(math.log(t + 1) for t in range(1, T)) / (T - 1)  # also over queries 1..
     assert math.isclose(float(a.stats["mean_entropy"]), mean, rel_tol=1e-5)
+    # each head's mean over every query, query 0 (entropy 0) included: log(T!) / T
+    assert a.stats["head_entropy"].tolist() == pytest.approx([math.lgamma(T + 1) / T] * a.n_head, rel=1e-5)
 
 
 def test_every_registered_placement_has_a_formula_test() -> None:

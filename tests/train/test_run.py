@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from normlab.core.fsutil import read_jsonl
 from normlab.run.resolve import RunConfig
@@ -81,8 +82,9 @@ def test_diagnostics_hook_follows_the_contract(tmp_path, tiny, monkeypatch):
     calls = []
 
     class Fake:
-        def __init__(self, model, run_dir, fixed_batch, every):
-            calls.append(("init", every, tuple(fixed_batch[0].shape), run_dir == tmp_path / "run"))
+        def __init__(self, model, run_dir, fixed_batch, every, optimizer, sharpness_every, sharpness_iters):
+            calls.append(("init", every, tuple(fixed_batch[0].shape), run_dir == tmp_path / "run",
+                          isinstance(optimizer, torch.optim.Optimizer), sharpness_every, sharpness_iters))
             self.every = every
 
         def active(self, step):
@@ -115,7 +117,7 @@ def test_diagnostics_hook_follows_the_contract(tmp_path, tiny, monkeypatch):
     run_training(tiny.cfg("train.steps=8", "train.diag_every=4", "train.checkpoint_every=0"), tmp_path / "run",
                  quiet=True)
     step = [("record", 0, 0)]
-    assert calls == [("init", 4, (4, 16), True), ("load_state", None, 0), *step * 3,
+    assert calls == [("init", 4, (4, 16), True, True, 0, 20), ("load_state", None, 0), *step * 3,
                      ("before_forward", 4), ("after_backward", 4), *step, ("after_step", 4, True), *step * 3,
                      ("before_forward", 8), ("after_backward", 8), *step, ("after_step", 8, True),
                      ("state", 8), ("state", 8), ("close",)]  # the best and the latest checkpoint

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measure", action="store_true", help="also the sub-layer measurements of a lab model, per "
                    "block: identity coefficient (any placement), LayerNorm gain and identity path (Post-LN), "
                    "branch share (DeepNorm); printed and in OUT/analysis/analysis.json (docs/inspect.md)")
+    p.add_argument("--sharpness-iters", type=int, default=0, metavar="N", help="also the sharpness, the top Hessian "
+                   "eigenvalue of the loss on the batch, by N power iterations (default 0 = skip; each iteration "
+                   "costs about two backward passes)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_inspect)
 
@@ -66,19 +69,20 @@ def _inspect(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.series is None):
         raise UserError("give MODEL or --series SRC (one or more), not " + ("both" if args.model else "neither"))
     if args.series:
-        if args.measure:
-            raise UserError("--measure applies to one MODEL, not to a --series")
+        if args.measure or args.sharpness_iters:
+            raise UserError(f"{'--measure' if args.measure else '--sharpness-iters'} applies to one MODEL, not to a --series")
         return _series(args)
     out = writable_dir(Path(args.out) if args.out else Path("inspect") / Path(args.model.rstrip("/")).name,
                        "--out")
     s = inspect_model(args.model, out, args.text, context=args.context, max_tokens=args.max_tokens,
                       dtype=args.dtype, device=args.device, seed=args.seed, data_dir=args.data_dir,
-                      quiet=args.quiet, force=args.force, measure=args.measure)
+                      quiet=args.quiet, force=args.force, measure=args.measure, sharpness_iters=args.sharpness_iters)
     r = s["result"]
     print(f"family {s['family']}; placement {s['placement']}; norm {s['norm']}"
           + (f"; {s['notes']}" if s["notes"] else "")
           + ("" if s["importable"] else "; inspect-only"))
-    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens of {s['text']}, mean log Z {s['log_z']:.3f}")
+    print(f"loss {s['loss']:.4f} nats/token on {s['tokens']} tokens of {s['text']}, mean log Z {s['log_z']:.3f}"
+          + (f", sharpness {r['sharpness']:.4g} ({args.sharpness_iters} power iterations)" if "sharpness" in r else ""))
     print(f"{'layer':>5} {'rms':>9} {'cos':>7} {'angle':>7} {'delete+':>9} {'grad':>10} {'max_logit':>9}")
     for li in range(1, len(r["cos"]) + 1):
         print(f"{li:>5} {r['rms'][li]:>9.3g} {r['cos'][li - 1]:>7.4f} {r['angular_distance'][li - 1][li]:>7.4f} "

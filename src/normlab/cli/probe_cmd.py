@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default="tinyshakespeare", help="tinyshakespeare or random (uniform tokens)")
     p.add_argument("--data-dir", default=None, help="directory holding tinyshakespeare.txt")
     p.add_argument("--n-proj", type=int, default=2, help="random projections for Jacobian norms (0 = skip)")
+    p.add_argument("--sharpness-iters", type=int, default=0, metavar="N", help="also the sharpness, the top Hessian "
+                   "eigenvalue of the loss, by N power iterations (default 0 = skip; each iteration costs about two "
+                   "backward passes per model)")
     p.add_argument("--out", default="probe", metavar="DIR", help="output directory (default ./probe)")
     p.add_argument("--measure", metavar="KEYS", type=_names, default=[], help="also the named measurements of "
                    "the quick claims (comma-separated, or 'all': identity:pre, one_step:post, rms, ...), per seed "
@@ -57,7 +60,8 @@ def _probe(args: argparse.Namespace) -> int:
     keys = _measure_keys(args.measure)  # before anything is built or written
     cfg = ProbeConfig(placements=args.placements, depths=args.depths, d_model=args.d_model, n_head=args.n_head,
                       d_ff=args.d_ff, init=args.init, norm=args.norm, seeds=args.seeds, batches=args.batches,
-                      batch_size=args.batch_size, context=args.context, data=args.data, n_proj=args.n_proj)
+                      batch_size=args.batch_size, context=args.context, data=args.data, n_proj=args.n_proj,
+                      sharpness_iters=args.sharpness_iters)
     out = writable_dir(args.out, "--out")  # before the work: a probe is never computed only to be lost
 
     from normlab.run.outdir import ENTRIES, OutDir

@@ -6,7 +6,10 @@ On one batch of windows ``ids`` (B, T) of the subject's own tokens:
 - forward with gradients: residual stream x_0..x_L (x_0 enters block 1, x_l leaves block
   l), attention max |logit| per block, mean log Z of the output softmax, the loss; then one
   backward for dLoss/dx_l and each block's parameter-gradient norm;
-- L no-grad forwards with one block skipped each (its input passed on): the deletion loss.
+- L no-grad forwards with one block skipped each (its input passed on): the deletion loss;
+- each head's attention entropy, where the subject's attention recording reads the
+  probabilities (``attention_record``), and, with ``sharpness_iters`` > 0, the loss again
+  for the sharpness's Hessian-vector products (``curvature``), run when the statistic asks.
 
 Memory: gradients are reduced to one number per block the moment each parameter's
 gradient is accumulated and then dropped (a post-accumulate hook), so the backward never
@@ -21,6 +24,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from normlab.diagnostics.attention_record import entropy_table
+from normlab.diagnostics.curvature import Curvature
 from normlab.diagnostics.hooks import recording
 from normlab.diagnostics.statistic import Captured, StreamStates
 from normlab.diagnostics.subject import Subject
@@ -100,10 +105,11 @@ def _block_params(subject: Subject) -> dict[int, int]:
     return {id(p): i for i, layer in enumerate(subject.layers) for p in layer.parameters()}
 
 
-def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
-            progress: Any = None) -> tuple[Captured, dict[str, Any]]:
+def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor, progress: Any = None,
+            sharpness_iters: int = 0, seed: int = 0) -> tuple[Captured, dict[str, Any]]:
     """What the module docstring lists, as (a ``Captured`` for the registered ``inspect``
-    statistics, the raw measurements as plain floats and lists)."""
+    statistics, the raw measurements as plain floats and lists); with ``sharpness_iters`` > 0
+    the sharpness's loss too (computed when the statistic asks)."""
     dev = next(subject.model.parameters()).device
     x, y = x.to(dev), y.to(dev)
     L = len(subject.layers)
@@ -150,7 +156,27 @@ def measure(subject: Subject, x: torch.Tensor, y: torch.Tensor,
                  "grad": torch.tensor([m.row() for m in gap], dtype=torch.float64)}
     c.provided = {"stream", "loss", "deletion", "state_grads", "block_grads", "log_z", "max_logit",
                   "param_stats", "grad_stats"}
+    take_heads(c, entropy_table(attn, L))
+    if sharpness_iters > 0:
+        take_curvature(c, subject, lambda: loss_of(subject, subject.forward(x), y), sharpness_iters, seed)
     return c, raw
+
+
+def take_heads(c: Captured, table: torch.Tensor | None) -> None:
+    """The (L, H) head entropies of an attention recording as ``attention["head_entropy"]``."""
+    if table is not None:
+        c.attention["head_entropy"] = table
+        c.provided.add("attention")
+
+
+def take_curvature(c: Captured, subject: Subject, loss: Callable[[], torch.Tensor], iters: int, seed: int) -> None:
+    """The need ``hessian``: ``loss`` recomputed under the subject's attention recording (the
+    lab model's explicit path has a second derivative; the fused kernels have none)."""
+    def traced() -> torch.Tensor:
+        with subject.attention():
+            return loss()
+    c.curvature = Curvature(traced, [p for p in subject.model.parameters() if p.requires_grad], iters, seed)
+    c.provided.add("hessian")
 
 
 def _block_moments(layers: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -173,11 +199,13 @@ def take_moments(c: Captured, layers: Any) -> None:
 
 
 def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_proj: int,
-                  gen: torch.Generator | None, needs: set[str]) -> Captured:
+                  gen: torch.Generator | None, needs: set[str], sharpness_iters: int = 0, seed: int = 0) -> Captured:
     """What ``normlab.diagnostics.probe.probe_model`` captures, for any subject (the lab model
     included): the stream x_0..x_L (and a second stream beside it, ResiDual's d), the logits
     and loss of ``subject.forward``, the inputs of the norm modules, and one backward for
-    every gradient of the block weights (``Subject.block_weights``) and the stream."""
+    every gradient of the block weights (``Subject.block_weights``) and the stream; the attention
+    probabilities from a second, no-grad forward under ``subject.attention()`` (so the first keeps
+    the fast attention and its numbers), and with ``sharpness_iters`` > 0 the sharpness's loss."""
     with torch.enable_grad(), recording(subject, norms="norm_inputs" in needs) as rec:
         logits = subject.forward(idx)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
@@ -191,4 +219,13 @@ def probe_capture(subject: Subject, idx: torch.Tensor, targets: torch.Tensor, n_
     params, keys = subject.block_weights() if needs & {"param_grads", "stream_grads"} else ([], [])
     c.take_grads(loss, params, keys, rec.stream, needs)
     take_moments(c, subject.layers)
+    if "attention" in needs:
+        with torch.no_grad(), subject.attention() as attn:
+            subject.forward(idx)
+        take_heads(c, entropy_table(attn, c.n_layer))
+    if sharpness_iters > 0 and "hessian" in needs:
+        def probe_loss() -> torch.Tensor:
+            logits = subject.forward(idx)
+            return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        take_curvature(c, subject, probe_loss, sharpness_iters, seed)
     return c

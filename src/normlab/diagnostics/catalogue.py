@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from normlab.core import plugins
-from normlab.diagnostics import spikes
+from normlab.diagnostics import curvature, monitors, spikes
 from normlab.diagnostics.statistic import STATISTICS, Captured, Figure, Statistic
 from normlab.stats import tensors as stats
 
@@ -31,19 +31,6 @@ Rows = list[tuple[tuple[int, str, str], Any]]
 
 def _stats() -> Any:
     return stats
-
-
-# ------------------------------------------------------------------ training, per parameter group
-def _grad_norm(c: Captured) -> Any:
-    assert c.group_norms is not None and c.grads is not None  # what the need "grads" provides
-    return c.group_norms(c.grads)
-
-
-def _update_ratio(c: Captured) -> Any:
-    import torch
-
-    assert c.group_norms is not None and c.params is not None and c.snapshot is not None  # need "update"
-    return c.group_norms(torch._foreach_sub(c.params, c.snapshot)) / c.group_norms(c.params).clamp_min(1e-30)
 
 
 # ------------------------------------------------------------------ probe, gradients at init
@@ -148,9 +135,9 @@ PERI_LN = Figure("growth", "growth_act_var", "hidden-state variance per layer ov
 W2 = ("W_2", "W2")
 
 STATISTICS.add("grad_norm", Statistic("grad_norm", "groups", frozenset({"grads"}), "||grad||_F of each parameter group before clipping",
-                                      _grad_norm, "||grad||_F per group", TRAINING))
+                                      monitors.grad_norm, "||grad||_F per group", TRAINING))
 STATISTICS.add("update_ratio", Statistic("update_ratio", "groups", frozenset({"update"}), "||W_t+1 - W_t||_F / ||W_t+1||_F per group",
-                                         _update_ratio, "||ΔW|| / ||W||", TRAINING))
+                                         monitors.update_ratio, "||ΔW|| / ||W||", TRAINING))
 STATISTICS.add("weight_grad_norm", Statistic("weight_grad_norm", "labelled", frozenset({"param_grads", "loss"}),
                                              "||dLoss/dW||_F of each weight of each block (W_Q, W_K, W_V split) ", _weight_grad_norm,
                                              draw=(Figure("depth", "depth_w2", "last block's W2 gradient against depth",
@@ -299,6 +286,25 @@ STATISTICS.add("loss_spike_z", Statistic("loss_spike_z", "scalar", _HISTORY, "la
 STATISTICS.add("grad_norm_spike_z", Statistic("grad_norm_spike_z", "scalar", _HISTORY, "largest z-score of the gradient norm since the last "
                                               f"line, against the trailing {spikes.WINDOW} steps", lambda c: c.history.largest_z(1),
                                               "gradient-norm z-score", TRAINING))
+
+# ------------------------------------------------------------ optimizer, curvature and attention monitors (monitors.py, curvature.py)
+_OPT, _HESSIAN = frozenset({"optimizer"}), frozenset({"hessian"})
+STATISTICS.add("update_rms", Statistic("update_rms", "groups", frozenset({"update"}), "RMS of W_t+1 - W_t over each group's matrices",
+                                       monitors.update_rms, "RMS(ΔW)", TRAINING))
+STATISTICS.add("update_rms_ratio", Statistic("update_rms_ratio", "groups", frozenset({"update"}), "RMS(W_t+1 - W_t) / RMS(W_t+1) over "
+                                             "each group's matrices", monitors.update_rms_ratio, "RMS(ΔW) / RMS(W)", TRAINING))
+STATISTICS.add("adam_m_rms", Statistic("adam_m_rms", "groups", _OPT, "RMS of Adam's exp_avg over each group's matrices",
+                                       monitors.adam_rms("exp_avg"), "RMS(m)", TRAINING))
+STATISTICS.add("adam_sqrt_v_rms", Statistic("adam_sqrt_v_rms", "groups", _OPT, "RMS of sqrt(exp_avg_sq) (Adam) over each group's matrices",
+                                            monitors.adam_rms("exp_avg_sq"), "RMS(√v)", TRAINING))
+STATISTICS.add("sharpness", Statistic("sharpness", "scalar", _HESSIAN, "top eigenvalue of the loss Hessian (power iteration)",
+                                      curvature.sharpness, "λ_max(H)", PROBE | TRAINING | INSPECT))
+STATISTICS.add("precond_sharpness", Statistic("precond_sharpness", "scalar", _HESSIAN | _OPT, "top eigenvalue of P^-1/2 H P^-1/2, "
+                                              "P = diag(sqrt(v_hat) + eps) of Adam (Cohen et al. 2022)",
+                                              curvature.precond_sharpness, "λ_max(P⁻¹H)", TRAINING))
+STATISTICS.add("attn_head_entropy", Statistic("attn_head_entropy", "labelled", frozenset({"attention"}), "mean over queries of each "
+                                              "head's attention entropy (nats; Zhai et al. 2023)", monitors.head_entropy_rows,
+                                              "entropy (nats)", PROBE | TRAINING | INSPECT))
 
 
 # Installed plugins add theirs at the first lookup, after these (docs/plugins.md); none is imported here.

@@ -12,13 +12,16 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from normlab.diagnostics.attention_record import AttentionRecord, head_entropy
+
 RECORDING = "normlab_eager"  # our entry in transformers' attention interface (registered on first use)
-_ACTIVE: list[tuple[dict[int, int], dict[int, torch.Tensor]]] = []  # (module id -> block, out) being recorded
+_ACTIVE: list[tuple[dict[int, int], AttentionRecord]] = []  # (module id -> block, out) being recorded
 
 
 @contextlib.contextmanager
-def hf_attention(model: Any, layers: list[nn.Module]) -> Iterator[dict[int, torch.Tensor]]:
-    """Record max |q.k * scaling| over attended pairs per block of a transformers model.
+def hf_attention(model: Any, layers: list[nn.Module]) -> Iterator[AttentionRecord]:
+    """Record max |q.k * scaling| over attended pairs per block of a transformers model, and
+    each head's mean entropy from the probabilities the eager attention returns.
 
     Public API only: an attention function registered with ``AttentionInterface.register``
     (with the eager mask, ``AttentionMaskInterface.register``) computes the logits and
@@ -31,7 +34,7 @@ def hf_attention(model: Any, layers: list[nn.Module]) -> Iterator[dict[int, torc
 
     AttentionInterface.register(RECORDING, record)
     AttentionMaskInterface.register(RECORDING, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
-    out: dict[int, torch.Tensor] = {}
+    out = AttentionRecord()
     owner = {id(m): i for i, layer in enumerate(layers) for m in layer.modules()}
     before = model.config._attn_implementation  # the property transformers' docs read it by
     model.set_attn_implementation(RECORDING)
@@ -46,14 +49,13 @@ def hf_attention(model: Any, layers: list[nn.Module]) -> Iterator[dict[int, torc
 def record(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
            attention_mask: torch.Tensor | None, *args: Any, scaling: float | None = None, **kwargs: Any) -> Any:
     """The registered attention function: the max attended |logit| into every active
-    recording that owns ``module``, then the model file's own eager attention."""
+    recording that owns ``module``, then the model file's own eager attention, whose
+    probabilities (its second output) give each head's entropy."""
     import sys
 
+    mine = [(owner[id(module)], out) for owner, out in _ACTIVE if id(module) in owner]
     with torch.no_grad():
-        for owner, out in _ACTIVE:
-            i = owner.get(id(module))
-            if i is None:
-                continue
+        for i, out in mine:
             s = scaling if scaling is not None else query.size(-1) ** -0.5
             k = key.repeat_interleave(query.size(1) // key.size(1), dim=1)
             logits = (query.float() @ k.float().transpose(-1, -2)) * s     # (B, H, T, S)
@@ -71,4 +73,10 @@ def record(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: tor
         from transformers import AttentionInterface
 
         own = AttentionInterface()["sdpa"]
-    return own(module, query, key, value, attention_mask, *args, scaling=scaling, **kwargs)
+    result = own(module, query, key, value, attention_mask, *args, scaling=scaling, **kwargs)
+    probs = result[1] if isinstance(result, tuple) and len(result) > 1 else None
+    if isinstance(probs, torch.Tensor):  # (B, H, T, S); sdpa returns none
+        with torch.no_grad():
+            for i, out in mine:
+                out.head_entropy[i] = head_entropy(probs)
+    return result

@@ -54,6 +54,8 @@ class ProbeConfig(Section):
     data: str = doc("'tinyshakespeare' (random windows of the corpus) or 'random' (uniform tokens)",
                     "tinyshakespeare")
     n_proj: int = doc("random projections for the Jacobian norm (0 = skip it)", 2)
+    sharpness_iters: int = doc("power iterations for the sharpness, the top Hessian eigenvalue of the loss (0 = skip "
+                               "it; each iteration costs about two backward passes)", 0, omit_default=True)
 
     def __post_init__(self) -> None:
         self.check(len(self.placements) > 0, "placements", "name at least one placement, e.g. post,pre")
@@ -63,6 +65,7 @@ class ProbeConfig(Section):
         self.check(self.first_seed >= 0, "first_seed", "must be >= 0")
         self.check(self.context >= 2, "context", "must be >= 2 (token cosine needs two positions)")
         self.check(self.n_proj >= 0, "n_proj", "must be >= 0")
+        self.check(self.sharpness_iters >= 0, "sharpness_iters", "must be >= 0 (0 = skip the sharpness), e.g. 20")
         self.check(self.data in ("tinyshakespeare", "random"), "data", "use tinyshakespeare or random")
 
         for p in self.placements:  # fail now, naming the bad value, not after minutes of probing
@@ -99,17 +102,20 @@ def sample_batch(tokens: torch.Tensor | None, vocab: int, n: int, T: int,
 
 
 def probe_model(model: Any, idx: torch.Tensor, targets: torch.Tensor, n_proj: int = 2,
-                gen: torch.Generator | None = None) -> list[tuple[int, str, str, str, float]]:
+                gen: torch.Generator | None = None, sharpness_iters: int = 0,
+                seed: int = 0) -> list[tuple[int, str, str, str, float]]:
     """Every registered probe statistic of one model on one batch: rows (layer, sublayer,
     param, metric, value); the statistics come from ``normlab.diagnostics.catalogue``.
 
     ``model``: a lab ``TransformerLM``, a ``normlab.inspect.Subject`` (any causal LM, built
     by ``normlab.inspect.subject_from_module``), or any other ``nn.Module``, which is made a
-    subject with the blocks and embedding found for it. ``targets`` are the next tokens."""
+    subject with the blocks and embedding found for it. ``targets`` are the next tokens.
+    ``sharpness_iters`` > 0: also the sharpness, by that many power iterations from a start
+    seeded with ``seed``."""
 
     wanted = [s for _, s in STATISTICS.items() if "probe" in s.tools]
     needs = set().union(*(s.needs for s in wanted))
-    c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs)
+    c = probe_capture(as_subject(model), idx, targets, n_proj, gen, needs, sharpness_iters, seed)
     # the statistics of the backward pass one after another, then the others position by
     # position: the order probe.csv has always had
     return computed(chosen(wanted, "probe", c.provided), c, frozenset({"param_grads", "stream_grads", "jacobian"}))
@@ -132,7 +138,8 @@ def run_probe(cfg: ProbeConfig, data_dir: str | None = None, progress: Any = Non
                 torch.manual_seed(seed)
                 model = TransformerLM(cfg.model_config(placement, L, vocab))
                 jgen = torch.Generator().manual_seed(seed)
-                for layer, sub, param, metric, value in probe_model(model, idx, tgt, cfg.n_proj, jgen):
+                for layer, sub, param, metric, value in probe_model(model, idx, tgt, cfg.n_proj, jgen,
+                                                                    cfg.sharpness_iters, seed):
                     rows.append({"placement": placement, "init": cfg.init, "n_layer": L, "d_model": cfg.d_model,
                                  "seed": seed, "layer": layer, "sublayer": sub, "param": param,
                                  "metric": metric, "value": value})

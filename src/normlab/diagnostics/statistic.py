@@ -33,10 +33,12 @@ probe, whose attention takes the fast path:
 | aux         | ``aux``: a second stream (ResiDual's d) | when the placement has one | same |
 | logits      | ``logits`` (B, T, V)             | yes   | yes      |
 | loss        | ``loss`` (mean cross-entropy)    | yes   | no       |
-| attention   | ``attention[key]``: (L,) per recorded key (max_logit, min_entropy, mean_entropy) | no | yes |
+| attention   | ``attention[key]``: (L,) per recorded key (max_logit, min_entropy, mean_entropy); ``head_entropy`` (L, H) | a second no-grad forward | yes |
 | reference   | ``reference``: logits of W_0 on the fixed batch | no | yes |
 | grads       | ``grads``, ``group_norms``: per-parameter gradients before clipping | no | yes |
-| update      | ``params``, ``snapshot``, ``group_norms``: weights after and before the step | no | yes |
+| update      | ``params``, ``snapshot``, ``group_norms``, ``group_rms``: weights after and before the step | no | yes |
+| optimizer   | ``optimizer``: Adam's state of each parameter (``monitors.AdamView``), ``group_rms`` | no | yes (after the step) |
+| hessian     | ``curvature``: the loss as a function of the parameters, for Hessian-vector products (``curvature.Curvature``) | when sharpness_iters > 0 | on train.sharpness_every steps |
 | param_grads | ``param_grads``: ((layer, sublayer, param), grad) of every block parameter | yes | no |
 | stream_grads| ``stream_grads``: dLoss/dx_l for l = 0..L-1 | yes | no |
 | jacobian    | ``graph``: live x_0..x_L, ``n_proj``, ``generator`` | when n_proj > 0 | no |
@@ -50,7 +52,9 @@ probe, whose attention takes the fast path:
 themselves in ``measured`` (a need each): ``deletion`` (L losses, block l skipped; both),
 ``state_grads`` (L+1 norms of dLoss/dx_l), ``block_grads`` (L per-block gradient norms),
 ``log_z`` and ``max_logit`` (L; inspect only). ``inspect`` provides ``param_stats`` and
-``grad_stats`` per block too (gradients reduced as they arrive).
+``grad_stats`` per block too (gradients reduced as they arrive), ``attention`` (``head_entropy``
+alone, where the subject's attention records it) and, with ``--sharpness-iters``, ``hessian``;
+a single checkpoint has no step, so never ``update`` nor ``optimizer``.
 
 The coordinate check (tool ``coord``) captures ``stream``, ``logits``, ``reference`` and
 ``reference_stream`` of one fixed batch at initialisation and after a few optimizer steps.
@@ -83,7 +87,7 @@ TOOLS = frozenset({"probe", "training", "inspect", "analyze", "coord"})
 # the statistic would silently never be computed. A new kind of capture adds its name here.
 NEEDS: tuple[str, ...] = ("stream", "aux", "logits", "loss", "attention", "reference", "grads", "update", "param_grads",
                           "stream_grads", "jacobian", "norm_inputs", "param_stats", "grad_stats", "history",
-                          "reference_stream",
+                          "reference_stream", "hessian", "optimizer",
                           # measured by inspect and analyze themselves (Captured.measured)
                           "deletion", "state_grads", "block_grads", "log_z", "max_logit")
 # how a page draws a statistic (docs/diagnostics.md); a statistic without ``draw`` gets _BY_OVER's
@@ -261,6 +265,9 @@ class Captured:
     measured: dict[str, Any] = field(default_factory=dict)  # inspect's and analyze's own (docstring)
     moments: dict[str, torch.Tensor] = field(default_factory=dict)  # "param", "grad": (places, 3)
     history: Any = None  # a diagnostics.spikes.Scan
+    group_rms: Callable[..., torch.Tensor] | None = None  # per-group RMS over matrices (monitors.group_rms)
+    optimizer: Any = None  # a diagnostics.monitors.AdamView
+    curvature: Any = None  # a diagnostics.curvature.Curvature
 
     def take_grads(self, loss: torch.Tensor, params: list[torch.Tensor], keys: list[tuple[int, str, str]],
                    stream: list[torch.Tensor], needs: set[str]) -> None:

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from normlab.core.errors import UserError
+from normlab.diagnostics.attention_record import lab_attention
 from normlab.diagnostics.families import FAMILIES, Family
 from normlab.diagnostics.hf_attention import hf_attention
 from normlab.model import cost
@@ -124,8 +125,9 @@ def subject_from_module(model: nn.Module, *, blocks: str | Sequence[nn.Module] |
     ``model(ids)`` and its ``.logits``, first element or itself. ``family``: how the report
     describes it (default: the family table's for a known ``model_type``, else "unknown").
     ``context``: tokens per window (default the model's maximum, at most 512). ``attention``:
-    a context manager factory yielding {block index: max |logit|}; default transformers'
-    attention interface for a transformers model, nothing otherwise.
+    a context manager factory yielding {block index: max |logit|} (an ``AttentionRecord`` also
+    holds each head's entropy); default transformers' attention interface for a transformers
+    model, the explicit path of a lab model (``attention_record.lab_attention``), nothing otherwise.
     """
     if not isinstance(model, nn.Module):
         raise UserError(f"subject_from_module: model is a {type(model).__name__}, not a torch.nn.Module")
@@ -152,7 +154,8 @@ def subject_from_module(model: nn.Module, *, blocks: str | Sequence[nn.Module] |
         raise UserError(f"{type(model).__name__}: a masked LM needs a tokenizer with a mask token")
     run = forward or _default_forward(model, hf)
     if attention is None:
-        attention = (lambda: hf_attention(model, layers)) if hf else no_attention
+        attention = ((lambda: hf_attention(model, layers)) if hf
+                     else (lambda: lab_attention(model)) if isinstance(model, TransformerLM) else no_attention)
     info = {"source": f"python: {type(model).__module__}.{type(model).__name__}", "vocab_size": vocab}
     if hf:
         import transformers

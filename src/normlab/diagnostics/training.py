@@ -19,8 +19,12 @@ update, so all steps are measured on the same inputs. The GAP statistics (max, m
 variance of each parameter group and its gradient) concatenate one group at a time. The
 spike statistics (``normlab.diagnostics.spikes``) take every step's loss and gradient norm
 through ``record`` (kept on the device as they are) and scan them here; their window rides
-in the checkpoint (``state``, ``load_state``). Every number of a step is read back
-to the host in a single transfer. W_0 is the model as it was when the
+in the checkpoint (``state``, ``load_state``). Given the optimizer, its Adam state after the
+step (``monitors.AdamView``: moments, and the preconditioner of the preconditioned sharpness);
+every ``sharpness_every`` steps the sharpness (``curvature``: power iteration on Hessian-vector
+products of the whole fixed batch's loss, dropout off, explicit attention; about 40-60
+training steps of cost per call on the smoke model, docs/diagnostics.md, and one more host
+sync). Every other number of a step is read back to the host in a single transfer. W_0 is the model as it was when the
 object was first built for this run directory; its logits are kept in
 RUN/diagnostics_ref.safetensors so that a resumed run keeps measuring against the same W_0.
 """
@@ -36,8 +40,9 @@ from torch import nn
 
 from normlab.core.errors import UserError
 from normlab.core.fsutil import atomic_write_bytes
-from normlab.diagnostics import spikes
+from normlab.diagnostics import monitors, spikes
 from normlab.diagnostics.catalogue import STATISTICS
+from normlab.diagnostics.curvature import ITERS, Curvature
 from normlab.diagnostics.hooks import recording
 from normlab.diagnostics.statistic import Captured, StreamStates, chosen
 from normlab.diagnostics.subject import as_subject
@@ -52,12 +57,18 @@ EARLY = frozenset({"grads", "grad_stats"})  # needs met right after the backward
 
 
 class TrainingDiagnostics:
-    """See the module docstring. ``every`` = k; ``fixed_rows`` caps the fixed batch."""
+    """See the module docstring. ``every`` = k; ``fixed_rows`` caps the fixed batch; the
+    ``optimizer`` (its Adam state) and, every ``sharpness_every`` steps (a multiple of k; 0 =
+    never), the sharpness of the whole fixed batch by ``sharpness_iters`` power iterations."""
 
     def __init__(self, model: nn.Module, run_dir: str | Path, fixed_batch: tuple[torch.Tensor, torch.Tensor],
-                 every: int, fixed_rows: int = 1) -> None:
-        if every < 1:
-            raise ValueError(f"every={every}: must be >= 1")
+                 every: int, fixed_rows: int = 1, optimizer: torch.optim.Optimizer | None = None,
+                 sharpness_every: int = 0, sharpness_iters: int = ITERS) -> None:
+        if every < 1 or sharpness_every < 0 or sharpness_iters < 1:
+            raise ValueError(f"every={every}, sharpness_every={sharpness_every}, sharpness_iters={sharpness_iters}: "
+                             "must be >= 1, >= 0 and >= 1")
+        self.opt, self.sharpness_every, self.sharpness_iters = optimizer, sharpness_every, sharpness_iters
+        self.batch = fixed_batch  # the sharpness's loss: every row of the fixed batch, with its targets
         self.model: Any = getattr(model, "_orig_mod", model)  # hooks go on the eager module
 
         self.run_dir, self.every = Path(run_dir), every
@@ -81,6 +92,7 @@ class TrainingDiagnostics:
         self.group = torch.tensor(group, dtype=torch.long)
         self.n_groups = self.L + 2
         self.members = [[i for i, g in enumerate(group) if g == k] for k in range(self.n_groups)]
+        self.group_rms = monitors.group_rms(self.params, self.group, self.n_groups)
         everything = {n for _, s in STATISTICS.items() for n in s.needs}
         # the registry's training statistics, in its order (the order of a line's keys);
         # chosen() also refuses two that would write the same key
@@ -131,9 +143,16 @@ class TrainingDiagnostics:
         logits, c = self._forward(record=True)
         c.reference, c.group_norms = self.ref, self._group_norms
         c.provided.add("reference")
+        c.group_rms = self.group_rms
         if self._snapshot is not None:
             c.params, c.snapshot = [p.detach() for p in self.params], self._snapshot
             c.provided.add("update")
+        if self.opt is not None:
+            c.optimizer = monitors.AdamView(self.opt, self.params)
+            c.provided.add("optimizer")
+        if self.sharpness_every and step % self.sharpness_every == 0:
+            c.curvature = Curvature(self._loss, list(self.params), self.sharpness_iters)
+            c.provided.add("hessian")
         if any("param_stats" in s.needs for s in self.stats):
             c.moments["param"] = self._group_moments([p.detach() for p in self.params])
             c.provided.add("param_stats")
@@ -145,7 +164,9 @@ class TrainingDiagnostics:
                 parts[s.name] = s.compute(c)
         done = [(s, parts[s.name]) for s in self.stats if parts.get(s.name) is not None]
         dev = self.x.device
-        values = [v if isinstance(v, torch.Tensor) else torch.stack(list(v)) for _, v in done]
+        # a labelled statistic (per head) writes its values in its rows' order
+        values = [v if isinstance(v, torch.Tensor) else torch.stack([x for _, x in v] if s.over == "labelled" else list(v))
+                  for s, v in done]
         flat = torch.cat([v.detach().float().reshape(-1).to(dev) for v in values]).tolist()  # the one sync
         rec: dict[str, Any] = {"step": step}
         i = 0
@@ -167,6 +188,17 @@ class TrainingDiagnostics:
     # ------------------------------------------------------------------ internals
     def _attention(self) -> list[Any]:  # the blocks' CausalSelfAttention modules
         return [b.attn.branch for b in self.model.blocks if hasattr(b.attn.branch, "record")]
+
+    def _loss(self) -> torch.Tensor:
+        """Mean cross-entropy of the whole fixed batch with its graph, dropout off, attention on
+        its explicit path (the fused kernels have no second derivative): the sharpness's loss."""
+        was = self.model.training
+        self.model.eval()
+        try:
+            with self.subject.attention():
+                return self.model(*self.batch, check=False)[1]
+        finally:
+            self.model.train(was)
 
     def _group_norms(self, tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:
         """sqrt of the per-group sum of squared Frobenius norms: (L + 2,) tensor."""

@@ -99,23 +99,26 @@ def rows_of(captured: Any, placement: str, name: str, d: int) -> list[dict[str, 
 def inspect_model(model: str, out: str | Path, text: str | None = None, *, context: int | None = None,
                   max_tokens: int = 2048, dtype: str = "float32", device: str = "cpu", seed: int = 0,
                   data_dir: str | None = None, quiet: bool = False, force: bool = False,
-                  measure: bool = False) -> dict[str, Any]:
+                  measure: bool = False, sharpness_iters: int = 0) -> dict[str, Any]:
     """Measure MODEL (a name: ``subject.load_subject``) on the text and write OUT (see the
-    module docstring); returns the summary."""
+    module docstring); returns the summary. ``sharpness_iters`` > 0: also the sharpness (top
+    Hessian eigenvalue of the loss on the batch) by that many power iterations."""
 
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
-    _check_out(out, max_tokens, context, force)
+    _check_out(out, max_tokens, context, force, sharpness_iters)
     t0 = time.perf_counter()
     subject = load_subject(model, dtype, device, context)
     settings = {"model": model, "dtype": dtype, "device": device}
     return inspect_subject(subject, out, text, max_tokens=max_tokens, seed=seed, data_dir=data_dir, quiet=quiet,
-                           force=force, settings=settings, started=t0, measure=measure)
+                           force=force, settings=settings, started=t0, measure=measure, sharpness_iters=sharpness_iters)
 
 
-def _check_out(out: str | Path, max_tokens: int, context: int | None, force: bool) -> None:
+def _check_out(out: str | Path, max_tokens: int, context: int | None, force: bool, sharpness_iters: int = 0) -> None:
     if max_tokens < 2 or (context is not None and context < 2):
         raise UserError("--max-tokens and --context must be >= 2")
+    if sharpness_iters < 0:
+        raise UserError(f"--sharpness-iters {sharpness_iters}: must be >= 0 (0 = no sharpness), e.g. 20")
 
     if OutDir(out, "inspect").contents() and not force:
         raise UserError(f"--out {out}: already exists and is not empty; choose another or pass --force")
@@ -124,7 +127,7 @@ def _check_out(out: str | Path, max_tokens: int, context: int | None, force: boo
 def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, max_tokens: int = 2048,
                     seed: int = 0, data_dir: str | None = None, quiet: bool = True, force: bool = False,
                     settings: dict[str, Any] | None = None, started: float | None = None,
-                    measure: bool = False) -> dict[str, Any]:
+                    measure: bool = False, sharpness_iters: int = 0) -> dict[str, Any]:
     """``normlab inspect`` of a :class:`~normlab.inspect.subject.Subject` (any causal LM, from
     ``subject_from_module``): measure it on ``text`` (a file; default a lab run's own validation
     split, else Tiny Shakespeare's validation tenth: ``measured_ids``) and write OUT, which
@@ -134,7 +137,7 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
     (``normlab.run.outdir.OutDir``): a second writer is refused."""
 
     t0 = time.perf_counter() if started is None else started
-    _check_out(out, max_tokens, None, force)
+    _check_out(out, max_tokens, None, force, sharpness_iters)
     out = Path(out)
     name = subject.name
     if not subject.family.causal and subject.mask_id is None:
@@ -153,12 +156,13 @@ def inspect_subject(subject: Any, out: str | Path, text: str | None = None, *, m
         raise UserError(f"--measure: {name} is not a lab TransformerLM, and the sub-layer measurements read its "
                         "sub-layers (branch, norm); `normlab import` converts the families it can into one")
     with OutDir(out, "inspect").writing("--out", check=lambda: _check_out(out, max_tokens, None, force)):
-        return _measure_into(subject, out, ids, source, text, max_tokens, seed, settings, t0, quiet, measure)
+        return _measure_into(subject, out, ids, source, text, max_tokens, seed, settings, t0, quiet, measure,
+                             sharpness_iters)
 
 
 def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: str | None, max_tokens: int,
                   seed: int, settings: dict[str, Any] | None, t0: float, quiet: bool,
-                  measure: bool = False) -> dict[str, Any]:
+                  measure: bool = False, sharpness_iters: int = 0) -> dict[str, Any]:
     """``inspect_subject``'s work on the checked token ids ``ids``, into the folder it holds."""
     import torch
 
@@ -174,7 +178,7 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
         bar.add("layer", len(subject.layers))
         bar.item("skipping blocks")
         bar.start("layer")
-        captured, raw = capture(subject, x, y, lambda done, total: bar.advance("layer"))
+        captured, raw = capture(subject, x, y, lambda done, total: bar.advance("layer"), sharpness_iters, seed)
         if measure:  # after the statistics, which it leaves as they were
             bar.item("sub-layer measurements")
             raw.update(_sublayer_measurements(subject.model, x, y, seed))
@@ -196,6 +200,8 @@ def _measure_into(subject: Any, out: Path, ids: list[int], source: str, text: st
                 "max_tokens": max_tokens, "dtype": dtype, "device": device, "seed": seed}
     if measure:  # (only then: the settings of an inspection without it stay as they were)
         settings["measure"] = True
+    if sharpness_iters:  # (the same)
+        settings["sharpness_iters"] = sharpness_iters
     # analysis/ holds what ``normlab analyze`` writes: the rows of the statistics it computes too
     per_block = {s.key for _, s in STATISTICS.items() if "analyze" in s.tools and s.over == "blocks"}
     arows = [r for r in rows if r["metric"] in per_block and r["sublayer"] == "block"]

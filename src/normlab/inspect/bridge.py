@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import torch
 
 from normlab.core.errors import UserError
+from normlab.diagnostics.attention_record import AttentionRecord, head_entropy
 from normlab.diagnostics.families import FAMILIES, Family
 from normlab.diagnostics.subject import Subject, subject_from_module
 
@@ -38,10 +39,11 @@ def subject_from_bridge(bridge: Any, *, name: str | None = None, family: Family 
 
 
 @contextlib.contextmanager
-def _scores(layers: list[Any]) -> Iterator[dict[int, torch.Tensor]]:
+def _scores(layers: list[Any]) -> Iterator[AttentionRecord]:
     """{block: max |score| over attended pairs}: the bridge's scores (B, H, T, S), after the
-    scale, with masked pairs at the dtype's minimum (or -inf)."""
-    out: dict[int, torch.Tensor] = {}
+    scale, with masked pairs at the dtype's minimum (or -inf); each head's entropy from its
+    probabilities (``hook_pattern``)."""
+    out = AttentionRecord()
     handles = []
 
     def keep(i: int) -> Any:
@@ -52,10 +54,20 @@ def _scores(layers: list[Any]) -> Iterator[dict[int, torch.Tensor]]:
                 out[i] = torch.where(attended, s.abs(), torch.zeros_like(s)).amax()
         return hook
 
+    def pattern(i: int) -> Any:
+        def hook(_m: Any, _args: Any, probs: torch.Tensor) -> None:
+            with torch.no_grad():
+                out.head_entropy[i] = head_entropy(probs)
+        return hook
+
     for i, block in enumerate(layers):
-        point = getattr(getattr(block, "attn", None), "hook_attn_scores", None)
+        attn = getattr(block, "attn", None)
+        point = getattr(attn, "hook_attn_scores", None)
         if isinstance(point, torch.nn.Module):
             handles.append(point.register_forward_hook(keep(i)))
+        point = getattr(attn, "hook_pattern", None)
+        if isinstance(point, torch.nn.Module):
+            handles.append(point.register_forward_hook(pattern(i)))
     try:
         yield out
     finally:

@@ -11,9 +11,8 @@ through the same statistics.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
@@ -94,24 +93,9 @@ def _lab_dir(folder: Path, dtype: str, device: str, context: int | None, run_dir
                                   f"{cfg.kv_heads} kv heads" if cfg.kv_heads != cfg.n_head else "") if x)
     fam = Family("normlab TransformerLM", pl, cfg.norm, notes, importable=True)
     ctx = min(context or cfg.context, cfg.context)
-    attn: list[Any] = [b.attn.branch for b in model.blocks]  # type: ignore[union-attr]  # ModuleList yields Modules
-
-    @contextlib.contextmanager
-    def attention() -> Iterator[dict[int, torch.Tensor]]:
-        out: dict[int, torch.Tensor] = {}
-        for a in attn:
-            a.record = True
-        try:
-            yield out
-        finally:
-            for i, a in enumerate(attn):
-                a.record = False
-                if "max_logit" in a.stats:
-                    out[i] = a.stats["max_logit"]
-
     sub = subject_from_module(model, blocks=list(model.blocks), embed=model.wte, tokenizer=encode,
                               forward=lambda ids: model(ids)[0], name=(run_dir or folder).name, family=fam,
-                              context=ctx, attention=attention)
+                              context=ctx)  # the lab model's attention recording by default
     sub.info.update(lab=True, source=str(run_dir or folder), vocab_size=cfg.vocab_size)
 
     run = RunDir(run_dir) if run_dir is not None else RunDir.of_checkpoint(folder)

@@ -63,8 +63,9 @@ class CausalSelfAttention(nn.Module):
     takes the explicit path (SDPA has no cap).
     ``model.attn_gate`` multiplies each head's output by sigmoid(x W_g + b_g) before W_O (gated
     attention, Qiu et al. 2025: G1, after SDPA; ``OutputGate``). Set ``record = True`` to take the
-    explicit (slower) path that stores the maximum |logit| and the minimum attention entropy
-    (queries 1.., nats) of the last call in ``self.stats``.
+    explicit (slower) path that stores the maximum |logit|, the minimum and mean attention entropy
+    (queries 1.., nats) and each head's mean entropy over every query (``head_entropy``,
+    (n_head,)) of the last call in ``self.stats``.
     """
 
     def __init__(self, cfg: ModelConfig, qk_norm: Callable[[int, float, bool], nn.Module] | None = None,
@@ -180,9 +181,10 @@ class CausalSelfAttention(nn.Module):
     def _hidden_mask(self, T: int, device: torch.device) -> torch.Tensor:
         """(T, T), True where query t may not see key s: the future (s > t) and, in a
         sliding-window block, keys at least ``window`` back (s <= t - window, transformers' rule)."""
-        # Cached: the recording path runs at every diagnostic step.
+        # Cached: the recording path runs at every diagnostic step. One made under inference
+        # mode (the diagnostics' forward) cannot be saved for a backward (the sharpness's): remade.
         m = getattr(self, "_hidden", None)
-        if m is None or m.size(0) != T or m.device != device:
+        if m is None or m.size(0) != T or m.device != device or (m.is_inference() and not torch.is_inference_mode_enabled()):
             m = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
             if self.window is not None:
                 m |= torch.ones(T, T, dtype=torch.bool, device=device).tril(-self.window)
@@ -199,10 +201,12 @@ class CausalSelfAttention(nn.Module):
             capped = torch.tanh(logits / self.softcap) * self.softcap
         att = capped.masked_fill(future, float("-inf")).softmax(dim=-1)
         with torch.no_grad():
+            rows = torch.special.entr(att).sum(-1)                    # (B, H, T): entropy of each query's row
             # Query 0 sees one key, so its entropy is always 0: leave it out of min and mean.
-            ent = torch.special.entr(att).sum(-1)[..., 1:] if T > 1 else att.new_zeros(1)  # (B, H, T-1)
+            ent = rows[..., 1:] if T > 1 else att.new_zeros(1)        # (B, H, T-1)
+            # per head, every query (Zhai et al. 2023's mean over rows): (H,)
             self.stats = {"max_logit": logits.masked_fill(future, 0).abs().amax(),
-                          "min_entropy": ent.amin(), "mean_entropy": ent.mean()}
+                          "min_entropy": ent.amin(), "mean_entropy": ent.mean(), "head_entropy": rows.mean(dim=(0, 2))}
         if self.training and self.dropout:
             att = F.dropout(att, self.dropout)
         return att @ v

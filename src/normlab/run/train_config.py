@@ -99,6 +99,10 @@ class TrainConfig(Section):
                                  omit_default=True)  # unset, it leaves configs and trial ids as they were
     diverge_loss: float = doc("a training loss above this (or non-finite) ends the run as diverged", 20.0)
     diag_every: int = doc("in-training diagnostics every N steps (0 = off)", 0)
+    sharpness_every: int = doc("also the sharpness (top Hessian eigenvalue, and Adam's preconditioned one) every N "
+                               "steps, a multiple of train.diag_every (0 = off; each costs about 2 to 3 training "
+                               "steps of the fixed batch per power iteration, docs/diagnostics.md)", 0, omit_default=True)
+    sharpness_iters: int = doc("power iterations of each sharpness measurement", 20, omit_default=True)
     device: str = doc("auto, cpu, cuda or cuda:N", "auto")
     dtype: str = doc("float32 or bfloat16 (autocast)", "float32")
     compile: bool = doc("wrap the model in torch.compile", False)
@@ -115,6 +119,10 @@ class TrainConfig(Section):
             self.check(getattr(self, name) >= 1, name, "must be >= 1")
         for name in ("checkpoint_every", "diag_every", "threads"):
             self.check(getattr(self, name) >= 0, name, "must be >= 0")
+        self.check(self.sharpness_every == 0 or (self.diag_every > 0 and self.sharpness_every % self.diag_every == 0),
+                   "sharpness_every", "must be 0 or a multiple of train.diag_every > 0 (it is written in the "
+                   "diagnostics lines), e.g. 10 x train.diag_every")
+        self.check(self.sharpness_iters >= 1, "sharpness_iters", "must be >= 1, e.g. 20")
         self.check(not self.keep_checkpoints or self.checkpoint_every > 0, "keep_checkpoints",
                    "needs train.checkpoint_every > 0 (the steps it keeps), e.g. --set train.checkpoint_every=100")
         self.check(self.eval_every is None or self.eval_every >= 0, "eval_every",

@@ -112,7 +112,8 @@ def execute(plan: RunPlan, *, quiet: bool = False, on_run_dir: Callable[[Path], 
         diag = None
         if cfg.train.diag_every > 0 and dist.main:
             diag = TrainingDiagnostics(model, plan.run_dir, (val[0][0].to(device), val[0][1].to(device)),
-                                       every=cfg.train.diag_every)
+                                       every=cfg.train.diag_every, optimizer=optimizer,
+                                       sharpness_every=cfg.train.sharpness_every, sharpness_iters=cfg.train.sharpness_iters)
         parts = Parts(model, optimizer, batches, val, ckpt, Metrics(loggers, batches.tokens_per_step), diag, dist,
                       device, reinit, label=str(plan.run_dir))
         facts = Facts(batches.tokens_per_step, cfg.model.placement, cfg.seed)
