@@ -107,3 +107,23 @@ def plateau(cfg: Any, run_dir: Path, *, resume: bool = False) -> dict[str, Any]:
                "final_val_loss": None if diverged else curve[-1], "diverged_at_step": last if diverged else None}
     run.write_summary(summary)
     return summary
+
+
+def hostile_spec(path: Path, prefix: str) -> Path:
+    """A study of two :func:`hostile` trials (seed 0 ships a symlink, seed 1 a path escape)."""
+    path.write_text(f'name = "hostile"\ntrial = "{prefix}:hostile"\nseeds = [0, 1]\nretries = 0\n'
+                    '[axes]\n"optim.lr" = [1e-3]\n')
+    return path
+
+
+def check_hostile_refused(root: Path, out: str) -> None:
+    """Both :func:`hostile` archives refused whole by the driver of the store at ``root``: the
+    trials failed naming why, and nothing of either archive was written (no run directory)."""
+    from normlab.study.store import Store
+
+    store = Store(root)
+    errors = {t.params["seed"]: t.error or "" for t in store.trials()}
+    assert {t.status for t in store.trials()} == {"failed"}, out[-3000:]
+    assert "run archive refused: './link' is a symlink" in errors[0], errors
+    assert "run archive refused: '../escaped' points outside the run directory" in errors[1], errors
+    assert not (root / "runs").exists() or os.listdir(root / "runs") == []

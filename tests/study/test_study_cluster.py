@@ -28,6 +28,7 @@ from normlab.run.dir import RAY_NODES as NODES_LOG
 from normlab.study.store import Store
 
 from .conftest import HERE, SRC, cli, tiny_spec
+from .fake_trials import check_hostile_refused, hostile_spec
 from .ray_cluster import Cluster, stop_process
 
 pytest.importorskip("ray")
@@ -244,21 +245,13 @@ class TestOnASharedCluster:
 class TestANodeWithoutTheStore:
     @pytest.mark.netns(timeout=900)
     def test_a_shipped_back_run_with_a_symlink_or_a_path_escape_is_refused(self, tmp_path, fake_path, storeless) -> None:
-        spec = tmp_path / "s.toml"
-        spec.write_text(f'name = "hostile"\ntrial = "{fake_path}:hostile"\nseeds = [0, 1]\nretries = 0\n'
-                        '[axes]\n"optim.lr" = [1e-3]\n')
+        spec = hostile_spec(tmp_path / "s.toml", fake_path)
         cluster = storeless  # every trial runs on the node without the store
         root = cluster.hidden / "hostile-store"
         log = tmp_path / "study.log"
         out = _finish(_study([str(spec), "--store", str(root), "--executor", "ray", "--ray-address",
                               cluster.address], _env(), log), log)
-        store = Store(root)
-        errors = {t.params["seed"]: t.error or "" for t in store.trials()}
-        assert {t.status for t in store.trials()} == {"failed"}, out[-3000:]
-        assert "run archive refused: './link' is a symlink" in errors[0], errors
-        assert "run archive refused: '../escaped' points outside the run directory" in errors[1], errors
-        # nothing of either archive was written: no run directory, no escaped file, no staging left
-        assert not (root / "runs").exists() or os.listdir(root / "runs") == []
+        check_hostile_refused(root, out)  # nothing of either archive written: no run directory, no staging
         assert not list(tmp_path.rglob("escaped")) and not list(cluster.hidden.parent.rglob("escaped"))
 
     @pytest.mark.netns(timeout=900)

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from normlab.study.shipping import checkpoint_step
 from normlab.study.store import Store
 
 from .conftest import HERE, SRC, cli, tiny_spec
+from .fake_trials import check_hostile_refused, hostile_spec
 
 pytest.importorskip("submitit")
 
@@ -135,21 +137,25 @@ def test_a_smoke_study_runs_each_trial_once_in_its_own_job_and_no_job_opens_the_
     assert sorted(p.name for p in tmp_path.rglob("*.sqlite*")) == sorted(p.name for p in root.glob("study.sqlite*"))
 
 
-@pytest.mark.parametrize("kill", [False, True], ids=["scancel", "sigkill"])
+@pytest.mark.parametrize("kill, where", [(False, "shared"), (True, "shared"), (False, "local")],
+                         ids=["scancel", "sigkill", "scancel-node-scratch"])
 def test_scancel_of_a_running_job_then_resubmission_resumes_its_trial_from_its_checkpoint(
-        slurm_cluster, tmp_path, data_dir, kill) -> None:
+        slurm_cluster, tmp_path, data_dir, kill, where) -> None:
     """``scancel`` (SIGTERM: the trial checkpoints and returns) and the job's trial process
     SIGKILLed, as the OOM killer does (the job ends without a result: a death) both end with the
-    trial resumed from a checkpoint."""
+    trial resumed from a checkpoint. In node scratch (a store the nodes do not see) the stopped
+    run comes back to the store and goes out again with the next job, which resumes it."""
     spec = tiny_spec(tmp_path / "s.toml", steps=3000, every=1500, ckpt=25, seeds="[0]", axes='"model.placement" = ["pre"]')
     root, log = tmp_path / "store", tmp_path / "log"
-    proc = _study([str(spec), "--store", str(root), "--slurm", f"partition={slurm_cluster.partition}"],
-                  _env(slurm_cluster, data_dir), log)
-    run = _wait_for("a checkpoint", lambda: next((r for r in root.glob("runs/*") if (checkpoint_step(r) or 0) >= 50),
-                                                 None), proc, log)
-    first = _jobs(run)[0]["job"]
+    proc = _study([str(spec), "--store", str(root), "--slurm", f"partition={slurm_cluster.partition}",
+                   "--slurm", f"run_dirs={where}"], _env(slurm_cluster, data_dir), log)
+    scratch = Path(tempfile.gettempdir())  # the jobs' TMPDIR: they inherit this process's environment
+    live = _wait_for("a checkpoint", lambda: next((r for r in [*root.glob("runs/*"), *scratch.glob("normlab-trial-*/*")]
+                                                  if (checkpoint_step(r) or 0) >= 50), None), proc, log)
+    first = _jobs(live)[0]["job"]
+    run = root / "runs" / live.name
     if kill:
-        os.kill(_jobs(run)[0]["pid"], signal.SIGKILL)
+        os.kill(_jobs(live)[0]["pid"], signal.SIGKILL)
     else:
         slurm_cluster.run(["scancel", first])
     out = _finish(proc, log)
@@ -158,6 +164,7 @@ def test_scancel_of_a_running_job_then_resubmission_resumes_its_trial_from_its_c
     jobs = _jobs(run)
     assert len(jobs) == 2 and jobs[0]["job"] == first and jobs[1]["job"] != first, (jobs, out[-2000:])
     assert jobs[0]["checkpoint_step"] is None and jobs[1]["checkpoint_step"] >= 50  # resumed, not restarted
+    assert {j["shared_fs"] for j in jobs} == {where == "shared"}
     events = [e["event"] for e in store.events(store.trials()[0].id)]
     assert events[-1] == "completed" and ("lost" in events if kill else "interrupted" in events or "lost" in events), events
 
@@ -233,18 +240,11 @@ def test_a_job_at_its_time_limit_stops_its_trial_at_a_checkpoint_and_the_next_jo
 
 
 def test_a_run_shipped_back_with_a_link_or_a_path_escape_is_refused(slurm_cluster, tmp_path, fake_path) -> None:
-    spec = tmp_path / "s.toml"
-    spec.write_text(f'name = "hostile"\ntrial = "{fake_path}:hostile"\nseeds = [0, 1]\nretries = 0\n'
-                    '[axes]\n"optim.lr" = [1e-3]\n')
+    spec = hostile_spec(tmp_path / "s.toml", fake_path)
     root, log = tmp_path / "store", tmp_path / "log"
     out = _finish(_study([str(spec), "--store", str(root), "--slurm", f"partition={slurm_cluster.partition}",
                           "--slurm", "run_dirs=local"], _env(slurm_cluster), log), log)
-    store = Store(root)
-    errors = {t.params["seed"]: t.error or "" for t in store.trials()}
-    assert {t.status for t in store.trials()} == {"failed"}, out[-3000:]
-    assert "run archive refused: './link' is a symlink" in errors[0], errors
-    assert "run archive refused: '../escaped' points outside the run directory" in errors[1], errors
-    assert not (root / "runs").exists() or os.listdir(root / "runs") == []
+    check_hostile_refused(root, out)
     assert not list(tmp_path.rglob("escaped"))
 
 

@@ -31,6 +31,8 @@ from typing import Any
 from normlab.core import stopping
 from normlab.core.errors import UserError
 from normlab.core.fscheck import writable_dir
+from normlab.core.fsutil import atomic_write_bytes
+from normlab.run.dir import RunDir
 from normlab.run.resolve import RunConfig
 from normlab.study import shipping
 from normlab.study.slurm_config import SlurmConfig
@@ -44,6 +46,7 @@ from normlab.study.slurm_queue import (
     result_of,
     scancel,
     squeue,
+    started_tarball,
 )
 from normlab.study.slurm_script import make_executor, pack_size
 from normlab.study.store import Lease, Store, worker_id
@@ -87,7 +90,7 @@ def run_slurm(store_root: str | Path, opts: WorkerOptions, *, workers: int, addr
             beat.items.extend((c.id, c.attempt) for f in flights for c in f.claims)
             unreachable_since = None
             while True:
-                _submit(store, ledger, executor, me, opts, cfg, k, study, str(root), flights, beat)
+                _submit(store, ledger, executor, me, opts, cfg, k, study, str(root), flights, beat, folder)
                 if not flights:
                     if store.unfinished() == 0:
                         break
@@ -141,7 +144,7 @@ def _still_running(store: Store, trials: list[tuple[str, int]]) -> bool:
 
 
 def _submit(store: Store, ledger: Ledger, executor: Any, me: str, opts: WorkerOptions, cfg: SlurmConfig, k: int,
-            study: dict[str, Any], root: str, flights: list[Flight], beat: Heartbeat) -> None:
+            study: dict[str, Any], root: str, flights: list[Flight], beat: Heartbeat, folder: Path) -> None:
     """Claim packs for the free array slots and submit them as one job array."""
     packs: list[list[Lease]] = []
     while len(flights) + len(packs) < cfg.array_parallelism and stopping.received() is None:
@@ -157,8 +160,9 @@ def _submit(store: Store, ledger: Ledger, executor: Any, me: str, opts: WorkerOp
     executor.update_parameters(job_name=token)
     n = len(packs)
     try:
-        jobs = executor.map_array(slurm_job, [job_trials(p) for p in packs], [root] * n, [opts] * n, [study] * n,
-                                  [cfg.run_dirs] * n)
+        started = {} if cfg.run_dirs == "shared" else _started([c for p in packs for c in p], folder)
+        jobs = executor.map_array(slurm_job, [job_trials(p, started) for p in packs], [root] * n, [opts] * n,
+                                  [study] * n, [cfg.run_dirs] * n)
     except Exception as e:  # sbatch refused: nothing was queued, the trials go back as they were
         for claims in packs:
             for c in claims:
@@ -171,6 +175,18 @@ def _submit(store: Store, ledger: Ledger, executor: Any, me: str, opts: WorkerOp
                         "(--dry-run prints the job script)") from None
     ledger.submitted(token, [str(j.job_id) for j in jobs])
     flights += [Flight(str(j.job_id), token, i, p) for i, (j, p) in enumerate(zip(jobs, packs))]
+
+
+def _started(claims: list[Lease], folder: Path) -> dict[str, str]:
+    """The runs of ``claims`` begun by an earlier job (shipped back when it stopped at a checkpoint),
+    tarred into the job folder, so that a job in node scratch resumes them: trial id -> path."""
+    out = {}
+    for c in claims:
+        if RunDir(c.run_dir).is_run():
+            path = started_tarball(folder, c.id, c.attempt)
+            atomic_write_bytes(path, shipping.pack(c.run_dir))
+            out[c.id] = str(path)
+    return out
 
 
 def _poll(store: Store, ledger: Ledger, folder: Path, me: str, opts: WorkerOptions, cfg: SlurmConfig,
@@ -203,6 +219,8 @@ def _poll(store: Store, ledger: Ledger, folder: Path, me: str, opts: WorkerOptio
         else:
             _record(store, me, opts, f, got)
             why = "recorded"
+        for c in f.claims:  # the run so far, if one was sent: the store's run directory has it now
+            started_tarball(folder, c.id, c.attempt).unlink(missing_ok=True)
         _drop(ledger, flights, beat, f, why)
 
 

@@ -2,8 +2,10 @@
 
 The driver (``normlab.study.slurm``) pickles :func:`slurm_job` and its arguments through
 submitit; the job trains each trial in its run directory when the node sees the store's
-filesystem, otherwise in node scratch, and returns one :data:`Outcome` per trial, which
-submitit writes to the job folder for the driver to record. The job opens no database.
+filesystem, otherwise in node scratch (starting from the run so far, which the driver put in
+the job folder, when an earlier job stopped it at a checkpoint), and returns one
+:data:`Outcome` per trial, which submitit writes to the job folder for the driver to record.
+The job opens no database.
 
 Signals: Slurm warns a job ``slurm.signal_s`` before its time limit with SIGUSR2 (submitit's
 ``--signal``), and ends it (``scancel``, the limit itself, preemption) with SIGTERM. Both
@@ -43,10 +45,13 @@ class JobTrial:
     params: dict[str, Any]
     config_json: str
     run_dir: str
+    started: str | None = None  # the run so far, tarred in the job folder, for a job in node scratch
 
 
-def job_trials(claims: list[Lease]) -> list[JobTrial]:
-    return [JobTrial(c.id, c.attempt, dict(c.params), c.config_json, str(c.run_dir)) for c in claims]
+def job_trials(claims: list[Lease], started: dict[str, str] | None = None) -> list[JobTrial]:
+    """What a job needs of ``claims``; ``started``: trial id -> the tarball of its run so far."""
+    return [JobTrial(c.id, c.attempt, dict(c.params), c.config_json, str(c.run_dir), (started or {}).get(c.id))
+            for c in claims]
 
 
 def slurm_job(trials: list[JobTrial], store_root: str, opts: WorkerOptions, study: dict[str, Any],
@@ -67,6 +72,10 @@ def slurm_job(trials: list[JobTrial], store_root: str, opts: WorkerOptions, stud
                 busy = locks.enter_context(shipping.exclusive(target, opts.lease_s))
                 if busy:
                     return [(None, busy, None, {}) for _ in trials]
+            if scratch is not None:  # a run stopped at a checkpoint in an earlier job resumes from it here
+                for t, target in zip(trials, targets):
+                    if t.started:
+                        shipping.unpack_run(Path(t.started).read_bytes(), target)
             wheres = [_record_job(target, shared) for target in targets]
             with study_env(study, claims):
                 results = run_claimed_batch(claims, opts) if len(claims) > 1 else [run_claimed(claims[0], opts)]

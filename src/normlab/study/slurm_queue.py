@@ -132,6 +132,11 @@ def _slurm(cmd: list[str]) -> str:
     return done.stdout
 
 
+def started_tarball(folder: Path, trial: str, attempt: int) -> Path:
+    """Where the driver puts a started run for a job that trains in node scratch to resume."""
+    return Path(folder) / "started" / f"{trial}-a{attempt}.tar.gz"
+
+
 def array_index(job: str) -> int:
     """The array index of "123_4" (0 for a lone job "123")."""
     _, sep, idx = job.partition("_")
