@@ -11,8 +11,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from _gpu_parts import Ctx
+if TYPE_CHECKING:  # _gpu_parts imports this module for its PARTS
+    from _gpu_parts import Ctx
 
 LIMIT = 32  # at most this many trials in the pack measured (the cap, not memory, bounds it on a big GPU)
 

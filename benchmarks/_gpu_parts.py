@@ -275,6 +275,8 @@ def _toml(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
 
 
+from _gpu_pack import packed_study  # noqa: E402  (the part of its own file; it needs Ctx only for types)
+
 PARTS: dict[str, Callable[[Ctx], None]] = {
     "cuda-tests": cuda_tests,
     "throughput-eager": lambda ctx: throughput(ctx, "eager"),
@@ -282,4 +284,5 @@ PARTS: dict[str, Callable[[Ctx], None]] = {
     "trial-batching": trial_batching,
     "claims-quick": claims,
     "study-trial": study_trial,
+    "packed-study": packed_study,
 }

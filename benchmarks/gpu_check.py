@@ -49,10 +49,7 @@ except ImportError:
     sys.path.insert(0, str(HERE.parent / "src"))
     import normlab
 
-from _gpu_pack import packed_study  # noqa: E402
 from _gpu_parts import PARTS, Ctx  # noqa: E402
-
-PARTS = {**PARTS, "packed-study": packed_study}  # after trial-batching's kernels: the lab's own K
 
 CAPS = {"cuda-tests": 70, "throughput-eager": 60, "throughput-compiled": 150, "trial-batching": 50,
         "claims-quick": 90, "study-trial": 40, "packed-study": 60}

@@ -72,6 +72,8 @@ def test_dry_run_goes_through_every_part(tmp_path: Path) -> None:
     assert any(t.startswith("trial batching loss curves") for t in rows)
     trial = next(r for t, r in rows.items() if t.startswith("pre-vs-post --scale smoke"))
     assert trial["verdict"] == "met" and "4 steps" in trial["measured"], trial
+    packed = next(r for t, r in rows.items() if t.startswith("packed study"))
+    assert "trials/h packed vs" in packed["measured"] and "packs" in packed["measured"], packed
     assert "target" in proc.stdout and "whole check" in proc.stdout  # the table is printed
 
 
