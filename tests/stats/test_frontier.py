@@ -148,3 +148,16 @@ def test_bad_counts_are_refused() -> None:
         critical_lr([1e-3, 2e-3], [3, 6], [5, 5])
     with pytest.raises(ValueError):
         critical_lr([0.0, 2e-3], [1, 0], [5, 5])
+
+
+def test_a_constant_share_of_seeds_training_places_no_crossing() -> None:
+    """Post-LN at 18 blocks with warm-up, step 1000 of campaign 1's frontier stage: 1 of 4 seeds
+    trains at each of the three highest lrs, none below. The logistic fitted to the three lrs the
+    fit keeps is all but flat (slope ~ -2e-5): its crossing lay tens of thousands of decades away
+    and 10 ** it underflowed to an lr of 0.0, which a log ratio then failed on. No crossing is
+    placed, and its ratio with any line is unknown, not an error."""
+    lrs = [1.975e-05, 2.963e-05, 4.444e-05, 6.667e-05, 1e-4, 1.5e-4]
+    f = critical_lr(lrs, [0, 0, 0, 1, 1, 1], [4] * 6)
+    assert f.lr is None and f.lo is None and f.hi is None and "no trend with lr" in f.method
+    other = critical_lr([1e-3, 2e-3, 4e-3], [4, 2, 0], [4, 4, 4])
+    assert log_ratio(other, f).censored == "unknown" and log_ratio(f, other).estimate is None
