@@ -37,11 +37,15 @@ def test_shared_dir_builds_once_and_a_failed_build_leaves_nothing(shared_dir) ->
 def test_netns_tests_share_one_group_and_long_tests_come_first(request: pytest.FixtureRequest) -> None:
     items = request.session.items
     netns = [i for i in items if i.get_closest_marker("netns")]
-    assert all(i.get_closest_marker("xdist_group").args == ("netns",) for i in netns), netns
+
+    def group(item: pytest.Item) -> str:  # the Ray tests' cluster group, or the Slurm tests' own
+        return "slurm" if "slurm_cluster" in getattr(item, "fixturenames", ()) else "netns"
+
+    assert all(i.get_closest_marker("xdist_group").args == (group(i),) for i in netns), netns
     if getattr(request.config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
         # pytest-xdist schedules by the "@group" it appends to the node id when it collects: a
         # marker added after that is ignored, and the netns tests would spread over the workers
-        assert all(i.nodeid.endswith("@netns") for i in netns), [i.nodeid for i in netns]
+        assert all(i.nodeid.endswith(f"@{group(i)}") for i in netns), [i.nodeid for i in netns]
 
     def rank(item: pytest.Item) -> int:
         return 0 if item.get_closest_marker("netns") else 1 if item.get_closest_marker("slow") else 2

@@ -86,6 +86,10 @@ CASES: dict[tuple[str, str], list[tuple[str, list[str], int]]] = {
                                ("damaged", ["study", "run", "--store", "{damaged_store}"], 2),
                                ("ro", ["study", "run", "{spec}", "--store", "{ro}/new"], 2),
                                ("ro", ["study", "run", "--store", "{ro}/store"], 2)],
+    ("study run", "--slurm-config"): [
+        ("wrong", ["study", "run", "{spec}", "--store", "{new}", "--executor", "slurm", "--slurm-config", "{dir}"], 2),
+        ("missing", ["study", "run", "{spec}", "--store", "{new}", "--executor", "slurm", "--slurm-config",
+                     "{new}/slurm.toml"], 2)],
     ("study status", "store"): [("wrong", ["study", "status", "{bad}"], 2),
                                 ("damaged", ["study", "status", "{damaged_store}"], 2),
                                 ("ro", ["study", "status", "{ro}/store"], 0)],

@@ -82,9 +82,13 @@ def load_slurm(path: str | Path | None = None, overrides: list[str] | None = Non
         try:
             table = tomllib.loads(p.read_text())
         except FileNotFoundError:
-            raise UserError(f"--slurm-config {p}: no such file") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise UserError(f"--slurm-config {p}: not a readable TOML file ({e})") from None
+            raise UserError(f"--slurm-config {p}: no such file; give the TOML file with a [slurm] table") from None
+        except IsADirectoryError:
+            raise UserError(f"--slurm-config {p}: a directory; give the TOML file with a [slurm] table") from None
+        except OSError as e:
+            raise UserError(f"--slurm-config {p}: cannot read it ({e.strerror})") from None
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise UserError(f"--slurm-config {p}: not a valid TOML file ({e})") from None
         if "slurm" not in table:
             raise UserError(f"--slurm-config {p}: no [slurm] table; write its options under [slurm]")
         data = dict(table["slurm"])
