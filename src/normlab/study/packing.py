@@ -215,6 +215,12 @@ def shared_bytes(cfg: RunConfig) -> int:
     return cfg.train.eval_batches * 2 * cfg.train.batch_size * cfg.model.context * 8
 
 
+def _shape(c: RunConfig) -> str:
+    """What a trial's memory depends on: its config without seed, name and learning rates (they
+    change values, not sizes); z-loss stays (it adds a tensor)."""
+    return dataclasses.replace(c, seed=0, name="", optim=OptimConfig(z_loss=c.optim.z_loss)).to_json()
+
+
 def choose_pack(cfgs: list[RunConfig], memory_bytes: int, *, reserve: float = 0.1,
                 limit: int | None = None) -> Pack:
     """The largest K such that the first K of ``cfgs`` fit in (1 - ``reserve``) x ``memory_bytes``
@@ -233,8 +239,8 @@ def choose_pack(cfgs: list[RunConfig], memory_bytes: int, *, reserve: float = 0.
     n = min(n, limit or n)
     memo: dict[str, TrialCost] = {}  # the trials of a pack share model, data and train: costed once
     costs = []
-    for c in cfgs[:n]:  # seed, name and learning rates change values, not sizes; z-loss adds a tensor
-        key = dataclasses.replace(c, seed=0, name="", optim=OptimConfig(z_loss=c.optim.z_loss)).to_json()
+    for c in cfgs[:n]:
+        key = _shape(c)
         if key not in memo:
             memo[key] = trial_cost(c)
         costs.append(memo[key])
@@ -261,8 +267,8 @@ def pack_for_all(cfgs: list[RunConfig], memory_bytes: int, *, reserve: float = 0
     executor as they are claimed): the smallest over their distinct shapes, each packed with
     copies of itself."""
     shapes: dict[str, RunConfig] = {}
-    for c in cfgs:  # as choose_pack's memo: seed, name and lrs change no size
-        shapes.setdefault(dataclasses.replace(c, seed=0, name="", optim=OptimConfig(z_loss=c.optim.z_loss)).to_json(), c)
+    for c in cfgs:
+        shapes.setdefault(_shape(c), c)
     return min((choose_pack([c] * len(cfgs), memory_bytes, reserve=reserve) for c in shapes.values()),
                key=lambda p: p.k)
 
