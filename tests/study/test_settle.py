@@ -92,6 +92,23 @@ def test_a_critical_lr_drifts_then_settles() -> None:
     assert "critical lrs moved at most" in third.text()
 
 
+def test_a_critical_lr_part_ignores_runs_flipping_where_no_seed_trains() -> None:
+    # Campaign 1's frontier stage, Pre-LN 6 blocks without warm-up: between steps 400 and 1000
+    # runs above the boundary went stalls -> diverged (neither trains), the critical lr did not
+    # move; the part is settled by its frontier, not by single cells
+    lrs = [0.0985, 0.148, 0.222, 0.333]
+    fr = critical_lr(lrs, [4, 4, 0, 0], [4] * 4)
+    before = {f"r{i}": o for i, o in enumerate(["trains"] * 8 + ["stalls"] * 4 + ["stalls", "stalls", "stalls", "diverged"])}
+    after = {**before, "r12": "diverged", "r13": "diverged"}
+    rule = Settling((200, 400, 1000))
+    got = settle(rule, [Stage(200, before, 1.0, {"pre L6 w0": fr}), Stage(400, before, 1.0, {"pre L6 w0": fr}),
+                        Stage(1000, after, 1.0, {"pre L6 w0": fr})])
+    assert got.status == SETTLED and got.horizon == 1000 and got.lr_drift == 0.0
+    # the same flips in a part with no critical lr are a change
+    plain = settle(rule, [Stage(200, before, 1.0), Stage(400, before, 1.0), Stage(1000, after, 1.0)])
+    assert plain.status == UNSETTLED and "2 of 16 runs changed outcome" in plain.moved[0]
+
+
 def test_a_frontier_that_leaves_censoring_has_moved() -> None:
     censored = critical_lr(LRS, [4] * 6, [4] * 6)          # every lr trains: > 1e-2
     estimated = critical_lr(LRS, [4, 4, 4, 4, 2, 0], [4] * 6)

@@ -77,7 +77,8 @@ class Settling:
     def text(self) -> str:
         eff = "" if self.effect_tol is None else f", the effect moves less than {self.effect_tol:g}"
         return (f"read at steps {', '.join(map(str, self.stages))} (resumed); settled when, between the last two "
-                f"stages, no run changes outcome{eff}, and every critical lr moves less than {self.lr_tol:g} decades")
+                f"stages, no run changes outcome{eff} (a critical-lr part: every critical lr moves less than "
+                f"{self.lr_tol:g} decades, whatever single runs do)")
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,14 @@ def lr_move(a: Frontier, b: Frontier) -> float | None:
 def _moves(rule: Settling, prev: Stage, last: Stage) -> tuple[list[str], float | None, float | None]:
     moved: list[str] = []
     runs = sorted(set(prev.outcomes) | set(last.outcomes))
-    flipped = [r for r in runs if prev.outcomes.get(r) is None or prev.outcomes.get(r) != last.outcomes.get(r)]
+    frontier = bool(prev.critical or last.critical)  # settled by its critical lrs, not by single cells
+    flipped = [] if frontier else [r for r in runs if prev.outcomes.get(r) is None
+                                   or prev.outcomes.get(r) != last.outcomes.get(r)]
     if flipped:
         what = ", ".join(f"{r}: {prev.outcomes.get(r)} -> {last.outcomes.get(r)}" for r in flipped[:3])
         moved.append(f"{len(flipped)} of {len(runs)} runs changed outcome ({what}{', ...' if len(flipped) > 3 else ''})")
     stalled = [r for r in runs if last.outcomes.get(r) == STALLS]
-    if stalled and not (prev.critical or last.critical):  # a critical lr is settled by its frontiers
+    if stalled and not frontier:
         moved.append(f"{len(stalled)} of {len(runs)} runs still on the plateau (a stall is read at the longest stage)")
     drift = None
     if rule.effect_tol is not None:
