@@ -21,7 +21,7 @@ QUICK = "xiong-thm1"  # declares no design analysis (yet)
 def test_a_grid_that_stops_short_of_the_boundary_is_refused_in_one_line(tmp_path: Path, capsys,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """frontier-placement with Pre-LN's lrs ending at 2e-3, where Post-LN's boundary lies:
-    far below Pre-LN's (the pilot's, 0.19), so no 95% bound can pass 0 whatever the data."""
+    far below Pre-LN's (the exploration's, 0.18), so no 95% bound can pass 0 whatever the data."""
     from normlab.cli import main
     from normlab.study.bracket_preset import BRACKET_GRID
 
@@ -35,7 +35,7 @@ def test_a_grid_that_stops_short_of_the_boundary_is_refused_in_one_line(tmp_path
     line = err[0]
     assert "frontier-placement/L6-w0: cannot decide at the planned design" in line
     assert "its 95% bound reaches at best" in line and "whatever the data" in line  # what it could detect
-    assert "lrs end at 0.002, below its boundary 0.19: add lrs above it" in line  # the fix
+    assert "lrs end at 0.002, below its boundary 0.18: add lrs above it" in line  # the fix
     # the registered grid brackets every boundary: the same command writes the file
     monkeypatch.undo()
     assert main(["claims", "register", "--scale", "cpu", "--only", "frontier-placement", "--out", str(out)]) == 0
@@ -81,10 +81,12 @@ def test_the_frontier_designs_read_the_planned_grid() -> None:
 
     lines = planned("cpu")
     lrs, seeds = lines[("pre", 6, 0)]
-    assert seeds == 4 and len(lrs) == 5 and min(lrs) == pytest.approx(9.853e-2) and max(lrs) == pytest.approx(0.4988)
-    assert all(b / a == pytest.approx(1.5, rel=1e-3) for a, b in zip(lrs, lrs[1:]))
-    assert lines[("post", 6, 50)][1] == 6 and lines[("post", 6, 0)][1] == 6
-    assert min(lines[("post", 18, 50)][0]) == pytest.approx(1.975e-5) and len(lines[("post", 18, 50)][0]) == 6
+    assert seeds == 6 and len(lrs) == 5 and min(lrs) == pytest.approx(0.1009, rel=1e-3)
+    assert max(lrs) == pytest.approx(0.2465, rel=1e-3)
+    assert all(b / a == pytest.approx(1.25, rel=1e-3) for a, b in zip(lrs, lrs[1:]))
+    assert all(n == 6 for _, n in lines.values())  # every line 6 seeds: a separated sweep is bounded by its neighbours
+    assert not any(p == "post" and b == 18 for p, b, _ in lines)  # Post-LN at 18 blocks has no critical lr
+    assert len(lines[("pre", 18, 0)][0]) == 6 and ("post", 12, 50) in lines
     c = CLAIMS.get("frontier-depth")
     wider = dataclasses.replace(c)  # the same claim; its design reads the same grid
     assert registration.designs(wider, "cpu").keys() == {"post"}

@@ -44,16 +44,24 @@ def frontier_warmup(o: str) -> list:
 
 def frontier_placement(o: str) -> list:
     """S: Pre-LN's critical lr above Post-LN's in every line; C: below; I: the same."""
-    pre, post, pre18, post18 = {"S": (HIGH, LOW, TOP, None), "C": (LOW, HIGH, None, TOP), "I": (LOW,) * 4}[o]
-    return (line("pre", 6, 0, pre) + line("post", 6, 0, post) + line("pre", 6, 50, pre) + line("post", 6, 50, post)
-            + line("pre", 18, 50, pre18) + line("post", 18, 50, post18))
+    pre, post = {"S": (HIGH, LOW), "C": (LOW, HIGH), "I": (LOW, LOW)}[o]
+    return line("pre", 6, 0, pre) + line("post", 6, 0, post) + line("pre", 6, 50, pre) + line("post", 6, 50, post)
 
 
 def frontier_depth(o: str) -> list:
-    """S: Post-LN's critical lr lower at 18 blocks than at 6 (warm-up 50); C: higher; I: the same."""
+    """S: Post-LN's critical lr lower at 12 blocks than at 6 (warm-up 50); C: higher; I: the same.
+    A deeper Pre-LN line is there too: the deep line is Post-LN's own deepest."""
     deep, shallow = {"S": (None, HIGH), "C": (TOP, LOW), "I": (LOW, LOW)}[o]
-    return line("post", 18, 50, deep) + line("post", 6, 50, shallow)
+    return line("post", 12, 50, deep) + line("post", 6, 50, shallow) + line("pre", 18, 50, HIGH)
 
 
-WORLDS = {"frontier-warmup": frontier_warmup, "frontier-placement": frontier_placement, "frontier-depth": frontier_depth}
+def frontier_warmup_tolerance(o: str) -> list:
+    """S: warm-up raises Pre-LN's critical lr at 6 and 18 blocks; C: lowers it at both; I: no change."""
+    w50, w0 = {"S": (HIGH, LOW), "C": (LOW, HIGH), "I": (LOW, LOW)}[o]
+    return (line("pre", 6, 50, w50) + line("pre", 6, 0, w0) + line("pre", 18, 50, w50) + line("pre", 18, 0, w0)
+            + line("post", 6, 0, LOW))  # a line it does not read: the claim reads both bracket studies
+
+
+WORLDS = {"frontier-warmup": frontier_warmup, "frontier-placement": frontier_placement, "frontier-depth": frontier_depth,
+          "frontier-warmup-tolerance": frontier_warmup_tolerance}
 WORLD_SEEDS = {cid: SEEDS for cid in WORLDS}

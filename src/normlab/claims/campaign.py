@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from normlab.claims.folder import CLAIMS_JSON, CLAIMS_MD, FIGURES, INDEX
+from normlab.claims.folder import CLAIMS_JSON, CLAIMS_MD, FIGURES, HISTORY, INDEX
 from normlab.core.errors import ConfigError, UserError
 from normlab.core.fsutil import append_jsonl, read_jsonl
 
@@ -52,7 +52,7 @@ else:  # Python 3.10: the same parser, published as tomli
 
 RECORD = "campaign.jsonl"     # every launch of every stage: start, end or stopped (this module writes it)
 PAGE = "campaign.md"          # the plan, each stage's cost and verdicts (claims/campaign_page.py writes it)
-PUBLISHED = (CLAIMS_JSON, CLAIMS_MD, INDEX, FIGURES)  # what a finished stage publishes
+PUBLISHED = (CLAIMS_JSON, CLAIMS_MD, INDEX, FIGURES, HISTORY)  # what a finished stage publishes
 START, END, STOPPED = "start", "end", "stopped"
 PLAN_KEYS = {"name", "scale", "first_seed", "budget_core_hours", "workers", "tolerances", "stage", "description"}
 STAGE_KEYS = {"name", "registration", "claims", "settle", "estimate_core_hours", "full_grid_core_hours", "why", "scale",

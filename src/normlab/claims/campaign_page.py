@@ -77,13 +77,17 @@ def page(plan: Plan) -> str:
     """campaign.md's text."""
     used = used_core_hours(plan)
     planned = sum(s.estimate_core_hours for s in plan.stages)
+    # what the budget will have paid at the end: CPU used so far plus the estimates of what has not ended
+    projected = used + sum(max(0.0, s.estimate_core_hours - used_core_hours(plan, s.name)) for s in plan.stages
+                           if _stage_state(plan, s) != "ended")
     full = [s.full_grid_core_hours for s in plan.stages]
     ended = [s for s in plan.stages if _stage_state(plan, s) == "ended"]
     saving = (f" A full grid (every run of the same studies at its longest stage) would cost "
               f"{sum(f for f in full if f is not None):.1f} core-hours." if all(f is not None for f in full) else "")
     out = [f"# Campaign `{plan.name}`: what it confirms, and what it cost", "",
            f"**{len(ended)} of {len(plan.stages)} stages ended; {used:.2f} of {plan.budget_core_hours:g} core-hours "
-           f"used** (planned: {planned:.2f} core-hours).{saving}", "",
+           f"used** (planned: {planned:.2f} core-hours; projected at the end: {projected:.2f}, the CPU used plus "
+           f"the estimates of the stages not ended).{saving}", "",
            plan.description or "", "",
            f"Plan: `{plan.path.name}` (scale {plan.scale}; seeds from {plan.first_seed}, unseen by every earlier run; "
            f"{plan.workers} workers). Each stage is one registered `normlab claims` run; its registration is "

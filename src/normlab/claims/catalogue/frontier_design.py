@@ -2,13 +2,15 @@
 rule can decide with the lrs and seeds ``frontier-bracket`` plans at a scale (``Claim.design``,
 run when a claim is registered: a part that cannot decide whatever the data is refused).
 
-The boundaries come from a pilot on seen seeds 0-1 (studies/pilot-frontier-*.toml, outside the
-package: 6 and 18 blocks, warm-up 0 and 50, lrs 1.5x apart, read at step 400; exploration, not
-evidence). A line censored there gets a stated prior, a factor 2.5 beyond the last lr it was
-tested at, on the side it was censored: Pre-LN at 18 blocks trained at every lr up to 0.13, with
-and without warm-up (its 0.13 run without warm-up ended at 3.155, below the stall line 3.197); Post-LN at 18 blocks trained at no lr from 1e-4 up, so its prior is 4e-5 and its line
-goes down to 3e-5. If no lr trains it there either, its frontier is censored below, and each
-difference with it is a bound (no p-value), which the design states before the data.
+The boundaries come from seen seeds, never from the data a stage confirms: campaign 1's first
+frontier stage (seeds 7000-7005, its stored runs read after the fact with corrected code and
+published as exploration in docs/evidence/exploratory/frontier-stage/), at the horizon where each
+line settled: Post-LN at 6 blocks 2.6e-3 without warm-up and 5.8e-3 with it (slope -14.6 logit
+per decade, the profile fit's); Pre-LN at 6 blocks 0.18 without warm-up and 0.22 with it; Pre-LN
+at 18 blocks 0.18 with warm-up. Pre-LN at 18 blocks without warm-up was not read there (1 of 4
+seeds had left the plateau at 0.148 by step 200, none at 0.222): its stated prior is 0.12, and its
+line has six lrs from 0.065. Post-LN at 12 blocks with warm-up: the pilot pilot-frontier-L12-post
+(seen seeds 0-1, lrs 2x apart, 1000 steps; docs/evidence/exploratory/pilots/).
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from typing import Any, Callable
 from normlab.claims.catalogue.map_cells import LR, L, P, W
 from normlab.claims.design_frontier import Arm, frontier_design
 
+POST12 = 8e-4  # pilot-frontier-L12-post: seed 0 trains at 8e-4 and stalls at 1.6e-3; seed 1 trains at 4e-4, stalls at 8e-4
+
 STUDIES = ("frontier-bracket", "frontier-bracket-post6")
-REACH = 4.0  # decades the power scan goes: Pre-LN's and Post-LN's boundaries at 18 blocks lie ~4 apart
-BEYOND = 2.5  # a censored pilot line's prior boundary: this factor past the last lr it was tested at
-PILOT = {  # (placement, blocks, warm-up) -> critical lr at step 400 in the pilot, or the stated prior
-    ("post", 6, 0): 2.2e-3, ("post", 6, 50): 5.1e-3, ("pre", 6, 0): 0.19, ("pre", 6, 50): 0.24,
-    ("pre", 18, 0): 0.13 * BEYOND, ("pre", 18, 50): 0.13 * BEYOND, ("post", 18, 0): 1e-4 / BEYOND,
-    ("post", 18, 50): 1e-4 / BEYOND,
+REACH = 4.0  # decades the power scan goes
+PILOT = {  # (placement, "shallow" | "deep", warm-up 0 | 50) -> critical lr in the exploration (see above)
+    ("post", "shallow", 0): 2.6e-3, ("post", "shallow", 50): 5.8e-3, ("pre", "shallow", 0): 0.18,
+    ("pre", "shallow", 50): 0.22, ("pre", "deep", 0): 0.12, ("pre", "deep", 50): 0.18, ("post", "deep", 50): POST12,
 }
 Key = tuple[str, str, Any]  # (placement, "shallow" | "deep", warm-up 0 | "warm")
 
@@ -46,7 +48,9 @@ def planned(scale: str) -> dict[tuple[str, int, int], tuple[tuple[float, ...], i
 
 
 def _line(lines: dict[tuple[str, int, int], Any], key: Key) -> tuple[str, int, int]:
-    depths = sorted({b for _, b, _ in lines})
+    """The planned line of ``key``: its placement's shallowest or deepest depth (cpu: Pre-LN 6 and
+    18 blocks, Post-LN 6 and 12), the largest warm-up for "warm"."""
+    depths = sorted({b for p, b, _ in lines if p == key[0]})
     warms = sorted({w for _, _, w in lines})
     blocks = depths[0] if key[1] == "shallow" else depths[-1]
     return key[0], blocks, warms[-1] if key[2] == "warm" else key[2]
@@ -68,11 +72,11 @@ def designs(parts: dict[str, tuple[Key, Key]]) -> Callable[[Any, str], dict[str,
                 line = _line(lines, key)
                 lrs, seeds = lines.get(line, ((), 0))
                 arms.append(Arm(f"{line[0]} {line[1]} blocks warm-up {line[2]}", lrs, seeds,
-                                PILOT.get((line[0], 6 if key[1] == "shallow" else 18, 0 if line[2] == 0 else 50))))
+                                PILOT.get((line[0], key[1], 0 if line[2] == 0 else 50))))
             out[pid] = frontier_design(f"{claim.id}/{pid}", rule, arms[0], arms[1], reach=REACH)
         return out
 
     return design
 
 
-__all__ = ["BEYOND", "PILOT", "designs", "planned"]
+__all__ = ["PILOT", "designs", "planned"]
