@@ -73,6 +73,31 @@ def _verdicts(plan: Plan, s: Stage) -> list[str]:
     return lines + [""]
 
 
+def _decided(plan: Plan) -> list[str]:
+    """Issue 40's read-out over the stages published so far: the share of their parts decided after
+    one Holm over the whole catalogue (every confirmatory run under the plan's evidence folder),
+    and for each part that is not, the limit that stopped it (``claims/decided.py``)."""
+    from normlab.claims.decided import readout, share
+    from normlab.claims.family import catalogue_family
+
+    root = plan.folder.parent
+    runs = [f"{plan.folder.relative_to(root).as_posix()}/{s.name}" for s in plan.stages
+            if (plan.folder / s.name / CLAIMS_JSON).exists()]
+    if not runs:
+        return []
+    fam = catalogue_family(root)
+    rows = readout(fam, runs)
+    lines = ["## Decided after the catalogue's adjustment", "",
+             f"**{share(rows)}** (one Holm over the catalogue's {fam.size} p-values; the target is 80%).", ""]
+    rest = [r for r in rows if not r.decided]
+    if rest:
+        lines += ["| stage | claim | part | verdict before adjustment | limit | why |", "|---|---|---|---|---|---|"]
+        for r in rest:
+            published = fam.records.get((r.run, r.claim, r.part), {}).get("verdict", "")
+            lines.append(f"| {r.run.rsplit('/', 1)[-1]} | `{r.claim}` | {r.part} | {published} | {r.limit} | {r.text} |")
+    return lines + [""]
+
+
 def page(plan: Plan) -> str:
     """campaign.md's text."""
     used = used_core_hours(plan)
@@ -113,6 +138,7 @@ def page(plan: Plan) -> str:
         if s.why:
             out += [f"- **{s.name}**: {s.why}"]
     out += [""]
+    out += _decided(plan)
     for s in ended:
         out += _verdicts(plan, s)
     return "\n".join(out).replace("\n\n\n", "\n\n").rstrip() + "\n"

@@ -62,6 +62,7 @@ class Family:
     skipped: dict[str, str] = field(default_factory=dict)
     parts: list[FamilyPart] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
+    records: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (run, claim, part) -> as published
 
     @property
     def size(self) -> int:
@@ -119,6 +120,7 @@ def catalogue_family(root: str | Path) -> Family:
     parts = [(rel, r, p) for rel, recs in records for r in recs for p in r["parts"]]
     adj = holm([p.get("p") for _, _, p in parts])
     for (rel, r, p), a in zip(parts, adj):
+        fam.records[(rel, r["id"], p["id"])] = copy.deepcopy(p)
         ok = None if a is None or p["verdict"] == INCONCLUSIVE else a < ALPHA
         fam.parts.append(FamilyPart(rel, r["id"], p["id"], p.get("p"), p["verdict"], p.get("p_holm"), p.get("holm_ok"),
                                     a, ok))
