@@ -24,86 +24,27 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from normlab.core.errors import UserError
-from normlab.core.fscheck import read_json_table, sqlite_errors, writable_dir
-from normlab.core.fsutil import CorruptFileError, atomic_write_text
-from normlab.run.config import RunConfig
+from normlab.core.fscheck import sqlite_errors, writable_dir
+from normlab.core.fsutil import atomic_write_text
 from normlab.run.dir import RunDir
+from normlab.study import store_db as db
 from normlab.study.grow import growth_refusal
 from normlab.study.spec import safe_relpath
+from normlab.study.store_db import SCHEMA as _SCHEMA  # noqa: F401  (tests build stores with it)
+from normlab.study.store_db import SCHEMA_VERSION, Lease, TrialRecord, worker_id  # noqa: F401  (re-exported)
 
-SCHEMA_VERSION = 1
 FINAL = ("completed", "diverged", "failed")
 CLAIMABLE = ("pending", "interrupted")
 MAX_DEATHS = 3  # a trial whose worker dies this many times more than `retries` is marked failed
 # The store's files: only this module spells them (readers ask ``Store.is_store``/``has_db``, ``SPEC``).
 SPEC, DB = "spec.json", "study.sqlite"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS trials (
-    id TEXT PRIMARY KEY, idx INTEGER NOT NULL, params TEXT NOT NULL, config TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
-    failures INTEGER NOT NULL DEFAULT 0, worker TEXT, started_at REAL, finished_at REAL,
-    heartbeat REAL, error TEXT, summary TEXT, run_dir TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS events (
-    trial TEXT NOT NULL, attempt INTEGER NOT NULL, event TEXT NOT NULL, worker TEXT,
-    at REAL NOT NULL, detail TEXT);
-"""
-
-
-def worker_id() -> str:
-    """``host:pid`` of this process: unique on a machine, and checkable for liveness."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _worker_dead(worker: str | None) -> bool:
-    """True only when ``worker`` ran on this host and its process is gone."""
-    host, _, pid = (worker or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-@dataclass
-class TrialRecord:
-    """One row of the store, for readers (status, reports)."""
-
-    id: str
-    params: dict[str, Any]
-    status: str
-    summary: dict[str, Any] | None
-    run_dir: Path
-    error: str | None
-    attempts: int = 0
-    worker: str | None = None
-    started_at: float | None = None  # the last claim's time (None: never started)
-    finished_at: float | None = None
-
-
-@dataclass
-class Lease:
-    """A lease on one trial, held by this worker: run it, then :meth:`Store.finish` with this attempt."""
-
-    id: str
-    attempt: int
-    params: dict[str, Any]
-    config_json: str
-    run_dir: Path
-    previous: str | None = None  # status before the claim (running = reclaimed from a dead worker)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Store:
@@ -123,8 +64,8 @@ class Store:
                             f"`normlab study run SPEC --store {self.root}`)")
         self._busy = busy_timeout_s
         self._conn: sqlite3.Connection | None = None
-        self.spec: dict[str, Any] = _read_spec(self.root / SPEC)
-        _check_db(self.db_path)
+        self.spec: dict[str, Any] = db.read_spec(self.root / SPEC)
+        db.check_db(self.db_path)
         self._check_version(self.conn)
 
     # -- connection ------------------------------------------------------------------
@@ -132,7 +73,7 @@ class Store:
     def conn(self) -> sqlite3.Connection:
         # One connection per process: after fork/spawn each worker opens its own.
         if self._conn is None or getattr(self, "_pid", None) != os.getpid():
-            self._conn = _connect(self.db_path, self._busy)
+            self._conn = db.connect(self.db_path, self._busy)
             self._pid = os.getpid()
         return self._conn
 
@@ -143,9 +84,9 @@ class Store:
 
     def _check_version(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
+        if version > db.SCHEMA_VERSION:
             raise UserError(f"{self.db_path}: written by a newer normlab (store schema v{version}; this "
-                            f"version reads v{SCHEMA_VERSION}); upgrade normlab to use this store")
+                            f"version reads v{db.SCHEMA_VERSION}); upgrade normlab to use this store")
 
     # -- creation --------------------------------------------------------------------
     @classmethod
@@ -161,33 +102,33 @@ class Store:
         spec_path = root / SPEC
         grown = False
         if spec_path.exists():
-            held = _read_spec(spec_path)
+            held = db.read_spec(spec_path)
             if held != json.loads(text):
                 why = growth_refusal(held, json.loads(text))
                 if why:
                     raise UserError(f"{root}: this store holds a different study: {why}; a study grows only by "
                                     "seeds and axis values. Pick a new --store, or rerun without a spec to resume it")
                 grown = True  # more seeds or axis values: the finished trials stay, the new ones are added
-            _check_db(root / DB)  # a complete store: damage is reported, never written over
+            db.check_db(root / DB)  # a complete store: damage is reported, never written over
         root.mkdir(parents=True, exist_ok=True)
         with sqlite_errors(root / DB, "restore it from a backup, or start a new --store"):
-            conn = _connect(root / DB, 60.0)
+            conn = db.connect(root / DB, 60.0)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
+            if version > db.SCHEMA_VERSION:
                 raise UserError(f"{root / DB}: written by a newer normlab (store schema "
-                                f"v{version}; this version reads v{SCHEMA_VERSION}); upgrade normlab")
+                                f"v{version}; this version reads v{db.SCHEMA_VERSION}); upgrade normlab")
             conn.execute("BEGIN IMMEDIATE")
-            for stmt in _SCHEMA.strip().split(";"):
+            for stmt in db.SCHEMA.strip().split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA user_version = {db.SCHEMA_VERSION}")
             # new trials of a grown study go after the ones held, so the held order never changes
             after = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM trials").fetchone()[0] if grown else 0
             conn.executemany(
                 "INSERT OR IGNORE INTO trials (id, idx, params, config, run_dir) VALUES (?, ?, ?, ?, ?)",
                 [(t.id, after + t.index, json.dumps(t.params, sort_keys=True), t.config_json, f"{runs_dir}/{t.id}")
-                 for t in _new_trials(conn, root, trials)])
+                 for t in db.new_trials(conn, root, trials)])
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -222,7 +163,7 @@ class Store:
 
     # -- readers ---------------------------------------------------------------------
     def trials(self) -> list[TrialRecord]:
-        return _trials(self.conn, self.root)
+        return db.trial_rows(self.conn, self.root)
 
     def span(self) -> tuple[float, float] | None:
         """(first start, last finish) over every trial; None before one has started and finished."""
@@ -269,7 +210,7 @@ class Store:
         always taken alone: it resumes from its own checkpoint, or retries without a batch."""
         now = time.time()
         out: list[Lease] = []
-        with _immediate(self.conn) as c:
+        with db.immediate(self.conn) as c:
             rows = c.execute("SELECT id, status, worker, heartbeat, attempts, failures, params, config, run_dir "
                              "FROM trials WHERE status IN ('pending', 'interrupted', 'running') "
                              "ORDER BY idx").fetchall()
@@ -278,18 +219,18 @@ class Store:
                     if status != "pending" or attempts or fits is None or not fits(out[0].config_json, config):
                         continue
                 elif status == "running":
-                    if not ((beat or 0) < now - lease_s or _worker_dead(owner)):
+                    if not ((beat or 0) < now - lease_s or db.worker_dead(owner)):
                         continue
                     deaths = attempts - failures
                     if deaths > retries + MAX_DEATHS:
                         c.execute("UPDATE trials SET status='failed', finished_at=?, error=? WHERE id=?",
                                   (now, f"its worker died {deaths} times (last: {owner})", tid))
-                        _event(c, tid, attempts, "failed", worker, now, f"worker {owner} died")
+                        db.event(c, tid, attempts, "failed", worker, now, f"worker {owner} died")
                         continue
-                    _event(c, tid, attempts, "lost", owner, now, "lease expired or worker process gone")
+                    db.event(c, tid, attempts, "lost", owner, now, "lease expired or worker process gone")
                 c.execute("UPDATE trials SET status='running', worker=?, attempts=attempts+1, started_at=?, "
                           "heartbeat=?, finished_at=NULL WHERE id=?", (worker, now, now, tid))
-                _event(c, tid, attempts + 1, "claim", worker, now, status if not out else f"{status}, batched")
+                db.event(c, tid, attempts + 1, "claim", worker, now, status if not out else f"{status}, batched")
 
                 out.append(Lease(tid, attempts + 1, json.loads(params), config,
                                  self.root / safe_relpath(run_dir, f"trials[{tid}].run_dir"), previous=status))
@@ -303,16 +244,16 @@ class Store:
         rerun driver reattaches to that job instead of claiming the trial again. None when the
         trial is not running that attempt, or its holder is alive."""
         now = time.time()
-        with _immediate(self.conn) as c:
+        with db.immediate(self.conn) as c:
             row = c.execute("SELECT worker, heartbeat, params, config, run_dir FROM trials WHERE id=? AND "
                             "attempts=? AND status='running'", (trial, attempt)).fetchone()
             if row is None:
                 return None
             owner, beat, params, config, run_dir = row
-            if owner != worker and not ((beat or 0) < now - lease_s or _worker_dead(owner)):
+            if owner != worker and not ((beat or 0) < now - lease_s or db.worker_dead(owner)):
                 return None
             c.execute("UPDATE trials SET worker=?, heartbeat=? WHERE id=?", (worker, now, trial))
-            _event(c, trial, attempt, "adopt", worker, now, f"from {owner}")
+            db.event(c, trial, attempt, "adopt", worker, now, f"from {owner}")
         return Lease(trial, attempt, json.loads(params), config,
                      self.root / safe_relpath(run_dir, f"trials[{trial}].run_dir"), previous="running")
 
@@ -321,18 +262,18 @@ class Store:
         cause was fixed: a missing corpus, an extra not installed); its attempts and events stay, so
         the audit log shows the earlier failure. Returns how many were requeued."""
         now = time.time()
-        with _immediate(self.conn) as c:
+        with db.immediate(self.conn) as c:
             rows = c.execute("SELECT id, attempts, error FROM trials WHERE status='failed'").fetchall()
             for tid, attempts, error in rows:
                 c.execute("UPDATE trials SET status='pending', failures=0, finished_at=NULL, error=NULL WHERE id=?",
                           (tid,))
-                _event(c, tid, attempts, "requeue", worker_id(), now, f"retried after: {(error or '').splitlines()[0]}")
+                db.event(c, tid, attempts, "requeue", worker_id(), now, f"retried after: {(error or '').splitlines()[0]}")
         return len(rows)
 
     def heartbeat(self, ids_attempts: list[tuple[str, int]]) -> None:
         """Renew the leases of trials this worker runs."""
         now = time.time()
-        with _immediate(self.conn) as c:
+        with db.immediate(self.conn) as c:
             c.executemany("UPDATE trials SET heartbeat=? WHERE id=? AND attempts=? AND status='running'",
                           [(now, tid, a) for tid, a in ids_attempts])
 
@@ -346,10 +287,10 @@ class Store:
             outcome, error = "failed", error or f"trial returned status {outcome!r}"
         if outcome == "failed" and error is None:
             error = (summary or {}).get("error") or "the run ended with status 'failed'"
-        with _immediate(self.conn) as c:
-            row = _held(c, claim, worker)
+        with db.immediate(self.conn) as c:
+            row = db.held(c, claim, worker)
             if row is None:
-                _event(c, claim.id, claim.attempt, "stale", worker, now, f"result {outcome} dropped: lease lost")
+                db.event(c, claim.id, claim.attempt, "stale", worker, now, f"result {outcome} dropped: lease lost")
                 return None
             status, failures = outcome, row[1]
             if outcome == "failed":
@@ -358,16 +299,16 @@ class Store:
             c.execute("UPDATE trials SET status=?, failures=?, finished_at=?, heartbeat=NULL, error=?, "
                       "summary=COALESCE(?, summary) WHERE id=?",
                       (status, failures, now, error, json.dumps(summary) if summary else None, claim.id))
-            _event(c, claim.id, claim.attempt, outcome if status != "pending" else "retry", worker, now,
+            db.event(c, claim.id, claim.attempt, outcome if status != "pending" else "retry", worker, now,
                    error or note)
         return status
 
     def note(self, trial: str, event: str, detail: str) -> None:
         """Add an event to the audit log of a final trial without changing its record (an
         extension to a longer horizon: ``normlab.study.extend``)."""
-        with _immediate(self.conn) as c:
+        with db.immediate(self.conn) as c:
             row = c.execute("SELECT attempts FROM trials WHERE id=?", (trial,)).fetchone()
-            _event(c, trial, row[0] if row else 0, event, worker_id(), time.time(), detail)
+            db.event(c, trial, row[0] if row else 0, event, worker_id(), time.time(), detail)
 
     def release(self, claim: Lease, worker: str, reason: str, retries: int = 1) -> str | None:
         """Put back a trial whose process or node died under it (a Ray task lost with its node):
@@ -375,19 +316,19 @@ class Store:
         checkpoint, like a reclaimed trial of a dead local worker; and like one, it is failed
         after ``retries + MAX_DEATHS`` deaths. Returns the new status (None: lease lost)."""
         now = time.time()
-        with _immediate(self.conn) as c:
-            row = _held(c, claim, worker)
+        with db.immediate(self.conn) as c:
+            row = db.held(c, claim, worker)
             if row is None:
-                _event(c, claim.id, claim.attempt, "stale", worker, now, f"loss dropped: lease lost ({reason})")
+                db.event(c, claim.id, claim.attempt, "stale", worker, now, f"loss dropped: lease lost ({reason})")
                 return None
             deaths = row[0] - row[1]
             if deaths > retries + MAX_DEATHS:
                 c.execute("UPDATE trials SET status='failed', finished_at=?, heartbeat=NULL, error=? WHERE id=?",
                           (now, f"its worker died {deaths} times (last: {reason})", claim.id))
-                _event(c, claim.id, claim.attempt, "failed", worker, now, reason)
+                db.event(c, claim.id, claim.attempt, "failed", worker, now, reason)
                 return "failed"
             c.execute("UPDATE trials SET status='pending', heartbeat=NULL WHERE id=?", (claim.id,))
-            _event(c, claim.id, claim.attempt, "lost", worker, now, reason)
+            db.event(c, claim.id, claim.attempt, "lost", worker, now, reason)
         return "pending"
 
 
@@ -401,134 +342,14 @@ def peek(path: str | Path) -> tuple[dict[str, Any], list[TrialRecord]]:
     for name in (SPEC, DB):
         if not (root / name).is_file():  # connecting would create an empty database in its place
             raise UserError(f"{root / name}: missing; not a study store")
-    spec = _read_spec(root / SPEC)
+    spec = db.read_spec(root / SPEC)
     try:
-        conn = _connect(root / DB, 60.0, read_only=True)
+        conn = db.connect(root / DB, 60.0, read_only=True)
         try:
-            return spec, _trials(conn, root)
+            return spec, db.trial_rows(conn, root)
         finally:
             conn.close()
     except sqlite3.Error as e:
         raise UserError(f"{root / DB}: not a study database this version reads ({e})") from None
 
 
-def _trials(conn: sqlite3.Connection, root: Path) -> list[TrialRecord]:
-    rows = conn.execute("SELECT id, params, status, summary, run_dir, error, attempts, worker, started_at, "
-                        "finished_at FROM trials ORDER BY idx").fetchall()
-    return [TrialRecord(r[0], json.loads(r[1]), r[2], json.loads(r[3]) if r[3] else None,
-                        root / safe_relpath(r[4], f"trials[{r[0]}].run_dir"), r[5], r[6], r[7], r[8], r[9])
-            for r in rows]
-
-
-def _read_spec(path: Path) -> dict[str, Any]:
-    return read_json_table(path, "restore it from a backup, or start a new --store")
-
-
-def _check_db(path: Path) -> None:
-    """Refuse a study.sqlite that is not an intact store database (one line, never replaced)."""
-
-    if not path.is_file():  # connecting would create an empty database in its place
-        raise CorruptFileError(f"{path}: missing from its store (spec.json is there); restore it from a backup, "
-                               "or start a new --store")
-    # SQLite would make an empty file a new database. (stat, never open: closing a descriptor of the
-    # file would drop the POSIX locks this process's other connections hold on it.)
-    if path.stat().st_size == 0:
-        raise CorruptFileError(f"{path}: damaged study database (empty file); restore it from a backup, or "
-                               "start a new --store (normlab never replaces it)")
-    with sqlite_errors(path, "restore it from a backup, or start a new --store"):
-        conn = _connect(path, 60.0, read_only=True)  # the check itself must not change the file (WAL mode, say)
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise UserError(f"{path}: written by a newer normlab (store schema v{version}; this "
-                                f"version reads v{SCHEMA_VERSION}); upgrade normlab to use this store")
-            bad = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
-            if bad:
-                raise sqlite3.DatabaseError(f"quick_check: {bad[0]}")
-            conn.execute("SELECT COUNT(*) FROM trials").fetchone()
-        finally:
-            conn.close()
-
-
-def _connect(path: Path, busy_s: float, read_only: bool = False) -> sqlite3.Connection:
-    # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock is taken
-    # before reading what to change (no lost updates between two claimers).
-    if path.is_file() and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
-        return _connect_read_only(path)
-    if read_only:
-        import urllib.parse
-
-        return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True, timeout=busy_s,
-                               isolation_level=None)
-    conn = sqlite3.connect(path, timeout=busy_s, isolation_level=None)
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_s * 1000)}")
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-    if mode.lower() != "wal":
-        raise UserError(f"{path}: SQLite could not use WAL mode (got {mode}); put the store on a local disk")
-    conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL survives process crashes
-    return conn
-
-
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """A store on a read-only file system (a published copy, a read-only share) can still be read
-    (``study status``, ``report --out``): nobody can write it, so SQLite may treat it as
-    immutable and need no WAL files beside it. Writers fail later with one line (the CLI checks
-    ``--store`` first)."""
-    import urllib.parse
-
-    wal = path.with_name(path.name + "-wal")
-    if wal.is_file() and wal.stat().st_size:  # committed rows not yet in the main file: immutable would miss them
-        raise UserError(f"{path}: on a read-only file system with unmerged changes in {wal.name}; copy the store "
-                        "to a writable disk and read the copy")
-    return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?immutable=1", uri=True,
-                           isolation_level=None)
-
-
-class _immediate:
-    """``with _immediate(conn) as c:`` one write transaction, rolled back on any error."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
-
-
-def _held(c: sqlite3.Connection, claim: Lease, worker: str) -> tuple[int, int] | None:
-    """(attempts, failures) when ``worker`` still holds ``claim``'s attempt (fencing), else None."""
-    return c.execute("SELECT attempts, failures FROM trials WHERE id=? AND attempts=? AND status='running' "
-                     "AND worker=?", (claim.id, claim.attempt, worker)).fetchone()
-
-
-def _event(c: sqlite3.Connection, trial: str, attempt: int, event: str, worker: str | None,
-           at: float, detail: str | None) -> None:
-    c.execute("INSERT INTO events (trial, attempt, event, worker, at, detail) VALUES (?, ?, ?, ?, ?, ?)",
-              (trial, attempt, event, worker, at, detail))
-
-
-def _new_trials(conn: sqlite3.Connection, root: Path, trials: list[Any]) -> list[Any]:
-    """``trials`` minus those the store holds already. A trial id hashes the whole config as
-    this version writes it, so a store made by an older normlab (whose configs spelled some
-    options differently) holds the same trial under another id: it is matched by its
-    parameters and kept when its stored config reads back equal, and refused otherwise
-    (running both would count one seed twice)."""
-
-    held = {params: (tid, config) for tid, params, config in conn.execute("SELECT id, params, config FROM trials")}
-    ids = {tid for tid, _ in held.values()}
-    out = []
-    for t in trials:
-        key = json.dumps(t.params, sort_keys=True)
-        if t.id in ids:
-            continue
-        if key in held:
-            tid, config = held[key]
-            if RunConfig.from_json(config) != RunConfig.from_json(t.config_json):
-                raise UserError(f"{root}: trial {tid} ({key}) was made with a different config than this "
-                                "study now gives it; pick a new --store, or rerun without a spec to resume it")
-            continue
-        out.append(t)
-    return out
