@@ -61,7 +61,8 @@ def write_run(d: Path, config_json: str, ending: Ending, steps: int = STEPS) -> 
 def write_store(d: Path, endings: dict[tuple[str, int], list[Ending]], steps: int = STEPS,
                 warmup: int = WARMUP) -> Path:
     """A finished demo store: for each (placement, warm-up) the listed seeds' endings."""
-    from normlab.study.store import _SCHEMA, SCHEMA_VERSION
+    from normlab.study.store_db import SCHEMA as _SCHEMA
+    from normlab.study.store_db import SCHEMA_VERSION
 
     n = max(len(v) for v in endings.values())
     spec = demo_spec(steps, warmup, n)

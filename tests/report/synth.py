@@ -103,7 +103,8 @@ def write_store(d: Path, placements=("post", "pre"), lrs=(1e-3, 3e-3), warmups=(
     d.mkdir(parents=True, exist_ok=True)
     (d / "spec.json").write_text(json.dumps({"name": "pre-vs-post", "scientific": ["model.placement"],
                                              "nuisance": ["optim.lr", "optim.warmup_steps", "seed"]}))
-    from normlab.study.store import _SCHEMA, SCHEMA_VERSION
+    from normlab.study.store_db import SCHEMA as _SCHEMA
+    from normlab.study.store_db import SCHEMA_VERSION
 
     con = sqlite3.connect(d / "study.sqlite")
     con.executescript(_SCHEMA)  # the store's own schema: the report reads through normlab.study.store

@@ -29,7 +29,8 @@ MIXED = ("post", 18, 50)
 def _store(d: Path) -> Path:
     d.mkdir(parents=True)
     (d / "spec.json").write_text(json.dumps({"name": "stability-frontier", "scientific": ["model.placement"]}))
-    from normlab.study.store import _SCHEMA, SCHEMA_VERSION
+    from normlab.study.store_db import SCHEMA as _SCHEMA
+    from normlab.study.store_db import SCHEMA_VERSION
 
     con = sqlite3.connect(d / "study.sqlite")
     con.executescript(_SCHEMA)

@@ -28,7 +28,8 @@ def _store(d: Path) -> Path:
     spec = {"name": "width-sweep", "trial": "train", "seeds": [0, 1, 2], "base": {"optim": {"schedule": "constant"}},
             "axes": {"model.param": ["sp", "mup"], "model.d_model": [64, 128, 256], "optim.lr": LRS}}
     (d / "spec.json").write_text(json.dumps(spec))
-    from normlab.study.store import _SCHEMA, SCHEMA_VERSION
+    from normlab.study.store_db import SCHEMA as _SCHEMA
+    from normlab.study.store_db import SCHEMA_VERSION
 
     con = sqlite3.connect(d / "study.sqlite")
     con.executescript(_SCHEMA)

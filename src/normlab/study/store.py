@@ -36,8 +36,7 @@ from normlab.run.dir import RunDir
 from normlab.study import store_db as db
 from normlab.study.grow import growth_refusal
 from normlab.study.spec import safe_relpath
-from normlab.study.store_db import SCHEMA as _SCHEMA  # noqa: F401  (tests build stores with it)
-from normlab.study.store_db import SCHEMA_VERSION, Lease, TrialRecord, worker_id  # noqa: F401  (re-exported)
+from normlab.study.store_db import Lease, TrialRecord, worker_id
 
 FINAL = ("completed", "diverged", "failed")
 CLAIMABLE = ("pending", "interrupted")
@@ -353,3 +352,5 @@ def peek(path: str | Path) -> tuple[dict[str, Any], list[TrialRecord]]:
         raise UserError(f"{root / DB}: not a study database this version reads ({e})") from None
 
 
+
+__all__ = ["CLAIMABLE", "DB", "FINAL", "Lease", "SPEC", "Store", "TrialRecord", "peek", "worker_id"]
