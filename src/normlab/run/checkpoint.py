@@ -147,10 +147,16 @@ def problem(folder: Path) -> str | None:
     return None
 
 
+def candidates(folder: Path) -> tuple[Path, Path]:
+    """``folder`` and the ``.old`` twin an interrupted swap leaves in its place, in the order a
+    reader tries them."""
+    folder = Path(folder)
+    return folder, folder.with_name(folder.name + ".old")
+
+
 def find(folder: Path) -> Path | None:
     """The intact checkpoint at ``folder``, or its ``.old`` twin after an interrupted swap."""
-    folder = Path(folder)
-    for cand in (folder, folder.with_name(folder.name + ".old")):
+    for cand in candidates(folder):
         if cand.is_dir() and problem(cand) is None:
             return cand
     return None

@@ -47,6 +47,7 @@ from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table
 from normlab.core.fsutil import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
 from normlab.run.config import RunConfig
+from normlab.run.dir_checkpoints import RunCheckpoints
 
 # The checkpoint code (and torch with it) is imported inside the methods that need it: every
 # light reader of a run (report's kind detection, study status, `normlab --help`'s argument
@@ -99,7 +100,7 @@ def note_if_written(folder: str | Path, reader: str) -> Holder | None:
     return h
 
 
-class RunDir:
+class RunDir(RunCheckpoints):
     """One run directory: read (and, for the training loops, write) its files."""
 
     def __init__(self, path: str | Path) -> None:
@@ -281,12 +282,6 @@ class RunDir:
         """Where checkpoint ``name`` (latest, best) lives; writers and the error messages use it."""
         return self.path / CHECKPOINTS / name
 
-    def find_checkpoint(self, name: str) -> Path | None:
-        """The intact checkpoint ``name`` (or its twin after an interrupted swap), else None."""
-        from normlab.run import checkpoint
-
-        return checkpoint.find(self.checkpoint_dir(name))
-
     @staticmethod
     def step_name(step: int) -> str:
         """The name of step ``step``'s kept checkpoint (``train.keep_checkpoints``): step_000100."""
@@ -310,68 +305,6 @@ class RunDir:
                                 "delete it to leave that step out, or retrain the run")
             out.append((s, found))
         return out
-
-    def checkpoint_problem(self, name: str) -> str | None:
-        from normlab.run import checkpoint
-
-        return checkpoint.problem(self.checkpoint_dir(name))
-
-    def pick_checkpoint(self, which: str = "best") -> Path:
-        """The intact checkpoint ``which`` (best or latest), for readers.
-
-        A run that never evaluated has no ``best``: ``latest`` is used, as documented. A damaged
-        checkpoint is never passed over for another one: it is an error naming it, and the
-        other checkpoint when that one is intact (``--checkpoint NAME``).
-        """
-        from normlab.run import checkpoint
-
-        other = "latest" if which == "best" else "best"
-        for name in (which, other):
-            folder = self.checkpoint_dir(name)
-            if folder.exists():
-                bad = checkpoint.problem(folder)
-                if bad is None:
-                    return folder
-                alt_name = other if name == which else which
-                fix = (f"use --checkpoint {alt_name}" if self.find_checkpoint(alt_name) is not None
-                       else "no intact checkpoint is left: retrain the run or restore the folder from a backup")
-                raise UserError(f"checkpoint {folder} is damaged ({bad}); {fix}")
-            found = checkpoint.find(folder)  # the twin an interrupted swap leaves
-            if found is not None:
-                return found
-        raise UserError(f"{self.path}: no checkpoint under checkpoints/ (best or latest); train it first")
-
-    def checkpoint_identity(self, which: str = "best") -> dict[str, Any] | None:
-        """``checkpoint.identity`` of the folder ``pick_checkpoint(which)`` chooses (same order:
-        ``which``, its interrupted swap's twin, then the other one), read from its manifest
-        without hashing, so a reader can ask it on every page; None without a checkpoint."""
-        from normlab.run import checkpoint
-
-        try:
-            for name in (which, "latest" if which == "best" else "best"):
-                folder = self.checkpoint_dir(name)
-                for cand in (folder, folder.with_name(folder.name + ".old")):
-                    if cand.is_dir():
-                        return checkpoint.identity(cand)
-        except OSError:  # an unreadable checkpoints/: loading it says why, in its own words
-            return None
-        return None
-
-    def load_model(self, which: str = "best", label: str = "RUN", device: Any = "cpu") -> tuple[Any, RunConfig, dict]:
-        """(model in eval mode, RunConfig, the checkpoint's state.json) from checkpoint ``which``
-        (hash-checked before any tensor is read)."""
-        from normlab.model.build import build_model
-        from normlab.model.io import is_model_dir, load_config
-        from normlab.run import checkpoint
-
-        cfg = self.config(label)
-        folder = self.pick_checkpoint(which)
-        model_cfg = cfg.model
-        if is_model_dir(folder):  # the model the checkpoint holds, as saved
-            model_cfg = load_config(folder)
-        model = build_model(model_cfg).to(device)
-        state = checkpoint.load(folder, model, restore_rng=False)
-        return model.eval(), cfg, state
 
     # ------------------------------------------------------------------ writing (the training loops)
     def write_config(self, cfg: Any) -> None:
@@ -423,10 +356,3 @@ class RunDir:
         for name in (METRICS, DIAGNOSTICS):
             write_jsonl(self.path / name, [r for r in read_jsonl(src.path / name) if r.get("step", 0) <= upto])
         self.write_summary(summary)
-
-    def save_checkpoint(self, name: str, model: Any, state: dict[str, Any], optimizer: Any = None) -> None:
-        from normlab.run import checkpoint
-
-        checkpoint.save(self.checkpoint_dir(name), model, state, optimizer)
-
-
