@@ -14,6 +14,7 @@ import worlds_frontier
 import worlds_long
 import worlds_new_methods
 import worlds_seeds
+import worlds_transfer
 
 P, W, LR, QK, L = "model.placement", "optim.warmup_steps", "optim.lr", "model.qk_norm", "model.n_layer"
 INIT_, FN = "model.init", "model.final_norm"
@@ -260,6 +261,8 @@ WORLDS = {
     **worlds_long.WORLDS,
     **worlds_new_methods.WORLDS,
     **worlds_seeds.WORLDS,
+    **worlds_transfer.WORLDS,
 }
 # worlds that need another number of seeds per study than the presets' (FakeContext's ``seeds``)
-WORLD_SEEDS: dict[str, dict[str, int]] = {**worlds_frontier.WORLD_SEEDS, **worlds_seeds.WORLD_SEEDS}
+WORLD_SEEDS: dict[str, dict[str, int]] = {**worlds_frontier.WORLD_SEEDS, **worlds_seeds.WORLD_SEEDS,
+                                           **worlds_transfer.WORLD_SEEDS}

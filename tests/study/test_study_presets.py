@@ -9,7 +9,9 @@ from normlab.study.presets import STUDY_PRESETS, study_preset
 
 NAMES = ["pre-vs-post", "pre-vs-post-demo", "xiong-warmup", "init-gradients", "lr-sensitivity", "zloss", "depth",
          "deep-stability", "collapse", "stability-map", "recipe-variants", "stability-frontier", "frontier-ends",
-         "frontier-bracket", "frontier-bracket-post6", "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus"]
+         "frontier-bracket", "frontier-bracket-post6", "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus",
+         "transfer-width-sp", "transfer-width-mup", "transfer-depth", "transfer-muon", "transfer-sharpness",
+         "transfer-entropy"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:

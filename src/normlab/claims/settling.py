@@ -88,16 +88,21 @@ def _frontier(d: dict[str, Any]) -> Frontier:
 
 def reading(hctx: Any, rec: dict[str, Any], views: Mapping[str, Any]) -> Stage:
     """A part's reading at ``hctx``'s horizon from its record there: the outcome of each run it
-    read, its effect estimate, and the critical lrs of a frontier part (its lines a and b)."""
+    read, its effect estimate, and the critical lrs of a frontier part (every line record among
+    its numbers: a and b, or the four lines of a difference of gaps)."""
     outcomes = {i: hctx.outcome(views[i]) for i in rec.get("trials", []) if i in views}
     numbers = rec.get("numbers") or {}
-    critical = {}
-    for side in ("a", "b"):
-        line = numbers.get(side)
-        if isinstance(line, dict) and isinstance(line.get("critical_lr"), dict):
-            critical[f"{line.get('placement')} L{line.get('depth')} w{line.get('warmup')}"] = \
-                _frontier(line["critical_lr"])
+    critical = {line_name(line): _frontier(line["critical_lr"]) for line in numbers.values()
+                if isinstance(line, dict) and isinstance(line.get("critical_lr"), dict)}
     return Stage(hctx.read_at, outcomes, (rec.get("effect") or {}).get("estimate"), critical)
+
+
+def line_name(line: dict[str, Any]) -> str:
+    """A line record's name among a part's critical lrs: placement, depth and warm-up, then its
+    parametrisation, width and label where it has them (two lines of a width or optimiser contrast
+    share the first three; a part may read four lines, a difference of two gaps)."""
+    extra = [str(line[k]) for k in ("param", "width", "label") if line.get(k) is not None]
+    return " ".join([f"{line.get('placement')} L{line.get('depth')} w{line.get('warmup')}", *extra])
 
 
 class Engine:
@@ -215,4 +220,4 @@ def settle_claims(ctx: StudyContext, claims: list[Claim], cache: Any, **kw: Any)
     return Engine(ctx, claims, cache, **kw).run()
 
 
-__all__ = ["EFFECT_TOL", "Engine", "extend_store", "reading", "settle_claims", "staged"]
+__all__ = ["EFFECT_TOL", "Engine", "extend_store", "line_name", "reading", "settle_claims", "staged"]

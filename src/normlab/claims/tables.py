@@ -30,6 +30,8 @@ TITLES = {
     "training_new_methods": "The placements and norms of 2021-2026",
     "quick_seeds": "At initialisation, seed statements that were only checks",
     "training_seeds": "Seed statements on dropout, depth, no norm, attention and warm-up",
+    "training_transfer": "Whether a critical lr transfers across width, depth and optimiser",
+    "training_monitors": "Warm-up's sharpness and attention entropy, read in training",
 }
 # What a module's table needs said beside its rows (the experiments, where they differ per claim).
 NOTES = {

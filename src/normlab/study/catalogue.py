@@ -15,6 +15,7 @@ from normlab.study import (
     new_methods_preset,
     presets,
     seed_presets,
+    transfer_preset,
     trials,
 )
 
@@ -43,6 +44,12 @@ presets.STUDY_PRESETS.add("pre-dropout", seed_presets.pre_dropout)
 presets.STUDY_PRESETS.add("deep-pre", seed_presets.deep_pre)
 presets.STUDY_PRESETS.add("norm-vs-none", seed_presets.norm_vs_none)
 presets.STUDY_PRESETS.add("attention-focus", seed_presets.attention_focus)
+presets.STUDY_PRESETS.add("transfer-width-sp", transfer_preset.transfer_width_sp)
+presets.STUDY_PRESETS.add("transfer-width-mup", transfer_preset.transfer_width_mup)
+presets.STUDY_PRESETS.add("transfer-depth", transfer_preset.transfer_depth)
+presets.STUDY_PRESETS.add("transfer-muon", transfer_preset.transfer_muon)
+presets.STUDY_PRESETS.add("transfer-sharpness", transfer_preset.transfer_sharpness)
+presets.STUDY_PRESETS.add("transfer-entropy", transfer_preset.transfer_entropy)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

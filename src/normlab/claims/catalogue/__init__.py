@@ -17,6 +17,9 @@ these modules is its definition and its test. A new module of claims is one entr
   statistics;
 - ``training_new_methods.py``: the placements and norms of 2021-2026, one claim each, on the
   study ``new-methods``;
+- ``training_transfer.py``, ``training_monitors.py``: whether a critical lr transfers across
+  width (muP, SP), depth (CompleteP) and optimiser (Muon), and warm-up's sharpness and attention
+  entropy before Post-LN's stall, read off in-training monitors (``study/transfer_preset.py``);
 - ``quick_seeds.py``, ``training_seeds.py``: seed statements that were not yet claims (Pre-LN near
   the identity at init; dropout, depth beyond 48 blocks, LayerNorm against no norm, attention,
   Pre-LN without warm-up), on the studies of ``study/seed_presets.py`` and the map. Two modules
@@ -35,16 +38,18 @@ from normlab.claims.catalogue import (
     training_depth,
     training_frontier,
     training_long,
+    training_monitors,
     training_new_methods,
     training_seeds,
     training_statistics,
+    training_transfer,
     training_warmup,
 )
 from normlab.claims.claim import CLAIMS, Claim
 
 # In this order on the page and in claims.json.
 MODULES = (quick, quick_beyond_grid, quick_seeds, training_warmup, training_depth, training_frontier, training_long,
-           training, training_statistics, training_new_methods, training_seeds)
+           training, training_statistics, training_new_methods, training_seeds, training_transfer, training_monitors)
 
 
 def defined(module: ModuleType) -> list[Claim]:
