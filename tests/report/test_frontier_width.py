@@ -85,3 +85,35 @@ def test_the_page_draws_critical_lr_against_width(store: Path, data_dir, capsys)
     figures = re.findall(r'<figure id="fig-([^"]+)"', html)
     assert any(f.startswith("frontier_width_") for f in figures), figures
     assert "Warm-up, depth and width, against their controls" in html and "d=256 at L=" in html
+
+
+def test_the_maps_split_by_width_and_param_and_never_pool_them(store: Path, data_dir, capsys) -> None:
+    """A map cell is (placement, lr, depth, warm-up): over widths it would pool six models. The
+    page draws one map per placement x width x parametrisation, each with its own counts."""
+    from normlab.cli import main
+    from normlab.study.outcome import map_cells, map_variants, study_data_ce
+    from normlab.study.store import Store
+
+    trials = Store(store).trials()
+    groups = map_variants(trials)
+    assert set(groups) == {f"d_model={w}, param={p}" for p, w in CRIT}
+    assert all(len(ts) == len(LRS) * 3 for ts in groups.values())
+    ce = study_data_ce(trials)
+    # at the lr where SP at width 256 stalls and at 64 trains, each group's own cell says so
+    lr = LRS[2]
+    cell = {v: next(c for k, c in map_cells(ts, ce).items() if k.lr == lr) for v, ts in groups.items()}
+    assert cell["d_model=256, param=sp"].counts["trains"] == 0 and cell["d_model=64, param=sp"].counts["trains"] == 3
+    assert main(["report", str(store), "--quiet"]) == 0
+    html = Path(capsys.readouterr().out.strip()).read_text()
+    maps = [f for f in re.findall(r'<figure id="fig-([^"]+)"', html) if f.startswith("map_")]
+    assert sorted(maps) == sorted(f"map_pre_d_model_{w}_param_{p}" for p, w in CRIT)
+    assert "pre (d_model=256, param=sp): every seed trains in 2 of 5 cells" in html
+
+
+def test_a_study_without_extra_axes_has_one_group() -> None:
+    from normlab.study.outcome import map_variants
+    from normlab.study.store import TrialRecord
+
+    ts = [TrialRecord(f"t{i}", {"model.placement": p, "optim.lr": 1e-3, "seed": s}, "completed", None, Path("."), None)
+          for i, (p, s) in enumerate([("pre", 0), ("post", 0), ("pre", 1)])]
+    assert list(map_variants(ts)) == [""]

@@ -11,7 +11,7 @@ NAMES = ["pre-vs-post", "pre-vs-post-demo", "xiong-warmup", "init-gradients", "l
          "deep-stability", "collapse", "stability-map", "recipe-variants", "stability-frontier", "frontier-ends",
          "frontier-bracket", "frontier-bracket-post6", "shallow-long", "new-methods", "pre-dropout", "deep-pre", "norm-vs-none", "attention-focus",
          "transfer-width-sp", "transfer-width-mup", "transfer-depth", "transfer-muon", "transfer-sharpness",
-         "transfer-entropy"]
+         "transfer-entropy", "stability-map-width"]
 
 
 def test_every_preset_builds_valid_trials_at_every_scale() -> None:

@@ -34,7 +34,7 @@ KINDS = ("run", "probe", "inspect", "study", "stability", "demo", "compare", "se
 
 # Studies whose page is the stability map (``report.stability_page``) whatever their axes: the
 # claims' map studies, whose smallest scales have too few lrs for ``frontier_axes``.
-STABILITY_STUDIES = ("stability-map", "stability-frontier", "frontier-ends")
+STABILITY_STUDIES = ("stability-map", "stability-frontier", "frontier-ends", "stability-map-width")
 MIN_LRS = 3  # fewer lrs on a line cannot place a transition (the page draws no frontier either)
 # Studies whose page is the demo's (``report.demo_page``): per-step curves, a verdict by rule.
 DEMO_STUDIES = ("pre-vs-post-demo",)
@@ -61,6 +61,8 @@ STUDY_QUESTIONS: dict[str, tuple[str, str]] = {
                       "unigram loss, or diverge?", "model.placement"),
     "stability-frontier": ("Up to which learning rate does each placement train, at each depth, with and without "
                            "warm-up, and at each horizon?", "model.placement"),
+    "stability-map-width": ("Where in learning rate x width does each placement train, under standard "
+                            "parametrisation and under muP?", "model.placement"),
 }
 
 

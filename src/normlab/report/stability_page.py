@@ -1,5 +1,6 @@
 """The page of a stability-map study: which placements train where in learning rate x depth x
-warm-up, answered first; then one phase diagram per placement (``report.phase``), side by
+warm-up, answered first; then one phase diagram per placement (and per width, parametrisation or
+any other axis the study varies: ``study.outcome.map_variants``; ``report.phase``), side by
 side on shared axes; with three lrs or more, the critical learning rates against depth and the
 outcomes at each horizon (``report.frontier_page``); then the table of cells, every trial with its outcome, and the exact
 configuration. Outcomes and the reference losses are ``normlab.study.outcome``'s, from the
@@ -8,6 +9,7 @@ data the trials trained on."""
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from normlab.study.outcome import (
     horizon_text,
     judge,
     map_cells,
+    map_variants,
     rule_text,
     study_data_ce,
 )
@@ -96,7 +99,13 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
         return page.write()
     spec = study.spec
     ce = study_data_ce(finished)
-    cells = map_cells(study.trials, ce)
+    # one map per placement and variant (width, parametrisation, ... when the study varies them):
+    # the variant joins the placement's label, so that no cell pools two models
+    groups = map_variants(study.trials)
+    label = {t.id: f"{cell_key(t).placement} ({v})" if v else cell_key(t).placement
+             for v, ts in groups.items() for t in ts}
+    cells = {k._replace(placement=f"{k.placement} ({v})" if v else k.placement): c
+             for v, ts in groups.items() for k, c in map_cells(ts, ce).items()}
     horizon = horizon_text(o for t in finished if (o := judge(t, ce)) is not None)
     ans, notes = answer(cells, ce, len(study.trials), horizon)
     page.lead(head.question, ans, notes)
@@ -107,7 +116,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     for pl in placements:
         sub = {(k.lr, k.depth, k.warmup): c for k, c in cells.items() if k.placement == pl}
         page.figure(phase_diagram(sub, f"{pl}: outcome over learning rate x depth", lrs, depths, warmups),
-                    f"map_{pl}", f"{pl}: each cell is split into bands by the share of its seeds that train, stall "
+                    "map_" + re.sub(r"[^A-Za-z0-9_.-]+", "_", pl).strip("_"), f"{pl}: each cell is split into bands by the share of its seeds that train, stall "
                     f"near the unigram loss {num(ce.unigram, 4)} or diverge; the number is the mean best validation "
                     "loss of the seeds that did not diverge (× when all did), k/n the seeds that trained.")
 
@@ -127,7 +136,7 @@ def build(study: StudyData, progress: bool = False, out: Path | None = None) -> 
     for t in study.trials:
         s = t.summary or {}
         k = cell_key(t)
-        trows.append([t.id[:10], k.placement, k.lr, k.depth, k.warmup, t.params.get("seed"), t.status,
+        trows.append([t.id[:10], label[t.id], k.lr, k.depth, k.warmup, t.params.get("seed"), t.status,
                       classify(t, ce) or "–", s.get("best_val_loss"), s.get("final_val_loss"), s.get("steps"),
                       duration(s.get("wall_time_s"))])
     page.table(["trial", "placement", "lr", "depth", "warm-up", "seed", "status", "outcome", "best val loss",

@@ -17,6 +17,7 @@ from normlab.study import (
     seed_presets,
     transfer_preset,
     trials,
+    width_map_preset,
 )
 
 executors.EXECUTORS.add("local", executors.LOCAL)
@@ -50,6 +51,7 @@ presets.STUDY_PRESETS.add("transfer-depth", transfer_preset.transfer_depth)
 presets.STUDY_PRESETS.add("transfer-muon", transfer_preset.transfer_muon)
 presets.STUDY_PRESETS.add("transfer-sharpness", transfer_preset.transfer_sharpness)
 presets.STUDY_PRESETS.add("transfer-entropy", transfer_preset.transfer_entropy)
+presets.STUDY_PRESETS.add("stability-map-width", width_map_preset.stability_map_width)
 
 trials.TRIALS.add("train", trials.train)
 trials.TRIALS.add("probe", trials.probe)

@@ -206,6 +206,22 @@ def map_cells(trials: Iterable[TrialRecord], data_ce: DataCE,
     return cells
 
 
+def map_variants(trials: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
+    """The trials grouped by the study's axes beyond a map cell's (width, parametrisation,
+    optimiser, init, ...: every parameter but the cell's four and the seed that takes more than
+    one value), each group labelled "d_model=256, param=mup"; one group "" when nothing else
+    varies. A map drawn over several groups at once would pool different models in one cell."""
+    trials = list(trials)
+    cell = set(AXES.values()) | {"seed"}
+    keys = sorted({k for t in trials for k in t.params if k not in cell})
+    varying = [k for k in keys if len({repr(t.params.get(k)) for t in trials}) > 1]
+    groups: dict[str, list[TrialRecord]] = {}
+    for t in trials:
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={t.params.get(k)}" for k in varying)
+        groups.setdefault(label, []).append(t)
+    return groups
+
+
 def study_data_ce(trials: Iterable[TrialRecord]) -> DataCE:
     """The reference losses of the data the trials trained on (their RunConfigs' ``data``); a
     map compares one corpus, so trials on several are refused."""
@@ -225,4 +241,4 @@ def study_data_ce(trials: Iterable[TrialRecord]) -> DataCE:
 
 
 __all__ = ["AXES", "OUTCOMES", "STALL_MARGIN", "Cell", "CellKey", "Outcome", "cell_key", "classify", "horizon_text",
-           "judge", "map_cells", "rule_text", "study_data_ce", "trial_ces", "trial_outcomes"]
+           "judge", "map_cells", "map_variants", "rule_text", "study_data_ce", "trial_ces", "trial_outcomes"]
