@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from normlab.claims.family import INCONCLUSIVE, Family
+from normlab.stats.frontier import Z95
 
 AFFORDABLE = 24  # seeds per side: four times the campaign's largest design (6)
 
@@ -64,7 +65,13 @@ def _se(effect: dict[str, Any]) -> float | None:
     if se:
         return float(se)
     lo, hi = effect.get("lo"), effect.get("hi")
-    return None if lo is None or hi is None else (hi - lo) / (2 * 1.959963984540054)
+    return None if lo is None or hi is None else (hi - lo) / (2 * Z95)
+
+
+def _seeds(effect: dict[str, Any]) -> int | None:
+    """The fewer seeds of the effect's sides (None: none recorded)."""
+    ns = [int(v) for v in (effect.get("n_a"), effect.get("n_b")) if v]
+    return min(ns) if ns else None
 
 
 def seeds_needed(effect: dict[str, Any], rule: dict[str, Any], family_size: int, most: int = 1000) -> int | None:
@@ -74,11 +81,10 @@ def seeds_needed(effect: dict[str, Any], rule: dict[str, Any], family_size: int,
     from 5: df ~5.6; at 4 seeds the t tail, not the effect, is often what fails)."""
     from scipy.stats import t as student
 
-    ns = [int(v) for v in (effect.get("n_a"), effect.get("n_b")) if v]
-    d, se = _distance(effect, rule), _se(effect)
-    if not ns or d is None or not se or d <= 0:
+    n, d, se = _seeds(effect), _distance(effect, rule), _se(effect)
+    if not n or d is None or not se or d <= 0:
         return None
-    n, df, need = min(ns), effect.get("df"), 0.05 / max(family_size, 1)
+    df, need = effect.get("df"), 0.05 / max(family_size, 1)
     for m in range(n, most + 1):
         t_m = d / se * math.sqrt(m / n)
         df_m = float(df) * (m - 1) / max(n - 1, 1) if df else math.inf  # no t: a normal tail
@@ -97,7 +103,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
         rec = fam.records.get((fp.run, fp.claim, fp.part), {})
         effect, rule = rec.get("effect") or {}, rec.get("rule") or {}
         after = fp.verdict_after
-        n_now = min(v for v in (effect.get("n_a"), effect.get("n_b")) if v) if effect.get("n_a") else None
+        n_now = _seeds(effect)
         if after != INCONCLUSIVE:
             out.append(Readout(fp.run, fp.claim, fp.part, after, None, n_now, None, "decided"))
             continue
