@@ -96,3 +96,20 @@ def test_a_decided_part_never_asks_for_seeds(tmp_path: Path, n: int) -> None:
     _write(tmp_path / "r", [_part("strong", _welch(1.0, 0.01, n), "supported")])
     (row,) = readout(catalogue_family(tmp_path), ["r"])
     assert row.decided and row.limit is None and row.seeds_needed is None and row.seeds_now == n
+
+
+@pytest.mark.parametrize("outcomes, limit", [({"a": {"trains": 0, "stalls": 4, "diverged": 0},
+                                               "b": {"trains": 0, "stalls": 0, "diverged": 4}}, "horizon"),
+                                              ({"a": {"trains": 0, "stalls": 0, "diverged": 4},
+                                                "b": {"trains": 0, "stalls": 0, "diverged": 4}}, "cost")])
+def test_a_part_where_no_run_trained_is_not_a_matter_of_seeds(tmp_path: Path, outcomes: dict, limit: str) -> None:
+    # the rule gives no p where every run of every arm failed: its interval (here far from 0) reads noise
+    failed = _part("failed", _welch(-0.8, 0.001, 4), "inconclusive")
+    failed.update(p=None, numbers={"outcomes": outcomes}, horizon=400)
+    _write(tmp_path / "r", [failed, _part("strong", _welch(1.0, 0.01, 4), "supported")])
+    rows = {r.part: r for r in readout(catalogue_family(tmp_path), ["r"])}
+    row = rows["failed"]
+    assert row.limit == limit and row.seeds_needed is None
+    assert "no run of either arm trained by step 400" in row.text and "more seeds fail alike" in row.text
+    assert ("a longer horizon may let the stalled runs train" in row.text) == (limit == "horizon")
+    assert rows["strong"].decided  # a p-value beside it still decides

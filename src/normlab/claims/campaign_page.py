@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from normlab.claims.campaign import END, PAGE, START, STOPPED, Plan, Stage, records, used_core_hours
+from normlab.claims.decide_cost import COST_JSON, read_cost
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.core.fsutil import atomic_write_text
 
@@ -90,21 +91,51 @@ def _decided(plan: Plan) -> list[str]:
     lines = ["## Decided after the catalogue's adjustment", "",
              f"**{share(rows)}** (one Holm over the catalogue's {fam.size} p-values; the target is 80%).", ""]
     rest = [r for r in rows if not r.decided]
+    cost = read_cost(plan.folder)
+    priced = {(p["run"], p["claim"], p["part"]): p for p in (cost or {}).get("parts", [])}
+    if cost is not None:
+        lines += _cost_line(plan, cost, len(rows), sum(r.decided for r in rows))
     if rest:
-        lines += ["| stage | claim | part | verdict before adjustment | limit | why |", "|---|---|---|---|---|---|"]
+        lines += ["| stage | claim | part | verdict before adjustment | limit | why | core-h to decide on fresh seeds "
+                  "(at least) |", "|---|---|---|---|---|---|---|"]
         for r in rest:
             published = fam.records.get((r.run, r.claim, r.part), {}).get("verdict", "")
-            lines.append(f"| {r.run.rsplit('/', 1)[-1]} | `{r.claim}` | {r.part} | {published} | {r.limit} | {r.text} |")
+            hours = (priced.get((r.run, r.claim, r.part)) or {}).get("fresh_core_hours")
+            lines.append(f"| {r.run.rsplit('/', 1)[-1]} | `{r.claim}` | {r.part} | {published} | {r.limit} | {r.text} | "
+                         f"{'-' if hours is None else f'{hours:.2f}'} |")
     return lines + [""]
+
+
+def _cost_line(plan: Plan, cost: dict[str, Any], n: int, decided: int) -> list[str]:
+    """What the target costs at least, beside the budget left (``claims/decide_cost.py``)."""
+    floor, fresh, short = cost.get("to_target_core_hours"), cost.get("to_target_fresh_core_hours"), cost.get("short")
+    left = plan.budget_core_hours - _projected(plan)
+    stale = (cost.get("parts_total"), cost.get("decided")) != (n, decided)
+    head = (f"**Reaching {100 * float(cost.get('target', 0.8)):.0f}% needs {short} more parts decided: on fresh seeds "
+            f"(the valid route) the cheapest {short} would take at least {fresh:.2f} core-hours, against "
+            f"{left:.2f} left in the budget after the stages planned** (`{COST_JSON}`: each part priced from its own "
+            "runs' measured step times, assuming its effect holds). Adding seeds to the parts already read would "
+            f"take at least {floor:.2f}, but is not a valid test: each part's first look spent its alpha, so a "
+            "valid stage draws fresh seeds under a group-sequential rule registered before them."
+            if floor is not None and fresh is not None and short else
+            f"`{COST_JSON}`: {short} more parts needed; their costs are not all measured.")
+    if stale:
+        head += (f" (Priced when {cost.get('decided')} of {cost.get('parts_total')} parts were decided; "
+                 "`normlab campaign cost` prices the current read-out.)")
+    return [head, ""]
+
+
+def _projected(plan: Plan) -> float:
+    """What the budget will have paid at the end: CPU used so far plus the estimates of what has not ended."""
+    return used_core_hours(plan) + sum(max(0.0, s.estimate_core_hours - used_core_hours(plan, s.name))
+                                       for s in plan.stages if _stage_state(plan, s) != "ended")
 
 
 def page(plan: Plan) -> str:
     """campaign.md's text."""
     used = used_core_hours(plan)
     planned = sum(s.estimate_core_hours for s in plan.stages)
-    # what the budget will have paid at the end: CPU used so far plus the estimates of what has not ended
-    projected = used + sum(max(0.0, s.estimate_core_hours - used_core_hours(plan, s.name)) for s in plan.stages
-                           if _stage_state(plan, s) != "ended")
+    projected = _projected(plan)
     full = [s.full_grid_core_hours for s in plan.stages]
     ended = [s for s in plan.stages if _stage_state(plan, s) == "ended"]
     saving = (f" A full grid (every run of the same studies at its longest stage) would cost "

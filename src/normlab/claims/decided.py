@@ -15,6 +15,11 @@ published, nothing re-measured:
   for all but the smallest p);
 * **cost**: the same count beyond ``AFFORDABLE`` seeds per side: the effect lies so close to
   its boundary that no design this lab can pay for decides it.
+
+A part without a p-value because no run of either arm trained (the rule reads noise there, not
+the factor) is not a matter of seeds: more of them fail alike. Where some of its runs stalled on
+the plateau its limit is **horizon** (a longer run may let them leave it); where every run
+diverged, **cost** (neither seeds nor horizon decide it at those settings).
 """
 
 from __future__ import annotations
@@ -74,6 +79,14 @@ def _seeds(effect: dict[str, Any]) -> int | None:
     return min(ns) if ns else None
 
 
+def _no_run_trained(rec: dict[str, Any]) -> tuple[int, int] | None:
+    """(stalled, diverged) where the part has no p because no run of any arm trained; else None."""
+    arms = ((rec.get("numbers") or {}).get("outcomes") or {}).values()
+    if rec.get("p") is not None or not arms or any(int(a.get("trains", 0)) for a in arms):
+        return None
+    return sum(int(a.get("stalls", 0)) for a in arms), sum(int(a.get("diverged", 0)) for a in arms)
+
+
 def seeds_needed(effect: dict[str, Any], rule: dict[str, Any], family_size: int, most: int = 1000) -> int | None:
     """Seeds per side that would take the part past the catalogue's Holm if its effect holds
     (None: no estimate or no spread to scale from). The standard error shrinks like 1/sqrt(n)
@@ -108,6 +121,15 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
             out.append(Readout(fp.run, fp.claim, fp.part, after, None, n_now, None, "decided"))
             continue
         need = seeds_needed(effect, rule, fam.size)
+        failed = _no_run_trained(rec)
+        if failed is not None:
+            stalls, diverged = failed
+            limit = "horizon" if stalls else "cost"
+            text = (f"no run of either arm trained by step {rec.get('horizon')} ({stalls} stalled, {diverged} diverged), "
+                    "so it has no p-value and more seeds fail alike"
+                    + ("; a longer horizon may let the stalled runs train" if stalls else ""))
+            out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, None, text))
+            continue
         if rec.get("settle_status") == "unsettled":
             limit, text = "horizon", f"still moving at step {rec.get('horizon')}, its longest stage"
         elif need is not None and need <= AFFORDABLE:
