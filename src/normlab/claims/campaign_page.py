@@ -78,7 +78,7 @@ def _decided(plan: Plan) -> list[str]:
     """Issue 40's read-out over the stages published so far: the share of their parts decided after
     one Holm over the whole catalogue (every confirmatory run under the plan's evidence folder),
     and for each part that is not, the limit that stopped it (``claims/decided.py``)."""
-    from normlab.claims.decided import readout, share
+    from normlab.claims.decided import readout
     from normlab.claims.family import catalogue_family
 
     root = plan.folder.parent
@@ -88,6 +88,32 @@ def _decided(plan: Plan) -> list[str]:
         return []
     fam = catalogue_family(root)
     rows = readout(fam, runs)
+    return _table(plan, fam, rows) + _changed(plan, fam)
+
+
+def _changed(plan: Plan, fam: Any) -> list[str]:
+    """The claims whose verdict after the catalogue's Holm the campaign changed against the
+    earlier runs, and what differs between the readings (``claims/changed.py``)."""
+    from normlab.claims.changed import changes
+
+    found = changes(fam, plan.folder.relative_to(plan.folder.parent).as_posix())
+    if not found:
+        return []
+    lines = ["## Verdicts that changed against the earlier runs", "",
+             f"{len(found)} claims read by both an earlier run and a campaign stage end with another verdict after "
+             "the catalogue's Holm; what differs between the readings, part by part (the horizon read at, seeds, "
+             "a rule or quantity rewritten in issue 40, parts added or dropped):", "",
+             "| claim | earlier | campaign | what differs |", "|---|---|---|---|"]
+    for c in found:
+        def said(rows: list[tuple[str, str]]) -> str:
+            return "; ".join(f"{'run 1' if r == '.' else r.rsplit('/', 1)[-1]}: {v}" for r, v in rows)
+        lines.append(f"| `{c.claim}` | {said(c.earlier)} | {said(c.campaign)} | {'; '.join(c.why)} |")
+    return lines + [""]
+
+
+def _table(plan: Plan, fam: Any, rows: list[Any]) -> list[str]:
+    from normlab.claims.decided import share
+
     lines = ["## Decided after the catalogue's adjustment", "",
              f"**{share(rows)}** (one Holm over the catalogue's {fam.size} p-values; the target is 80%).", ""]
     rest = [r for r in rows if not r.decided]
