@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from normlab.claims import campaign
+from normlab.claims import campaign, campaign_plan
 from normlab.claims.campaign_page import page, write_page
 from normlab.core.errors import ConfigError, UserError
 
@@ -41,12 +41,12 @@ full_grid_core_hours = 3.0
 """
 
 
-def _plan(tmp: Path, text: str = PLAN, registered: bool = True) -> campaign.Plan:
+def _plan(tmp: Path, text: str = PLAN, registered: bool = True) -> campaign_plan.Plan:
     (tmp / "ev" / "registration").mkdir(parents=True, exist_ok=True)
     (tmp / "ev" / "plan.toml").write_text(text)
     if registered:  # the fake claims run below never reads it
         (tmp / "ev" / "registration" / "a.json").write_text("{}")
-    return campaign.load_plan(tmp / "ev" / "plan.toml")
+    return campaign_plan.load_plan(tmp / "ev" / "plan.toml")
 
 
 def test_plan_reads_stages_and_tolerances(tmp_path: Path) -> None:

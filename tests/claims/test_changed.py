@@ -59,8 +59,8 @@ def test_nothing_changed_lists_nothing(tmp_path: Path) -> None:
 
 
 def test_the_campaign_page_lists_the_changes(tmp_path: Path) -> None:
-    from normlab.claims.campaign import load_plan
     from normlab.claims.campaign_page import page
+    from normlab.claims.campaign_plan import load_plan
 
     evidence = tmp_path / "evidence"
     folder = evidence / "campaign"

@@ -74,8 +74,8 @@ def test_seeds_needed_follows_the_t_tail_and_the_family() -> None:
 
 
 def test_the_campaign_page_shows_the_readout(tmp_path: Path) -> None:
-    from normlab.claims.campaign import load_plan
     from normlab.claims.campaign_page import page
+    from normlab.claims.campaign_plan import load_plan
 
     folder = tmp_path / "evidence" / "campaign"
     folder.mkdir(parents=True)

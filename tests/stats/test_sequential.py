@@ -80,3 +80,52 @@ def test_bad_plans_and_looks_name_the_option() -> None:
         SeedPlan((4, 8), alpha=1.5)
     with pytest.raises(ConfigError, match=r"sequential\.seeds=5: is not a registered look; looks: 4, 6, 8"):
         PLAN.look(5, "supported", 0.001)
+
+
+def test_weighted_looks_share_alpha_in_the_spending_functions_shape() -> None:
+    w = PLAN.weights()
+    assert sum(w) == pytest.approx(1.0) and w[0] < w[1] < w[2]
+    spent = [obf_spent(t) for t in PLAN.fractions()]  # the shares are the spending function's increments
+    assert [w[0], w[0] + w[1]] == pytest.approx([spent[0] / 0.05, spent[1] / 0.05])
+    small = SeedPlan((4, 6, 8), alpha=2.5e-4)  # at a catalogue's level the first look keeps almost nothing
+    assert small.weights()[0] < 1e-3 < small.weights()[2]
+    assert SeedPlan((6,)).weights() == pytest.approx((1.0,))
+
+
+def test_a_weighted_look_stops_below_its_share_and_the_p_value_combines_them() -> None:
+    w = PLAN.weights()
+    assert PLAN.weighted_look(4, "supported", 0.9 * w[0] * 0.05).stop
+    go_on = PLAN.weighted_look(4, "supported", 1.1 * w[0] * 0.05)
+    assert not go_on.stop and go_on.next_seeds == 6 and go_on.nominal == pytest.approx(w[0] * 0.05)
+    assert not PLAN.weighted_look(6, "inconclusive", 1e-9).stop  # the rule must be decisive
+    assert PLAN.weighted_look(8, "supported", 0.9).stop  # the maximum: stops undecided
+    assert PLAN.combined_p({4: 0.01, 6: 0.004}) == pytest.approx(min(0.01 / w[0], 0.004 / w[1]))
+    assert PLAN.combined_p({4: None, 6: 0.5}) == 1.0 and PLAN.combined_p({4: None}) is None
+    with pytest.raises(ConfigError, match=r"sequential\.seeds=5"):
+        PLAN.combined_p({5: 0.01})
+
+
+def test_the_combined_p_value_is_valid_under_optional_stopping() -> None:
+    # under the null, seeds added while the part is undecided (the campaign's stopping), the
+    # combined p is at most x with probability at most x: the Welch t test on nested seeds
+    import numpy as np
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    plan = SeedPlan((4, 6, 8), alpha=0.05)
+    hits = {0.05: 0, 0.01: 0}
+    sims = 4000
+    for _ in range(sims):
+        a, b = rng.normal(size=8), rng.normal(size=8)
+        ps: dict[int, float | None] = {}
+        for n in plan.looks:
+            p = float(stats.ttest_ind(a[:n], b[:n], equal_var=False).pvalue)
+            ps[n] = p
+            if plan.weighted_look(n, "supported" if p < 0.05 else "inconclusive", p).stop:
+                break
+        got = plan.combined_p(ps)
+        for x in hits:
+            hits[x] += got is not None and got <= x
+    assert hits[0.05] / sims <= 0.05 + 2 * (0.05 * 0.95 / sims) ** 0.5
+    assert hits[0.01] / sims <= 0.01 + 2 * (0.01 * 0.99 / sims) ** 0.5
+    assert hits[0.05] / sims > 0.02  # not vacuous: most of alpha is used

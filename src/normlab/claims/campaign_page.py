@@ -8,7 +8,8 @@ import json
 import time
 from typing import Any
 
-from normlab.claims.campaign import END, PAGE, START, STOPPED, Plan, Stage, records, used_core_hours
+from normlab.claims.campaign import END, PAGE, START, STOPPED, records, used_core_hours
+from normlab.claims.campaign_plan import Plan, Stage
 from normlab.claims.decide_cost import COST_JSON, read_cost
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.core.fsutil import atomic_write_text
@@ -47,6 +48,11 @@ def _unrecorded(plan: Plan) -> list[str]:
 
 
 def _settled(p: dict[str, Any]) -> str:
+    seq = (p.get("sequential") or {}).get("text")  # a group-sequential stage: where its seeds stopped
+    return _horizon(p) + (f"; {seq}" if seq else "")
+
+
+def _horizon(p: dict[str, Any]) -> str:
     if p.get("settled_at") is None:
         return "read at its study's fixed horizon (not staged)"
     drift = p.get("drift")

@@ -24,7 +24,10 @@ another study's name (a map cell that another study also trains).
 
 ``before``: a store trial or cache file of the run's own ``--out`` counts only when it started
 (was written) before that time, the registration's commit: what a confirmatory run trained
-after its registration is its own work, resumed; history and claims.json always count.
+after its registration is its own work, resumed; history and claims.json always count, except
+for a look of a group-sequential stage (``looks``): its own earlier looks' claims.json and
+history lines, written after the registration, are that same registered work
+(``claims/sequential_stage.py``), and only the looks the registration names may run so.
 """
 
 from __future__ import annotations
@@ -74,9 +77,10 @@ class Seen:
         return dict(sorted(out.items()))
 
 
-def read(paths: Iterable[Path], own: Path | None = None, before: float | None = None) -> Seen:
+def read(paths: Iterable[Path], own: Path | None = None, before: float | None = None, looks: bool = False) -> Seen:
     """The ledger of every source in ``paths`` (see the module); ``own``: the run's --out, whose
-    stores and cache count only before ``before``."""
+    stores and cache count only before ``before`` (and, for a sequential stage's look, its
+    claims.json and history lines too)."""
     seen = Seen()
     for p in paths:
         p = Path(p)
@@ -86,16 +90,28 @@ def read(paths: Iterable[Path], own: Path | None = None, before: float | None = 
         elif Store.is_store(p):
             _store(seen, p, before if mine else None)
         elif p.is_dir():
-            _folder(seen, p, before if mine else None)
+            _folder(seen, p, before if mine else None, looks and mine)
     return seen
 
 
-def _folder(seen: Seen, root: Path, before: float | None) -> None:
+def _written(stamp: Any) -> float | None:
+    """A ``written_at`` (2026-12-06T16:00:48Z) in seconds since the epoch (None: none, or another form)."""
+    import calendar
+    import time
+
+    try:
+        return float(calendar.timegm(time.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def _folder(seen: Seen, root: Path, before: float | None, looks: bool = False) -> None:
+    late = before if looks else None  # a look's own earlier looks: written after the registration
     for f in sorted(root.rglob(CLAIMS_JSON)):
         if "cache" not in f.relative_to(root).parts:
-            _claims_json(seen, f)
+            _claims_json(seen, f, late)
     for f in sorted(root.rglob(HISTORY)):
-        _history(seen, f)
+        _history(seen, f, late)
     for spec in sorted(root.rglob(SPEC)):
         if Store.has_db(spec.parent):
             _store(seen, spec.parent, before)
@@ -136,11 +152,14 @@ def _records(seen: Seen, records: list[dict[str, Any]], where: str) -> list[str]
     return ids
 
 
-def _claims_json(seen: Seen, path: Path) -> None:
+def _claims_json(seen: Seen, path: Path, late: float | None = None) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         meta, records = data.get("meta") or {}, data["claims"]
     except (OSError, ValueError, KeyError, AttributeError):
+        return
+    at = _written(meta.get("written_at"))
+    if late is not None and at is not None and at >= late:
         return
     where = f"{path} ({meta.get('written_at', 'undated')})"
     ids = set(_records(seen, records, where))
@@ -212,13 +231,16 @@ def seeds_of(study: str, scale: str, ids: set[str]) -> list[int]:
         return []
 
 
-def _history(seen: Seen, path: Path) -> None:
+def _history(seen: Seen, path: Path, late: float | None = None) -> None:
     try:
         lines = read_jsonl(path)
     except (OSError, ValueError):
         return
     for h in lines:
         if not is_verdict(h):  # a launch or end line: what a launch trained is in its stores
+            continue
+        at = _written(h.get("written_at"))
+        if late is not None and at is not None and at >= late:
             continue
         for study, seeds in (h.get("seeds") or {}).items():
             for s in seeds:

@@ -36,6 +36,9 @@ class ClaimsRun:
     # study -> nested stages (e.g. {"stability-map": [200, 400, 1000, 2000]}): its claims are read
     # where they settle (claims/settling.py); empty: each study's own (the presets have none)
     stages: dict[str, list[int]] = field(default_factory=dict)
+    # study -> how many of its registered seeds this run reads (the first ones): a group-sequential
+    # stage's look (claims/sequential_stage.py); empty: every registered seed
+    seed_counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -54,6 +57,12 @@ class ClaimsRun:
         for i in self.only:
             CLAIMS.get(i, "--only")  # an unknown id fails listing the valid ones
         self.stages = {str(k): list(v) for k, v in (self.stages or {}).items()}  # checked with the study's spec
+        self.seed_counts = {str(k): v for k, v in (self.seed_counts or {}).items()}
+        for k, v in self.seed_counts.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 3:
+                raise UserError(f"seed_counts[{k}]={v!r}: a count of at least 3 of the study's registered seeds")
+        if self.seed_counts and self.registration is None:
+            raise UserError("seed_counts: reads the first seeds of a registration's studies; give --registration")
 
     @staticmethod
     def extra_scales() -> list[str]:

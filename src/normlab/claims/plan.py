@@ -83,6 +83,27 @@ def stages_of(run: ClaimsRun, reg: Registration | None) -> dict[str, list[int]]:
     return got if reg is not None else dict(run.stages)
 
 
+def seeds_of(run: ClaimsRun, reg: Registration | None) -> dict[str, list[int]]:
+    """Each registered study's seeds, the first ``run.seed_counts[study]`` of them where a
+    group-sequential look names a count (a count beyond the registered seeds is refused)."""
+    if reg is None:
+        return {}
+    got = {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))}
+    looks = (reg.doc.get("sequential") or {}).get("looks") or []
+    for n, k in run.seed_counts.items():
+        if k not in looks:
+            raise UserError(f"seed_counts[{n}]={k}: {run.registration} registers "
+                            + (f"looks at {', '.join(map(str, looks))} seeds" if looks else "no sequential looks")
+                            + "; a run may read only a registered look's seeds")
+        if n not in got:
+            raise UserError(f"seed_counts[{n}]: not a study of {run.registration} with registered seeds; "
+                            f"valid: {', '.join(sorted(got)) or 'none'}")
+        if k > len(got[n]):
+            raise UserError(f"seed_counts[{n}]={k}: {run.registration} registers {len(got[n])} seeds for it")
+        got[n] = got[n][:k]
+    return got
+
+
 def plan(run: ClaimsRun) -> ClaimsPlan:
     """Choose, check the registration (before anything is measured or trained), plan the work."""
     chosen = choose(run)
@@ -92,14 +113,14 @@ def plan(run: ClaimsRun) -> ClaimsPlan:
         require_match(reg, chosen, run.scale, run.quick, run.allow_post_hoc)
     quick_seeds = (reg.quick_seeds() if reg is not None else None) or list(range(run.seeds))
     if reg is not None and not run.exploratory:
-        seen = ledger.read(ledger.sources(reg, run.out, run.seen), own=run.out, before=reg.committed_at)
+        seen = ledger.read(ledger.sources(reg, run.out, run.seen), own=run.out, before=reg.committed_at,
+                           looks=bool(run.seed_counts))
         ledger.require_unseen(reg, chosen, run.scale, quick_seeds, seen)
         mode = "confirmatory"
     display = run.progress if isinstance(run.progress, Progress) else Progress("claims", enabled=bool(run.progress))
     store = Cache(run.out / "cache" if run.cache else None)
     ctx = StudyContext(run.out, scale=run.scale, workers=run.workers, train=run.train, display=display,
-                       seeds={} if reg is None else {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))},
-                       stages=stages_of(run, reg))
+                       seeds=seeds_of(run, reg), stages=stages_of(run, reg))
     p = ClaimsPlan(run, chosen, reg, display, store, ctx, None, mode=mode)
     try:
         fast = p.quick_claims

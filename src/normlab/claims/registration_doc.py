@@ -139,21 +139,27 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
 
 def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
           quick_seeds: int = 5, every_design: bool = False, stages: dict[str, list[int]] | None = None,
-          tolerances: dict[str, float] | None = None) -> dict[str, Any]:
+          tolerances: dict[str, float] | None = None, seeds: int | None = None,
+          sequential: dict[str, Any] | None = None) -> dict[str, Any]:
     """The registration document of the claims ``normlab claims`` with these options decides;
     ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
     start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ...;
-    ``stages`` and ``tolerances``: the settling rule (:func:`document`)."""
-    return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design, stages, tolerances)
+    ``stages`` and ``tolerances``: the settling rule; ``seeds`` and ``sequential``: a
+    group-sequential design (:func:`document`)."""
+    return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design, stages, tolerances,
+                    seeds, sequential)
 
 
 def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
              every_design: bool = False, stages: dict[str, list[int]] | None = None,
-             tolerances: dict[str, float] | None = None) -> dict[str, Any]:
+             tolerances: dict[str, float] | None = None, seeds: int | None = None,
+             sequential: dict[str, Any] | None = None) -> dict[str, Any]:
     """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`);
     refused first when a part cannot decide (:func:`require_designs`). ``stages`` (study ->
     horizons) and ``tolerances`` ("claim/part" or "claim" -> effect tolerance) register the
-    settling rule of the staged studies' parts (``claims/settling.py``)."""
+    settling rule of the staged studies' parts (``claims/settling.py``). ``seeds``: every study
+    registers that many seeds instead of its preset's count (a group-sequential stage's largest
+    look), and ``sequential`` its looks, level and weights (``claims/sequential_stage.py``)."""
     found = {c.id: designs(c, scale) for c in chosen}
     require_designs(chosen, scale, every_design, found)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
@@ -163,7 +169,8 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
         raise UserError(f"stages: {', '.join(stray)} is not a study of the chosen claims ({', '.join(names) or 'none'})")
     doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
                            "claims": {c.id: claim_entry(c, scale, found[c.id]) for c in chosen},
-                           "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds, first_seed),
+                           "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds if seeds is None
+                                                                      else list(range(seeds)), first_seed),
                                                     stages.get(n)) for n in names},
                            "decision_code": decision_code_hash(), "measuring_code": measuring_code.section(chosen)}
     if tolerances:
@@ -174,6 +181,8 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
         doc["tolerances"] = {k: float(v) for k, v in sorted(tolerances.items())}
     if any(c.quick for c in chosen):
         doc["quick_seeds"] = shifted(list(range(quick_seeds)), first_seed)
+    if sequential is not None:
+        doc["sequential"] = sequential
     doc["document_hash"] = document_hash(doc)
     return doc
 

@@ -31,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from normlab.claims.campaign import load_plan, registration_doc, run_campaign
+    from normlab.claims.campaign import registration_doc, run_campaign
     from normlab.claims.campaign_page import page, write_page
+    from normlab.claims.campaign_plan import load_plan
     from normlab.claims.registration import write
     from normlab.core.errors import UserError
     from normlab.core.fscheck import writable_dir

@@ -19,6 +19,16 @@ A look decides a part when its rule's verdict is decisive and the rule's p-value
 alpha at which its interval would reach that verdict, ``claims/rules.py``) is below the look's
 nominal level ``2 (1 - Phi(c_k))``. The boundaries are normal ones; with few seeds the rules'
 p-values come from t distributions, which makes each look at least as strict as its z boundary.
+
+**In a family** (:meth:`SeedPlan.weighted_look`, :meth:`SeedPlan.combined_p`). The exact
+boundaries control one part's error; a part of the catalogue also needs a p-value that the
+catalogue's one Holm can adjust. The campaign therefore splits each part's alpha over its
+looks by weighted Bonferroni: look k gets the share w_k = (a(t_k) - a(t_{k-1})) / alpha of the
+same spending function (O'Brien-Fleming's shape: almost nothing early, most at the last look),
+a look stops the part when its p is below w_k alpha, and the part's p-value is
+min_k p_k / w_k over the looks made. P(min_k p_k / w_k <= x) <= sum_k w_k x = x under the null
+whatever the looks' correlation and whatever decided when to stop, so it is a valid p-value
+for Holm; the price is a little power against the exact boundaries (the looks are correlated).
 """
 
 from __future__ import annotations
@@ -150,12 +160,38 @@ class SeedPlan:
 
         return tuple(float(2 * norm.sf(c)) for c in self.boundaries())
 
-    def look(self, seeds: int, verdict: str, p: float | None) -> Look:
-        """The look at ``seeds`` seeds of a part whose rule gave ``verdict`` with p-value ``p``."""
+    def weights(self) -> tuple[float, ...]:
+        """Each look's share of alpha under weighted Bonferroni: the spending function's
+        increments over alpha (they sum to 1: a(1) = alpha)."""
+        spent = [obf_spent(t, self.alpha) for t in self.fractions()]
+        return tuple((b - a) / self.alpha for a, b in zip([0.0, *spent[:-1]], spent))
+
+    def weighted_look(self, seeds: int, verdict: str, p: float | None) -> Look:
+        """The look at ``seeds`` seeds under weighted Bonferroni: stop when the rule is decisive
+        and ``p`` is below the look's share of alpha, ``w_k alpha``."""
+        k = self._index(seeds)
+        level = self.weights()[k] * self.alpha
+        last = k == len(self.looks) - 1
+        if verdict != INCONCLUSIVE and p is not None and p < level:
+            return Look(seeds, True, verdict, None, level, p)
+        return Look(seeds, last, INCONCLUSIVE, None if last else self.looks[k + 1], level, p)
+
+    def combined_p(self, ps: dict[int, float | None]) -> float | None:
+        """The part's p-value over the looks made (seed count -> the rule's p there):
+        min_k p_k / w_k, at most 1 (None: no look gave a p)."""
+        w = self.weights()
+        got = [float(p) / w[self._index(n)] for n, p in ps.items() if p is not None]
+        return min(1.0, min(got)) if got else None
+
+    def _index(self, seeds: int) -> int:
         if seeds not in self.looks:
             raise ConfigError("sequential.seeds", seeds, f"is not a registered look; looks: "
                               f"{', '.join(map(str, self.looks))}")
-        k = self.looks.index(seeds)
+        return self.looks.index(seeds)
+
+    def look(self, seeds: int, verdict: str, p: float | None) -> Look:
+        """The look at ``seeds`` seeds of a part whose rule gave ``verdict`` with p-value ``p``."""
+        k = self._index(seeds)
         level = self.nominal()[k]
         last = k == len(self.looks) - 1
         if verdict != INCONCLUSIVE and p is not None and p < level:
