@@ -18,7 +18,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
-PLAN_KEYS = {"name", "scale", "first_seed", "budget_core_hours", "workers", "tolerances", "stage", "description"}
+PLAN_KEYS = {"name", "scale", "first_seed", "budget_core_hours", "workers", "tolerances", "stage", "description",
+             "design_level"}
 STAGE_KEYS = {"name", "registration", "claims", "settle", "estimate_core_hours", "full_grid_core_hours", "why", "scale",
               "first_seed", "sequential"}
 
@@ -48,6 +49,7 @@ class Plan:
     stages: list[Stage]
     tolerances: dict[str, float] = field(default_factory=dict)
     description: str = ""
+    design_level: float | None = None  # the level registrations ask designs at (claims/design.py's at_level)
 
     @property
     def folder(self) -> Path:
@@ -142,9 +144,13 @@ def load_plan(path: str | Path) -> Plan:
         raise ConfigError("plan.budget_core_hours", budget, "core-hours > 0, e.g. 16 (8 hours of 2 cores)")
     if "first_seed" not in d:
         raise ConfigError("plan.first_seed", None, "required: the first of the seeds no earlier run has seen")
+    level = d.get("design_level")
+    if level is not None and (not isinstance(level, (int, float)) or isinstance(level, bool) or not 0 < level <= 0.05):
+        raise ConfigError("plan.design_level", level, "a level in (0, 0.05]: what the catalogue's Holm asks of a "
+                          "part, e.g. 2.5e-4 (0.05 / 200 p-values)")
     return Plan(path, str(d.get("name", path.parent.name)), str(d.get("scale", "cpu")), int(d["first_seed"]),
                 float(budget), int(d.get("workers", 2)), stages, {str(k): float(v) for k, v in tol.items()},
-                str(d.get("description", "")))
+                str(d.get("description", "")), None if level is None else float(level))
 
 
 __all__ = ["PLAN_KEYS", "STAGE_KEYS", "Plan", "Stage", "load_plan"]

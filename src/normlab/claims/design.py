@@ -20,19 +20,58 @@ For a ``Within`` rule (an equivalence) ``detectable`` is how far from the margin
 truth may lie and still be shown inside with 80% power (None: not even at the centre); for
 ``Outside``, the true value nearest the margin shown outside with 80% power. ``power`` is the power at the stated ``effect`` (the exploratory estimate, or the
 prior's), when one is given.
+
+**The level.** A rule decides at its 95% interval, but the catalogue's one Holm then asks more of
+each part: p below 0.05 / m at its strictest step, m the catalogue's p-values (about 200). A
+design analysed at 0.05 promises a power the adjusted verdict does not have (campaign 1, designed
+at 0.05: 63 of its 79 parts decisive at their rules' own level, 41 after the catalogue's Holm).
+Inside :func:`at_level` every analysis asks the decision at that level:
+the rule's verdict, with its interval (mean designs) or p-value (rates, critical lrs) at the
+level instead of 0.05; ``normlab campaign register`` uses the plan's ``design_level``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from normlab.claims.rules import SUPPORTED, Direction, Outside, Rule, Within
-from normlab.core.errors import UserError
+from normlab.core.errors import ConfigError, UserError
 from normlab.stats.effects import MIN_SEEDS, Effect, one_sample, rate, rate_diff, welch
 
 POWER = 0.8
 SIMS = 2000
+LEVEL = 0.05  # the level a rule's own 95% interval decides at
+_LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("normlab_design_level", default=LEVEL)
+
+
+def level() -> float:
+    """The level the design analyses now ask a decision at (``LEVEL`` outside :func:`at_level`)."""
+    return _LEVEL.get()
+
+
+@contextlib.contextmanager
+def at_level(alpha: float) -> Iterator[None]:
+    """Every design analysis inside asks a decision at ``alpha`` (the level the catalogue's Holm
+    will ask of the part) instead of the rules' own 0.05."""
+    if not isinstance(alpha, (int, float)) or not 0 < alpha <= LEVEL:
+        raise ConfigError("design_level", alpha, f"a level in (0, {LEVEL:g}], e.g. 2.5e-4 (0.05 / 200 p-values)")
+    token = _LEVEL.set(float(alpha))
+    try:
+        yield
+    finally:
+        _LEVEL.reset(token)
+
+
+def decides_at(rule: Rule, e: Effect, alpha: float) -> bool:
+    """Whether a decisive verdict of ``rule`` on ``e`` also holds at ``alpha``: at the rules' own
+    level always; below it, when the rule's p-value is below ``alpha``."""
+    if alpha >= LEVEL:
+        return True
+    p = rule.p(e)
+    return p is not None and p < alpha
 
 
 @dataclass(frozen=True)
@@ -52,22 +91,26 @@ class Design:
     best_bound: float | None = None  # critical lrs: the best 95% bound the design can reach
     limit: str = ""
     unit: str = ""
+    level: float = LEVEL             # the level a decision is asked at (at_level)
 
     @property
     def decidable(self) -> bool:
         return self.detectable is not None and not self.limit
 
     def record(self) -> dict[str, Any]:
+        extra = {} if self.level == LEVEL else {"level": self.level}
         return {"part": self.part, "rule": self.rule.spec(), "plan": self.plan, "detectable": self.detectable,
                 "power": self.power, "effect": self.effect, "best_bound": self.best_bound, "limit": self.limit,
-                "decidable": self.decidable, "text": self.text()}
+                "decidable": self.decidable, **extra, "text": self.text()}
 
     def text(self) -> str:
         u = f" {self.unit}" if self.unit else ""
+        at_lvl = "" if self.level == LEVEL else f" at level {self.level:.3g}"
         if not self.decidable:
-            return f"{self.part}: cannot decide at the planned design ({self.plan}): {self.limit}"
-        what = (f"shows equivalence with 80% power for a truth within +-{self.detectable:.3g}{u} of the margin's centre"
-                if isinstance(self.rule, Within) else f"detects {self.detectable:+.3g}{u} with 80% power")
+            return f"{self.part}: cannot decide{at_lvl} at the planned design ({self.plan}): {self.limit}"
+        what = (f"shows equivalence{at_lvl} with 80% power for a truth within +-{self.detectable:.3g}{u} of the "
+                "margin's centre" if isinstance(self.rule, Within) else
+                f"detects {self.detectable:+.3g}{u}{at_lvl} with 80% power")
         at = "" if self.power is None or self.effect is None else \
             f"; power {self.power:.0%} at the expected {self.effect:+.3g}{u}"
         return f"{self.part}: {self.plan}: {what}{at}"
@@ -95,14 +138,18 @@ def mean_design(part: str, rule: Rule, n_a: int, sd_a: float, n_b: int | None = 
     plan = f"{n_a} seeds" + (f" against {n_b}" if n_b is not None else "")
     if min(n_a, n_b if n_b is not None else n_a) < MIN_SEEDS:
         return Design(part, rule, plan, None, limit=f"fewer than {MIN_SEEDS} seeds a side is always inconclusive; "
-                                                     f"plan {MIN_SEEDS} or more", unit=unit)
+                                                     f"plan {MIN_SEEDS} or more", unit=unit, level=level())
     rng = np.random.default_rng(seed)
+    alpha = level()
     los, his = np.empty(sims), np.empty(sims)
     for i in range(sims):  # the lab's own intervals, truth 0 (a shift of the truth shifts them)
         a = rng.normal(0.0, sd_a, n_a).tolist()
         e = one_sample(a) if n_b is None else welch(a, rng.normal(0.0, sd_b if sd_b is not None else sd_a, n_b).tolist())
         assert e.lo is not None and e.hi is not None
         los[i], his[i] = e.lo, e.hi
+        if alpha < LEVEL and e.se is not None and e.estimate is not None:  # the interval at the level asked
+            half = _quantile_t(alpha, e.df) * e.se
+            los[i], his[i] = e.estimate - half, e.estimate + half
 
     def power(theta: float) -> float:
         return float(np.mean(_supported(rule, los + theta, his + theta)))
@@ -111,10 +158,18 @@ def mean_design(part: str, rule: Rule, n_a: int, sd_a: float, n_b: int | None = 
         det = rule.ref - _quantile(los, 1 - POWER) if rule.sign > 0 else rule.ref - _quantile(his, POWER)
     elif isinstance(rule, Within):  # the truths shown inside with 80% power, scanned over the margin
         return _scan(part, rule, plan, lambda ts: [power(float(t)) for t in ts], rule.lo, rule.hi, effect, 400,
-                     unit)
+                     unit, alpha)
     else:  # Outside: above the upper bound
         det = rule.hi - _quantile(los, 1 - POWER)
-    return Design(part, rule, plan, float(det), power(effect) if effect is not None else None, effect, unit=unit)
+    return Design(part, rule, plan, float(det), power(effect) if effect is not None else None, effect, unit=unit,
+                  level=alpha)
+
+
+def _quantile_t(alpha: float, df: float | None) -> float:
+    """The two-sided ``alpha`` critical value of the effect's t (normal without degrees of freedom)."""
+    from scipy import stats
+
+    return float(stats.norm.isf(alpha / 2) if df is None else stats.t.isf(alpha / 2, df))
 
 
 def _supported(rule: Rule, lo: Any, hi: Any) -> Any:
@@ -141,8 +196,13 @@ def rate_design(part: str, rule: Rule, n_a: int, n_b: int | None = None, p_b: fl
     table's verdict from the lab's exact intervals, weighted by its binomial probability."""
     import numpy as np
 
+    alpha = level()
+
+    def yes(e: Effect) -> bool:
+        return rule.verdict(e) == SUPPORTED and decides_at(rule, e, alpha)
+
     if n_b is None:
-        mask = np.array([rule.verdict(rate(k, n_a)) == SUPPORTED for k in range(n_a + 1)], float)
+        mask = np.array([yes(rate(k, n_a)) for k in range(n_a + 1)], float)
         lo_t, hi_t, plan = 0.0, 1.0, f"{n_a} runs"
 
         def power_at(t: Any) -> Any:
@@ -150,19 +210,18 @@ def rate_design(part: str, rule: Rule, n_a: int, n_b: int | None = None, p_b: fl
     else:
         if p_b is None:
             raise ValueError("rate_design: a difference of rates needs the control's rate p_b")
-        table = np.array([[rule.verdict(rate_diff(ka, n_a, kb, n_b)) == SUPPORTED for kb in range(n_b + 1)]
-                          for ka in range(n_a + 1)], float)
+        table = np.array([[yes(rate_diff(ka, n_a, kb, n_b)) for kb in range(n_b + 1)] for ka in range(n_a + 1)], float)
         pb = _binom(n_b, p_b)[0]
         lo_t, hi_t, plan = -p_b, 1.0 - p_b, f"{n_a} runs against {n_b} (control rate {p_b:g})"
 
         def power_at(t: Any) -> Any:
             return (_binom(n_a, np.clip(np.atleast_1d(t) + p_b, 0.0, 1.0)) @ table) @ pb
 
-    return _scan(part, rule, plan, power_at, lo_t, hi_t, effect, grid, "")
+    return _scan(part, rule, plan, power_at, lo_t, hi_t, effect, grid, "", alpha)
 
 
 def _scan(part: str, rule: Rule, plan: str, power_at: Callable[[Any], Any], lo_t: float, hi_t: float,
-          effect: float | None, grid: int, unit: str = "") -> Design:
+          effect: float | None, grid: int, unit: str = "", alpha: float = LEVEL) -> Design:
     """The smallest effect with 80% power, from the predicted side of the reference outward.
     Within: the truths shown inside with 80% power form a band around the margin's centre, and
     ``detectable`` is its half-width (None: no truth is shown inside with 80% power)."""
@@ -181,15 +240,15 @@ def _scan(part: str, rule: Rule, plan: str, power_at: Callable[[Any], Any], lo_t
     if not ok.any():
         best = float(pw[side].max()) if side.any() else 0.0
         return Design(part, rule, plan, None, power, effect, limit=f"no true value gives the rule's verdict 80% power "
-                      f"(at best {best:.0%}); add seeds or runs", unit=unit)
+                      f"(at best {best:.0%}); add seeds or runs", unit=unit, level=alpha)
     if isinstance(rule, Within):
         centre = (rule.lo + rule.hi) / 2
-        return Design(part, rule, plan, float(np.abs(ts[ok] - centre).max()), power, effect, unit=unit)
+        return Design(part, rule, plan, float(np.abs(ts[ok] - centre).max()), power, effect, unit=unit, level=alpha)
     if isinstance(rule, Outside):  # the truth nearest the margin on either side
         gap = np.where(ts > rule.hi, ts - rule.hi, rule.lo - ts)
-        return Design(part, rule, plan, float(ts[ok][np.argmin(gap[ok])]), power, effect, unit=unit)
+        return Design(part, rule, plan, float(ts[ok][np.argmin(gap[ok])]), power, effect, unit=unit, level=alpha)
     near = ts[ok][0] if rule.sign > 0 else ts[ok][-1]
-    return Design(part, rule, plan, float(near), power, effect, unit=unit)
+    return Design(part, rule, plan, float(near), power, effect, unit=unit, level=alpha)
 
 
 def censored_text(e: Effect, unit: str = "decades") -> str:
@@ -202,4 +261,5 @@ def censored_text(e: Effect, unit: str = "decades") -> str:
     return f"{side} {unit} (censored: a bound, no p-value)"
 
 
-__all__ = ["POWER", "Design", "censored_text", "mean_design", "rate_design", "require_decidable"]
+__all__ = ["LEVEL", "POWER", "Design", "at_level", "censored_text", "decides_at", "level", "mean_design", "rate_design",
+           "require_decidable"]

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.claims.design import POWER, Design
+from normlab.claims.design import POWER, Design, decides_at, level
 from normlab.claims.rules import SUPPORTED, Direction
 from normlab.stats.frontier import Frontier, critical_lr, log_ratio, ratio_effect
 
@@ -106,13 +106,14 @@ def best_bound(rule: Direction, a: Arm, b: Arm) -> float | None:
 
 def _power(rule: Direction, a: Arm, b: Arm, theta: float, ua: Any, ub: Any, censored_decides: bool) -> float:
     assert b.boundary is not None
-    hits = 0
+    hits, alpha = 0, level()
     for i in range(len(ua)):
         fa = _frontier(tuple(a.lrs), _outcome(a, b.boundary * 10 ** theta, ua[i]), a.seeds)
         fb = _frontier(tuple(b.lrs), _outcome(b, b.boundary, ub[i]), b.seeds)
         r = log_ratio(fa, fb)
         e = ratio_effect(r, a.seeds, b.seeds)
-        hits += rule.verdict(e) == SUPPORTED and (censored_decides or r.estimate is not None)
+        hits += (rule.verdict(e) == SUPPORTED and (censored_decides or r.estimate is not None)
+                 and decides_at(rule, e, alpha))
     return hits / len(ua)
 
 
@@ -124,7 +125,7 @@ def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200,
     plan = f"{a.text()}; {b.text()}"
     problems = [p for p in (bracket_problem(a), bracket_problem(b)) if p]
     if b.boundary is None:
-        return Design(part, rule, plan, None, limit="; ".join(problems), unit="decades")
+        return Design(part, rule, plan, None, limit="; ".join(problems), unit="decades", level=level())
     best = best_bound(rule, a, b)
     passes = best is not None and (best > rule.ref if rule.sign > 0 else best < rule.ref)
     if not passes:
@@ -133,7 +134,8 @@ def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200,
         fix = problems or [f"add lrs {side} {a.name}'s boundary, at most {SPACING:g}x apart"]
         why = (f"its 95% bound reaches at best {reach_text} against the reference {rule.ref:g} whatever the data, so "
                f"no effect is detected with 80% power")
-        return Design(part, rule, plan, None, best_bound=best, limit="; ".join([why, *fix]), unit="decades")
+        return Design(part, rule, plan, None, best_bound=best, limit="; ".join([why, *fix]), unit="decades",
+                      level=level())
     rng = np.random.default_rng(seed)
     ua, ub = rng.random((sims, len(a.lrs), a.seeds)), rng.random((sims, len(b.lrs), b.seeds))
     expected = None if a.boundary is None else math.log10(a.boundary / b.boundary)
@@ -147,7 +149,7 @@ def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200,
     if detectable is None:
         problems.insert(0, f"no effect up to {reach:g} decades beyond {rule.ref:g} is detected with 80% power")
     return Design(part, rule, plan, detectable, power, expected, best_bound=best, limit="; ".join(problems),
-                  unit="decades")
+                  unit="decades", level=level())
 
 
 __all__ = ["SPACING", "Arm", "best_bound", "bracket_problem", "frontier_design"]

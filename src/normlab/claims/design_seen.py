@@ -53,7 +53,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from normlab.claims.design import Design, mean_design, rate_design
+from normlab.claims.design import Design, level, mean_design, rate_design
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.core.errors import UserError
 from normlab.study.presets import study_preset
@@ -66,7 +66,7 @@ MEAN, RATES = ("one-sample t", "paired t"), ("clopper-pearson", "wilson", "exact
 REWORDED = {k: "b28b60a names the schedule in the text; the measurement (best val loss, post minus pre, shallow-long, "
                "end_gap) is the one the confirm-2a run made"
             for k in ("seed002-post-shallow-long/negligible", "seed004-post-ceiling/ceiling")}
-_MEMO: dict[tuple[str, str, str], dict[str, Design]] = {}
+_MEMO: dict[tuple[str, str, str, float], dict[str, Design]] = {}
 
 
 def _runs(evidence: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -209,7 +209,7 @@ def seen_design(claim: Any, scale: str, priors: dict[str, Any] | None = None) ->
     """{part id: Design} of training ``claim`` at ``scale`` from the seen priors (``priors``: a
     document as :func:`extract` gives; None: the committed file). A part with no prior at this
     scale, a prior of another quantity, or a check, is absent."""
-    key = (claim.id, scale, claim.rule_hash(scale))
+    key = (claim.id, scale, claim.rule_hash(scale), level())  # another level is another analysis
     if priors is None and key in _MEMO:
         return dict(_MEMO[key])
     got = (priors if priors is not None else load())["priors"].get(scale, {})

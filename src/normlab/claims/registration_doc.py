@@ -6,6 +6,7 @@ what dates it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -140,27 +141,32 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
 def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
           quick_seeds: int = 5, every_design: bool = False, stages: dict[str, list[int]] | None = None,
           tolerances: dict[str, float] | None = None, seeds: int | None = None,
-          sequential: dict[str, Any] | None = None) -> dict[str, Any]:
+          sequential: dict[str, Any] | None = None, design_level: float | None = None) -> dict[str, Any]:
     """The registration document of the claims ``normlab claims`` with these options decides;
     ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
     start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ...;
     ``stages`` and ``tolerances``: the settling rule; ``seeds`` and ``sequential``: a
-    group-sequential design (:func:`document`)."""
+    group-sequential design; ``design_level``: the level the designs ask (:func:`document`)."""
     return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design, stages, tolerances,
-                    seeds, sequential)
+                    seeds, sequential, design_level)
 
 
 def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
              every_design: bool = False, stages: dict[str, list[int]] | None = None,
              tolerances: dict[str, float] | None = None, seeds: int | None = None,
-             sequential: dict[str, Any] | None = None) -> dict[str, Any]:
+             sequential: dict[str, Any] | None = None, design_level: float | None = None) -> dict[str, Any]:
     """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`);
     refused first when a part cannot decide (:func:`require_designs`). ``stages`` (study ->
     horizons) and ``tolerances`` ("claim/part" or "claim" -> effect tolerance) register the
     settling rule of the staged studies' parts (``claims/settling.py``). ``seeds``: every study
     registers that many seeds instead of its preset's count (a group-sequential stage's largest
-    look), and ``sequential`` its looks, level and weights (``claims/sequential_stage.py``)."""
-    found = {c.id: designs(c, scale) for c in chosen}
+    look), and ``sequential`` its looks, level and weights (``claims/sequential_stage.py``).
+    ``design_level``: every design analysis asks a decision at that level (``claims/design.py``'s
+    ``at_level``: the level the catalogue's Holm will ask), recorded as such; None: the rules' 0.05."""
+    from normlab.claims.design import at_level
+
+    with at_level(design_level) if design_level is not None else contextlib.nullcontext():
+        found = {c.id: designs(c, scale) for c in chosen}
     require_designs(chosen, scale, every_design, found)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
     stages = {n: list(v) for n, v in (stages or {}).items()}
@@ -183,6 +189,8 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
         doc["quick_seeds"] = shifted(list(range(quick_seeds)), first_seed)
     if sequential is not None:
         doc["sequential"] = sequential
+    if design_level is not None:
+        doc["design_level"] = design_level
     doc["document_hash"] = document_hash(doc)
     return doc
 

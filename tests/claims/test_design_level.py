@@ -1,0 +1,91 @@
+"""Design analyses at the level the catalogue asks (claims/design.py's ``at_level``): the rules'
+own 0.05 unchanged, a stricter level checked against an independent simulation (a t test) and
+an exact binomial computation, the level recorded in the registration and read from the plan,
+and bad levels named."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from normlab.claims.design import LEVEL, at_level, level, mean_design, rate_design
+from normlab.claims.rules import Direction
+from normlab.core.errors import ConfigError
+from normlab.stats.effects import rate, rate_p
+
+UP = Direction(+1, 0.0)
+STRICT = 2.5e-4  # 0.05 / 200: the catalogue's strictest Holm step
+
+
+def test_the_rules_own_level_is_the_default_and_changes_nothing() -> None:
+    plain = mean_design("p", UP, 4, 1.0, 4, 1.0, effect=2.0)
+    with at_level(LEVEL):
+        same = mean_design("p", UP, 4, 1.0, 4, 1.0, effect=2.0)
+    assert (plain.detectable, plain.power, plain.record()) == (same.detectable, same.power, same.record())
+    assert "level" not in plain.record() and level() == LEVEL
+
+
+def test_a_stricter_level_asks_a_larger_effect_and_says_so() -> None:
+    with at_level(STRICT):
+        strict = mean_design("p", UP, 6, 1.0, effect=2.0)
+        assert level() == STRICT
+    assert level() == LEVEL  # restored on leaving
+    loose = mean_design("p", UP, 6, 1.0, effect=2.0)
+    assert strict.detectable is not None and loose.detectable is not None
+    assert strict.detectable > 2 * loose.detectable and strict.power is not None and strict.power < loose.power
+    assert strict.record()["level"] == STRICT and "at level 0.00025 with 80% power" in strict.text()
+    # an independent check: at the detectable effect a one-sample t test at that level rejects ~80%
+    rng = np.random.default_rng(11)
+    x = rng.normal(strict.detectable, 1.0, size=(4000, 6))
+    t = x.mean(1) / (x.std(1, ddof=1) / math.sqrt(6))
+    assert float(np.mean((2 * stats.t.sf(np.abs(t), 5) < STRICT) & (t > 0))) == pytest.approx(0.8, abs=0.04)
+
+
+def test_a_rate_design_at_a_level_counts_the_tables_whose_exact_p_is_below_it() -> None:
+    rule = Direction(+1, 0.5)
+    with at_level(STRICT):
+        d = rate_design("r", rule, 20)
+    assert d.detectable is not None and d.level == STRICT
+    # by hand: the counts k of 20 whose verdict is supported and exact p below the level
+    ok = [k for k in range(21) if rule.verdict(rate(k, 20)) == "supported" and rate_p(rate(k, 20), 0.5) < STRICT]
+    power = float(stats.binom.sf(min(ok) - 1, 20, d.detectable))
+    assert power >= 0.8 and float(stats.binom.sf(min(ok) - 1, 20, d.detectable - 0.01)) < 0.8
+    assert rate_design("r", rule, 20).detectable < d.detectable
+
+
+@pytest.mark.parametrize("bad", [0, 0.1, -1e-3, "tiny"])
+def test_a_bad_level_names_the_option(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"design_level=.*a level in \(0, 0.05\]"):
+        with at_level(bad):  # type: ignore[arg-type]
+            pass
+
+
+def test_the_registration_records_the_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    from normlab.claims import registration_doc
+    from normlab.claims.claim import CLAIMS
+
+    seen: list[float] = []
+
+    def designs(c: object, scale: str) -> dict:
+        seen.append(level())
+        return {}
+    monkeypatch.setattr(registration_doc, "designs", designs)
+    doc = registration_doc.document([CLAIMS.get("xiong-thm1")], "cpu", design_level=STRICT)
+    assert seen == [STRICT] and doc["design_level"] == STRICT and level() == LEVEL
+    assert "design_level" not in registration_doc.document([CLAIMS.get("xiong-thm1")], "cpu")
+
+
+def test_the_plan_reads_and_checks_its_design_level(tmp_path: Path) -> None:
+    from normlab.claims.campaign_plan import load_plan
+
+    plan = ('name = "c"\nscale = "cpu"\nfirst_seed = 9000\ndesign_level = 2.5e-4\n[[stage]]\nname = "s"\n'
+            'registration = "r.json"\nclaims = ["xiong-thm1"]\n')
+    (tmp_path / "plan.toml").write_text(plan)
+    assert load_plan(tmp_path / "plan.toml").design_level == STRICT
+    (tmp_path / "plan.toml").write_text(plan.replace("2.5e-4", "0.2"))
+    with pytest.raises(ConfigError, match=r"plan\.design_level=0\.2: a level in \(0, 0\.05\]"):
+        load_plan(tmp_path / "plan.toml")
