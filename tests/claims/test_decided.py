@@ -55,7 +55,8 @@ def test_every_limit_on_synthetic_runs(tmp_path: Path) -> None:
     assert rows["near-0"].limit == "cost" and rows["near-0"].seeds_needed is None  # beyond 1000 seeds a side
     assert f"more than {AFFORDABLE} seeds a side" in rows["near-0"].text
     line = share(list(rows.values()))
-    assert line.startswith("1 of 20 registered parts decided after the catalogue's adjustment (5%)")
+    assert line.startswith("1 of 20 registered parts decided after the catalogue's adjustment (5%; 3 decisive at "
+                           "their rules' own level before it)")
     assert "1 by horizon, 1 by seeds, 17 by cost" in line
 
 
@@ -86,8 +87,8 @@ def test_the_campaign_page_shows_the_readout(tmp_path: Path) -> None:
     _write(folder / "s", [_part("strong", _welch(1.0, 0.01, 5), "supported"),
                           _part("moving", _welch(0.002, 0.01, 5), "inconclusive", "unsettled")])
     text = page(load_plan(folder / "plan.toml"))
-    assert "**1 of 2 registered parts decided after the catalogue's adjustment (50%); the rest stopped 1 by " \
-           "horizon**" in text
+    assert "**1 of 2 registered parts decided after the catalogue's adjustment (50%; 1 decisive at their rules' own " \
+           "level before it); the rest stopped 1 by horizon**" in text
     assert "| s | `c-moving` | moving | inconclusive | horizon | still moving at step 1000, its longest stage |" in text
 
 

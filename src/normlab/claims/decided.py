@@ -47,6 +47,11 @@ class Readout:
     seeds_now: int | None
     seeds_needed: int | None
     text: str
+    before: str = ""  # its verdict as its run published it, before the catalogue's adjustment
+
+    @property
+    def decisive_before(self) -> bool:
+        return self.before not in ("", INCONCLUSIVE)
 
     @property
     def decided(self) -> bool:
@@ -118,7 +123,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
         after = fp.verdict_after
         n_now = _seeds(effect)
         if after != INCONCLUSIVE:
-            out.append(Readout(fp.run, fp.claim, fp.part, after, None, n_now, None, "decided"))
+            out.append(Readout(fp.run, fp.claim, fp.part, after, None, n_now, None, "decided", fp.verdict))
             continue
         need = seeds_needed(effect, rule, fam.size)
         failed = _no_run_trained(rec)
@@ -128,7 +133,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
             text = (f"no run of either arm trained by step {rec.get('horizon')} ({stalls} stalled, {diverged} diverged), "
                     "so it has no p-value and more seeds fail alike"
                     + ("; a longer horizon may let the stalled runs train" if stalls else ""))
-            out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, None, text))
+            out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, None, text, fp.verdict))
             continue
         if rec.get("settle_status") == "unsettled":
             limit, text = "horizon", f"still moving at step {rec.get('horizon')}, its longest stage"
@@ -138,7 +143,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
             limit = "cost"
             text = (f"its estimate lies so near its boundary that more than {AFFORDABLE} seeds a side would be needed"
                     + (f" (about {need})" if need is not None else ""))
-        out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, need, text))
+        out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, need, text, fp.verdict))
     return out
 
 
@@ -149,8 +154,10 @@ def share(rows: list[Readout]) -> str:
     done = sum(r.decided for r in rows)
     limits = {k: sum(r.limit == k for r in rows) for k in ("horizon", "seeds", "cost")}
     rest = ", ".join(f"{v} by {k}" for k, v in limits.items() if v)
+    before = sum(r.decisive_before for r in rows)
     return (f"{done} of {len(rows)} registered parts decided after the catalogue's adjustment "
-            f"({100 * done / len(rows):.0f}%){'; the rest stopped ' + rest if rest else ''}")
+            f"({100 * done / len(rows):.0f}%; {before} decisive at their rules' own level before it)"
+            f"{'; the rest stopped ' + rest if rest else ''}")
 
 
 __all__ = ["AFFORDABLE", "Readout", "readout", "seeds_needed", "share"]
