@@ -89,3 +89,18 @@ def test_the_plan_reads_and_checks_its_design_level(tmp_path: Path) -> None:
     (tmp_path / "plan.toml").write_text(plan.replace("2.5e-4", "0.2"))
     with pytest.raises(ConfigError, match=r"plan\.design_level=0\.2: a level in \(0, 0\.05\]"):
         load_plan(tmp_path / "plan.toml")
+
+
+def test_the_transfer_and_seed_designs_ask_the_level_too() -> None:
+    from normlab.claims.claim import CLAIMS
+    from normlab.claims.design_seeds import claim_design
+    from normlab.claims.design_transfer import split_design
+
+    loose = split_design("s", Direction(-1, 0.0), 16, 0.5, 0.3)
+    with at_level(STRICT):
+        strict = split_design("s", Direction(-1, 0.0), 16, 0.5, 0.3)
+        seeds_strict = claim_design(CLAIMS.get("seed002-attention-focus"), "cpu")
+    assert loose.detectable is not None and strict.detectable is not None and strict.detectable < loose.detectable < 0
+    assert strict.level == STRICT and loose.level == LEVEL
+    seeds_loose = claim_design(CLAIMS.get("seed002-attention-focus"), "cpu")  # cached per level, not shared
+    assert {d.level for d in seeds_strict.values()} == {STRICT} and {d.level for d in seeds_loose.values()} == {LEVEL}

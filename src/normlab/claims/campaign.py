@@ -85,8 +85,8 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
     # stage its last look's share of the stage's alpha (a floor on the power over all its looks)
     level = plan.design_level if sp is None else sp.weights()[-1] * sp.alpha
     return build(scales.pop(), claims, first_seed=firsts.pop(), every_design=True, stages=settle, tolerances=tol,
-                 seeds=None if sp is None else sp.looks[-1], sequential=None if sp is None else sequential_stage.spec(sp),
-                 design_level=level)
+                 seeds=None if sp is None else sp.looks[-1],
+                 sequential=None if sp is None else sequential_stage.spec(sp), design_level=level)
 
 
 def records(plan: Plan) -> list[dict[str, Any]]:

@@ -133,8 +133,9 @@ def _table(plan: Plan, fam: Any, rows: list[Any]) -> list[str]:
         for r in rest:
             published = fam.records.get((r.run, r.claim, r.part), {}).get("verdict", "")
             hours = (priced.get((r.run, r.claim, r.part)) or {}).get("fresh_core_hours")
-            lines.append(f"| {r.run.rsplit('/', 1)[-1]} | `{r.claim}` | {r.part} | {published} | {r.limit} | {r.text} | "
-                         f"{'-' if hours is None else f'{hours:.2f}'} |")
+            cost = "-" if hours is None else f"{hours:.2f}"
+            lines.append(f"| {r.run.rsplit('/', 1)[-1]} | `{r.claim}` | {r.part} | {published} | {r.limit} | "
+                         f"{r.text} | {cost} |")
     return lines + [""]
 
 

@@ -91,7 +91,8 @@ def changes(fam: Family, campaign: str) -> list[Change]:
         now = [r for r in rows if r[0].startswith(inside)]
         if not earlier or not now or {v for _, v in now} == {v for _, v in earlier}:
             continue
-        last = earlier[-1][0]  # the family reads runs by folder name: run 1 (".") first, then confirm-2a, 2b, ...: the order they ran
+        # the family reads runs by folder name: run 1 (".") first, then confirm-2a, 2b, ...: the order they ran
+        last = earlier[-1][0]
         why = [f"{run.rsplit('/', 1)[-1]}: {w}" for run, _ in now for w in _why(fam, last, run, claim)]
         out.append(Change(claim, earlier, now, why))
     return out

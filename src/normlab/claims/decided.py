@@ -130,8 +130,8 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
         if failed is not None:
             stalls, diverged = failed
             limit = "horizon" if stalls else "cost"
-            text = (f"no run of either arm trained by step {rec.get('horizon')} ({stalls} stalled, {diverged} diverged), "
-                    "so it has no p-value and more seeds fail alike"
+            text = (f"no run of either arm trained by step {rec.get('horizon')} ({stalls} stalled, {diverged} "
+                    "diverged), so it has no p-value and more seeds fail alike"
                     + ("; a longer horizon may let the stalled runs train" if stalls else ""))
             out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, None, text, fp.verdict))
             continue

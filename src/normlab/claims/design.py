@@ -145,11 +145,7 @@ def mean_design(part: str, rule: Rule, n_a: int, sd_a: float, n_b: int | None = 
     for i in range(sims):  # the lab's own intervals, truth 0 (a shift of the truth shifts them)
         a = rng.normal(0.0, sd_a, n_a).tolist()
         e = one_sample(a) if n_b is None else welch(a, rng.normal(0.0, sd_b if sd_b is not None else sd_a, n_b).tolist())
-        assert e.lo is not None and e.hi is not None
-        los[i], his[i] = e.lo, e.hi
-        if alpha < LEVEL and e.se is not None and e.estimate is not None:  # the interval at the level asked
-            half = _quantile_t(alpha, e.df) * e.se
-            los[i], his[i] = e.estimate - half, e.estimate + half
+        los[i], his[i] = level_interval(e, alpha)
 
     def power(theta: float) -> float:
         return float(np.mean(_supported(rule, los + theta, his + theta)))
@@ -165,11 +161,16 @@ def mean_design(part: str, rule: Rule, n_a: int, sd_a: float, n_b: int | None = 
                   level=alpha)
 
 
-def _quantile_t(alpha: float, df: float | None) -> float:
-    """The two-sided ``alpha`` critical value of the effect's t (normal without degrees of freedom)."""
+def level_interval(e: Effect, alpha: float) -> tuple[float, float]:
+    """``e``'s interval at ``alpha``: its own 95% one at the rules' level, else the estimate -+ the
+    two-sided ``alpha`` critical value of its t (normal without degrees of freedom) times its se."""
     from scipy import stats
 
-    return float(stats.norm.isf(alpha / 2) if df is None else stats.t.isf(alpha / 2, df))
+    assert e.lo is not None and e.hi is not None
+    if alpha >= LEVEL or e.se is None or e.estimate is None:
+        return e.lo, e.hi
+    half = float(stats.norm.isf(alpha / 2) if e.df is None else stats.t.isf(alpha / 2, e.df)) * e.se
+    return e.estimate - half, e.estimate + half
 
 
 def _supported(rule: Rule, lo: Any, hi: Any) -> Any:
@@ -261,5 +262,5 @@ def censored_text(e: Effect, unit: str = "decades") -> str:
     return f"{side} {unit} (censored: a bound, no p-value)"
 
 
-__all__ = ["LEVEL", "POWER", "Design", "at_level", "censored_text", "decides_at", "level", "mean_design", "rate_design",
-           "require_decidable"]
+__all__ = ["LEVEL", "POWER", "Design", "at_level", "censored_text", "decides_at", "level", "level_interval",
+           "mean_design", "rate_design", "require_decidable"]

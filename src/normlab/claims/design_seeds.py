@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from normlab.claims.design import Design, mean_design, rate_design
+from normlab.claims.design import Design, level, mean_design, rate_design
 from normlab.claims.rules import Direction, Outside, Within
 
 NEAR = 0.894  # cos(x, x + F) for F orthogonal to x with |F| = |x| / 2: 1 / sqrt(1 + 1/4)
@@ -71,7 +71,7 @@ DESIGNS: dict[str, Callable[[], Design]] = {
 
 
 PLANNED = "cpu"  # the scale whose seeds the training designs above plan (the studies' cpu presets)
-_DONE: dict[str, Design] = {}  # each design computed once a process (a difference of rates takes seconds)
+_DONE: dict[tuple[str, float], Design] = {}  # each design once a process and level (rates take seconds)
 
 
 def claim_design(claim: Any, scale: str) -> dict[str, Design]:
@@ -83,9 +83,10 @@ def claim_design(claim: Any, scale: str) -> dict[str, Design]:
     for p in claim.parts:
         key = f"{claim.id}/{p.id}"
         if key in DESIGNS:
-            if key not in _DONE:
-                _DONE[key] = dataclasses.replace(DESIGNS[key](), part=key)
-            out[p.id] = _DONE[key]
+            done = (key, level())
+            if done not in _DONE:
+                _DONE[done] = dataclasses.replace(DESIGNS[key](), part=key)
+            out[p.id] = _DONE[done]
     return out
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from normlab.claims.design import POWER, Design
+from normlab.claims.design import POWER, Design, decides_at, level, level_interval
 from normlab.claims.design_frontier import Arm, _frontier, _outcome, bracket_problem
 from normlab.claims.rules import SUPPORTED, Direction, Within
 from normlab.stats.effects import MIN_SEEDS, welch
@@ -64,16 +64,17 @@ def equivalence_design(part: str, rule: Within, a: Arm, b: Arm, sims: int = SIMS
     plan = _plan((a, b))
     problems = [p for p in (bracket_problem(a), bracket_problem(b)) if p]
     if a.boundary is None or b.boundary is None:
-        return Design(part, rule, plan, None, limit="; ".join(problems), unit="decades")
+        return Design(part, rule, plan, None, limit="; ".join(problems), unit="decades", level=level())
     phase, (ua, ub) = _draws((a, b), sims, seed)
-    s = _spacing(b)
+    s, alpha = _spacing(b), level()
 
     def power(theta: float) -> float:
         hits = 0
         for i in range(sims):
             cb = b.boundary * 10 ** (phase[i, 1] * s)
             r = log_ratio(_sweep(a, cb * 10 ** theta, ua[i]), _sweep(b, cb, ub[i]))
-            hits += rule.verdict(ratio_effect(r, a.seeds, b.seeds)) == SUPPORTED
+            e = ratio_effect(r, a.seeds, b.seeds)
+            hits += rule.verdict(e) == SUPPORTED and decides_at(rule, e, alpha)
         return hits / sims
 
     centre = (rule.lo + rule.hi) / 2
@@ -84,11 +85,11 @@ def equivalence_design(part: str, rule: Within, a: Arm, b: Arm, sims: int = SIMS
     if at_centre < POWER:
         problems.insert(0, f"a true difference of {centre:g} is shown inside [{rule.lo:g}, {rule.hi:g}] with "
                            f"{at_centre:.0%} power, below 80%: add seeds or lrs nearer each boundary")
-        return Design(part, rule, plan, None, at, expected, limit="; ".join(problems), unit="decades")
+        return Design(part, rule, plan, None, at, expected, limit="; ".join(problems), unit="decades", level=level())
     k = 0  # widen the band while the truths on both sides keep 80% power
     while k < half and power(centre + (k + 1) * STEP) >= POWER and power(centre - (k + 1) * STEP) >= POWER:
         k += 1
-    return Design(part, rule, plan, k * STEP, at, expected, limit="; ".join(problems), unit="decades")
+    return Design(part, rule, plan, k * STEP, at, expected, limit="; ".join(problems), unit="decades", level=level())
 
 
 def gap_design(part: str, rule: Direction, a1: Arm, b1: Arm, a2: Arm, b2: Arm, sims: int = SIMS, seed: int = 0,
@@ -100,10 +101,11 @@ def gap_design(part: str, rule: Direction, a1: Arm, b1: Arm, a2: Arm, b2: Arm, s
     plan = _plan(arms)
     problems = [p for p in (bracket_problem(x) for x in arms) if p]
     if any(x.boundary is None for x in arms):
-        return Design(part, rule, plan, None, limit="; ".join(problems) or "a boundary is unknown", unit="decades")
+        return Design(part, rule, plan, None, limit="; ".join(problems) or "a boundary is unknown", unit="decades",
+                      level=level())
     c1, c2, c3, c4 = (math.log10(x.boundary) for x in arms)  # type: ignore[arg-type]
     phase, us = _draws(arms, sims, seed)
-    spacing = [_spacing(x) for x in arms]
+    spacing, alpha = [_spacing(x) for x in arms], level()
 
     def power(theta: float) -> float:
         hits = 0
@@ -114,7 +116,7 @@ def gap_design(part: str, rule: Direction, a1: Arm, b1: Arm, a2: Arm, b2: Arm, s
             f = [_sweep(x, 10 ** c, u[i]) for x, c, u in zip(arms, logs, us)]
             r = gap_difference(log_ratio(f[0], f[1]), log_ratio(f[2], f[3]))
             e = ratio_effect(r, min(a1.seeds, b1.seeds), min(a2.seeds, b2.seeds))
-            hits += rule.verdict(e) == SUPPORTED and r.estimate is not None
+            hits += rule.verdict(e) == SUPPORTED and r.estimate is not None and decides_at(rule, e, alpha)
         return hits / sims
 
     expected = c1 - c2 - c3 + c4
@@ -127,7 +129,7 @@ def gap_design(part: str, rule: Direction, a1: Arm, b1: Arm, a2: Arm, b2: Arm, s
             break
     if detectable is None:
         problems.insert(0, f"no effect up to {reach:g} decades beyond {rule.ref:g} is detected with 80% power")
-    return Design(part, rule, plan, detectable, at, expected, limit="; ".join(problems), unit="decades")
+    return Design(part, rule, plan, detectable, at, expected, limit="; ".join(problems), unit="decades", level=level())
 
 
 def split_design(part: str, rule: Direction, seeds: int, p_first: float, sd: float, effect: float | None = None,
@@ -139,7 +141,7 @@ def split_design(part: str, rule: Direction, seeds: int, p_first: float, sd: flo
     from scipy import stats
 
     plan = f"{seeds} seeds at one cell, each ending in the first group with probability {p_first:g}"
-    rng = np.random.default_rng(seed)
+    rng, alpha = np.random.default_rng(seed), level()
     weights, bounds = [], []
     for k in range(MIN_SEEDS, seeds - MIN_SEEDS + 1):  # splits with both sides decidable
         w = float(stats.binom.pmf(k, seeds, p_first))
@@ -148,7 +150,7 @@ def split_design(part: str, rule: Direction, seeds: int, p_first: float, sd: flo
         lo, hi = np.empty(sims), np.empty(sims)
         for i in range(sims):  # the lab's Welch intervals at truth 0 (a shift of the truth shifts them)
             e = welch(rng.normal(0, sd, k).tolist(), rng.normal(0, sd, seeds - k).tolist())
-            lo[i], hi[i] = e.lo, e.hi
+            lo[i], hi[i] = level_interval(e, alpha)
         weights.append(w)
         bounds.append((lo, hi))
 
@@ -160,13 +162,13 @@ def split_design(part: str, rule: Direction, seeds: int, p_first: float, sd: flo
     if reach < POWER:
         return Design(part, rule, plan, None, None if effect is None else power(effect), effect,
                       limit=f"splits with at least {MIN_SEEDS} seeds a side come {sum(weights):.0%} of the time, so "
-                            f"no effect reaches 80% power (at best {reach:.0%}): add seeds", unit=unit)
+                            f"no effect reaches 80% power (at best {reach:.0%}): add seeds", unit=unit, level=alpha)
     lo_t, hi_t = 0.0, 20 * sd  # bisect the smallest |shift| with 80% power
     for _ in range(40):
         mid = (lo_t + hi_t) / 2
         lo_t, hi_t = (lo_t, mid) if power(rule.ref + rule.sign * mid) >= POWER else (mid, hi_t)
     return Design(part, rule, plan, rule.ref + rule.sign * hi_t, None if effect is None else power(effect), effect,
-                  unit=unit)
+                  unit=unit, level=alpha)
 
 
 __all__ = ["SIMS", "equivalence_design", "gap_design", "split_design"]
