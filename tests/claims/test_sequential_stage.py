@@ -105,6 +105,12 @@ def test_bad_sequential_tables_name_the_key(table: Any, field: str) -> None:
         parse("stage[0]", table)
 
 
+def test_a_quick_claim_in_a_sequential_stage_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "plan.toml").write_text(PLAN.replace('claims = ["hybridnorm-depth"]', 'claims = ["xiong-thm1"]'))
+    with pytest.raises(ConfigError, match=r"stage\[0\]\.sequential=.*xiong-thm1 is a quick claim"):
+        campaign_plan.load_plan(tmp_path / "plan.toml")
+
+
 def test_the_registration_records_the_design() -> None:
     d = spec(SP)
     assert d["looks"] == [4, 6, 8] and d["weights"] == pytest.approx(list(W))

@@ -111,9 +111,15 @@ def _stage(i: int, d: Any) -> Stage:
     first = d.get("first_seed")
     if first is not None and not (isinstance(first, int) and first >= 0):
         raise ConfigError(f"{where}.first_seed", first, "an integer >= 0 (default: the plan's)")
+    looks = sequential_stage.parse(where, d.get("sequential"))
+    quick = [c for c in claims if CLAIMS.get(c, f"{where}.claims").quick]
+    if looks is not None and quick:
+        raise ConfigError(f"{where}.sequential", d.get("sequential"), f"looks add seeds to training studies; "
+                          f"{', '.join(quick)} {'is a quick claim' if len(quick) == 1 else 'are quick claims'}: "
+                          "give it a stage of its own")
     return Stage(name, str(d["registration"]), list(claims), {str(k): list(v) for k, v in settle.items()},
                  float(d.get("estimate_core_hours", 0.0)), d.get("full_grid_core_hours"), str(d.get("why", "")),
-                 scale, first, sequential_stage.parse(where, d.get("sequential")))
+                 scale, first, looks)
 
 
 def load_plan(path: str | Path) -> Plan:
