@@ -81,3 +81,22 @@ def test_step_seconds_from_a_store_and_the_file_round_trip(tmp_path: Path) -> No
     with pytest.raises(UserError, match=f"{COST_JSON}: cannot read it .*run `normlab campaign cost` again"):
         read_cost(tmp_path)
     assert read_cost(tmp_path / "none") is None
+
+
+def test_the_page_says_what_the_target_costs_and_why_new_stages_cannot_reach_it(tmp_path: Path) -> None:
+    from normlab.claims.campaign_page import _cost_line
+    from normlab.claims.campaign_plan import load_plan
+
+    (tmp_path / "plan.toml").write_text('name = "c"\nscale = "cpu"\nbudget_core_hours = 10\nfirst_seed = 9000\n'
+                                        '[[stage]]\nname = "s"\nregistration = "r.json"\nclaims = ["xiong-thm1"]\n'
+                                        'estimate_core_hours = 4\n')
+    plan = load_plan(tmp_path / "plan.toml")
+    doc = {"target": 0.8, "parts_total": 10, "decided": 5, "short": 3, "to_target_core_hours": 0.5,
+           "to_target_fresh_core_hours": 1.25, "parts": []}
+    (line,) = [x for x in _cost_line(plan, doc, 10, 5) if x]
+    assert "needs 3 more of these parts decided; the cheapest 3 would take at least 1.25 core-hours on fresh " \
+           "seeds (6.00 left in the budget" in line
+    assert "reaches 80% only after 15 of them" in line  # (5 + 15) / (10 + 15) = 0.8
+    assert "would take at least 0.50, but is not a valid test" in line
+    (stale,) = [x for x in _cost_line(plan, doc, 12, 5) if x]
+    assert "(Priced when 5 of 10 parts were decided" in stale

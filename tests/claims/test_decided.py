@@ -114,3 +114,11 @@ def test_a_part_where_no_run_trained_is_not_a_matter_of_seeds(tmp_path: Path, ou
     assert "no run of either arm trained by step 400" in row.text and "more seeds fail alike" in row.text
     assert ("a longer horizon may let the stalled runs train" in row.text) == (limit == "horizon")
     assert rows["strong"].decided  # a p-value beside it still decides
+
+
+def test_a_rate_part_with_its_outcomes_listed_is_read_as_usual(tmp_path: Path) -> None:
+    listed = _part("rate", _welch(0.3, 0.2, 6), "inconclusive")
+    listed.update(p=None, numbers={"outcomes": ["trains", "stalls", "trains"]})
+    _write(tmp_path / "r", [listed, _part("strong", _welch(1.0, 0.01, 4), "supported")])
+    rows = {r.part: r for r in readout(catalogue_family(tmp_path), ["r"])}
+    assert rows["rate"].limit in ("seeds", "cost") and "no run of either arm" not in rows["rate"].text

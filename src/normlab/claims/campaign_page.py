@@ -5,6 +5,7 @@ it reads the plan, campaign.jsonl and the stages' published claims.json, and mea
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
 
@@ -140,18 +141,25 @@ def _table(plan: Plan, fam: Any, rows: list[Any]) -> list[str]:
 
 
 def _cost_line(plan: Plan, cost: dict[str, Any], n: int, decided: int) -> list[str]:
-    """What the target costs at least, beside the budget left (``claims/decide_cost.py``)."""
+    """What deciding the undecided parts costs at least, beside the budget left, and why new stages
+    cannot lift the share to the target (``claims/decide_cost.py``)."""
     floor, fresh, short = cost.get("to_target_core_hours"), cost.get("to_target_fresh_core_hours"), cost.get("short")
+    target = float(cost.get("target", 0.8))
     left = plan.budget_core_hours - _projected(plan)
     stale = (cost.get("parts_total"), cost.get("decided")) != (n, decided)
-    head = (f"**Reaching {100 * float(cost.get('target', 0.8)):.0f}% needs {short} more parts decided: on fresh seeds "
-            f"(the valid route) the cheapest {short} would take at least {fresh:.2f} core-hours, against "
-            f"{left:.2f} left in the budget after the stages planned** (`{COST_JSON}`: each part priced from its own "
-            "runs' measured step times, assuming its effect holds). Adding seeds to the parts already read would "
-            f"take at least {floor:.2f}, but is not a valid test: each part's first look spent its alpha, so a "
-            "valid stage draws fresh seeds under a group-sequential rule registered before them."
-            if floor is not None and fresh is not None and short else
-            f"`{COST_JSON}`: {short} more parts needed; their costs are not all measured.")
+    if floor is None or fresh is None or not short:
+        head = f"`{COST_JSON}`: {short} more parts needed; their costs are not all measured."
+    else:
+        d, total = int(cost["decided"]), int(cost["parts_total"])
+        # a stage on fresh seeds reads parts of its own: x new parts, all decided, give (d + x) / (total + x)
+        added = max(0, math.ceil((target * total - d) / (1 - target) - 1e-9))
+        head = (f"**Reaching {100 * target:.0f}% needs {short} more of these parts decided; the cheapest {short} would "
+                f"take at least {fresh:.2f} core-hours on fresh seeds ({left:.2f} left in the budget after the stages "
+                f"planned), but a stage on fresh seeds reads parts of its own while these stay as read: with all of "
+                f"its parts decided, the share reaches {100 * target:.0f}% only after {added} of them.** Adding seeds "
+                f"to the parts already read keeps the count and would take at least {floor:.2f}, but is not a valid "
+                "test: each part was read at its full level, so its alpha is spent. (`" + COST_JSON + "`: each part "
+                "priced from its own runs' measured step times, assuming its effect holds; the last column.)")
     if stale:
         head += (f" (Priced when {cost.get('decided')} of {cost.get('parts_total')} parts were decided; "
                  "`normlab campaign cost` prices the current read-out.)")

@@ -86,8 +86,11 @@ def _seeds(effect: dict[str, Any]) -> int | None:
 
 def _no_run_trained(rec: dict[str, Any]) -> tuple[int, int] | None:
     """(stalled, diverged) where the part has no p because no run of any arm trained; else None."""
-    arms = ((rec.get("numbers") or {}).get("outcomes") or {}).values()
-    if rec.get("p") is not None or not arms or any(int(a.get("trains", 0)) for a in arms):
+    outcomes = (rec.get("numbers") or {}).get("outcomes")
+    if rec.get("p") is not None or not isinstance(outcomes, dict):  # (a rate's list of run outcomes: one arm)
+        return None
+    arms = [a for a in outcomes.values() if isinstance(a, dict)]
+    if not arms or any(int(a.get("trains", 0)) for a in arms):
         return None
     return sum(int(a.get("stalls", 0)) for a in arms), sum(int(a.get("diverged", 0)) for a in arms)
 
