@@ -19,11 +19,17 @@ def _part(pid: str, verdict: str, p: float | None, n: int = 4, **extra: object) 
             "quantity": "q", "effect": {"estimate": 1.0, "n_a": n, "n_b": n}, **extra}
 
 
-def _write(folder: Path, claims: dict[str, list[dict]]) -> None:
+def _regime(**lab: str) -> dict:
+    return {"factors": [{"factor": k, "lab": v, "matters": True} for k, v in lab.items()]
+            + [{"factor": "ignored", "lab": "x", "matters": False}]}
+
+
+def _write(folder: Path, claims: dict[str, list[dict]], regimes: dict[str, dict] | None = None) -> None:
     from normlab.claims.claim import claim_verdict
     from normlab.claims.regime import scoped
 
-    records = [{"id": cid, "verdict": scoped(*claim_verdict(parts)), "parts": parts} for cid, parts in claims.items()]
+    records = [{"id": cid, "verdict": scoped(*claim_verdict(parts)), "parts": parts,
+                "regime": (regimes or {}).get(cid, {})} for cid, parts in claims.items()]
     adjust(records)
     holm_verdicts(records)
     folder.mkdir(parents=True, exist_ok=True)
@@ -33,14 +39,16 @@ def _write(folder: Path, claims: dict[str, list[dict]]) -> None:
 def test_changes_name_what_differs(tmp_path: Path) -> None:
     _write(tmp_path, {"moved": [_part("a", "inconclusive", 0.3, horizon=200)],
                       "kept": [_part("a", "supported", 1e-9, horizon=200)],
-                      "adjusted": [_part("a", "contradicted", 1e-9, horizon=200)]})
+                      "adjusted": [_part("a", "contradicted", 1e-9, horizon=200)]},
+           {"moved": _regime(init="gpt2", width="d = 64")})
     _write(tmp_path / "campaign" / "s", {
         "moved": [_part("a", "supported", 1e-9, n=6, horizon=400, settled_at=400, settle_status="settled"),
                   _part("b", "supported", 1e-9)],
         "kept": [_part("a", "supported", 1e-9, horizon=200)],
         # p 0.01 would pass alone; one Holm over the catalogue's 14 p-values asks 0.05 / 10 of it
         "adjusted": [_part("a", "supported", 0.01, horizon=200)] + [_part(f"f{i}", "inconclusive", 0.9)
-                                                                     for i in range(8)]})
+                                                                     for i in range(8)]},
+        {"moved": _regime(init="xavier", steps="400 steps")})
     found = {c.claim: c for c in changes(catalogue_family(tmp_path), "campaign")}
     assert set(found) == {"moved", "adjusted"}  # "kept" reads supported on both sides
     moved = found["moved"]
@@ -48,6 +56,8 @@ def test_changes_name_what_differs(tmp_path: Path) -> None:
     assert "s: added b" in moved.why
     assert "s: a: inconclusive -> supported (step 200 -> settled at step 400, seeds 4/4 -> 6/6)" in moved.why
     adjusted = found["adjusted"]
+    assert moved.why[:3] == ["s: init: gpt2 -> xavier", "s: steps: 400 steps (not in the earlier regime)",
+                             "s: width: d = 64 (no longer in the regime)"]
     assert adjusted.campaign == [("campaign/s", "inconclusive")]
     assert "s: a: contradicted -> inconclusive (supported before the catalogue's Holm)" in adjusted.why
 

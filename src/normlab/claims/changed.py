@@ -45,10 +45,23 @@ def _parts(fam: Family, run: str, claim: str) -> dict[str, dict[str, Any]]:
     return {p: rec for (r, c, p), rec in fam.records.items() if r == run and c == claim}
 
 
+def _settings(fam: Family, run: str, claim: str) -> dict[str, str]:
+    """The lab's setting of each regime factor the claim says matters, as the run read it."""
+    rec = fam.claim_records.get((run, claim)) or {}
+    factors = (rec.get("regime") or {}).get("factors") or [] if isinstance(rec.get("regime"), dict) else []
+    return {str(f["factor"]): str(f.get("lab")) for f in factors if isinstance(f, dict) and f.get("matters")}
+
+
 def _why(fam: Family, before: str, after: str, claim: str) -> list[str]:
     """What differs between the readings of ``claim`` in runs ``before`` and ``after``."""
     old, new = _parts(fam, before, claim), _parts(fam, after, claim)
-    out: list[str] = []
+    was, now = _settings(fam, before, claim), _settings(fam, after, claim)
+    out: list[str] = [f"{k}: {was[k]} -> {now[k]}" for k in sorted(set(was) & set(now)) if was[k] != now[k]]
+    out += [f"{k}: {now[k]} (not in the earlier regime)" for k in sorted(set(now) - set(was)) if was]
+    out += [f"{k}: {was[k]} (no longer in the regime)" for k in sorted(set(was) - set(now)) if now]
+    said = [(fam.claim_records.get((r, claim)) or {}).get("settings") for r in (before, after)]
+    if not (was and now) and said[0] != said[1] and said[1]:  # no regime to compare: the settings as stated
+        out.append(f"settings now: {said[1]}")
     if set(old) - set(new):
         out.append(f"dropped {', '.join(sorted(set(old) - set(new)))}")
     if set(new) - set(old):

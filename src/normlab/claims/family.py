@@ -63,6 +63,7 @@ class Family:
     parts: list[FamilyPart] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
     records: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (run, claim, part) -> as published
+    claim_records: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (run, claim) -> without parts
 
     @property
     def size(self) -> int:
@@ -126,6 +127,8 @@ def catalogue_family(root: str | Path) -> Family:
                                     a, ok))
         p["p_holm"], p["holm_ok"] = a, ok  # on the copies: what holm_verdicts reads
     for rel, recs in records:
+        for r in recs:
+            fam.claim_records[(rel, r["id"])] = {k: copy.deepcopy(v) for k, v in r.items() if k != "parts"}
         before = {r["id"]: r.get("verdict_holm", r["verdict"]) for r in recs}
         holm_verdicts(recs)
         fam.claims += [{"run": rel, "id": r["id"], "verdict": r["verdict"], "verdict_holm_run": before[r["id"]],
