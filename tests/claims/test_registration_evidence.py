@@ -33,7 +33,9 @@ RUNS = {"evidence": "", "confirm-2a": "confirm-2a", "confirm-2b": "confirm-2b",
         "campaign-new-methods-settled": "campaign/new-methods-settled",
         "campaign-seed-claims": "campaign/seed-claims",
         "campaign-frontier-settled": "campaign/frontier-settled",
-        "campaign-seed-scale": "campaign/seed-scale"}  # the campaign's stages, as each ends
+        "campaign-seed-scale": "campaign/seed-scale",
+        "campaign-seed-claims-settled": "campaign/seed-claims-settled",
+        "campaign-transfer-monitors": "campaign-transfer/monitors"}  # the campaigns' stages, as each ends
 EVIDENCE = [ROOT / "docs" / "evidence" / d for d in RUNS.values()]
 SMALL = {"seeds": 3, "depths": [2, 4, 8], "d_model": 32}
 QUICK = "xiong-thm1"
