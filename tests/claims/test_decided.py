@@ -122,3 +122,14 @@ def test_a_rate_part_with_its_outcomes_listed_is_read_as_usual(tmp_path: Path) -
     _write(tmp_path / "r", [listed, _part("strong", _welch(1.0, 0.01, 4), "supported")])
     rows = {r.part: r for r in readout(catalogue_family(tmp_path), ["r"])}
     assert rows["rate"].limit in ("seeds", "cost") and "no run of either arm" not in rows["rate"].text
+
+
+def test_a_parts_own_p_anchors_the_seeds_it_needs() -> None:
+    # a rate's exact p (0.00049 at 12 runs a side) is larger than its interval's normal approximation:
+    # scaled from the p, 12 seeds cannot be enough (they did not decide), and the count passes 0.05 / m
+    e = {"estimate": 1.0, "lo": 0.735, "hi": 1.0, "n_a": 12, "se": 0.0675, "df": None}
+    rule = {"kind": "direction", "ref": 0.5}
+    plain, anchored = seeds_needed(e, rule, 196), seeds_needed(e, rule, 196, p=0.00049)
+    assert plain == 12 and anchored is not None and anchored > 12
+    z = stats.norm.isf(0.00049 / 2)
+    assert 2 * stats.norm.sf(z * (anchored / 12) ** 0.5) < 0.05 / 196 <= 2 * stats.norm.sf(z * ((anchored - 1) / 12) ** 0.5)

@@ -95,19 +95,26 @@ def _no_run_trained(rec: dict[str, Any]) -> tuple[int, int] | None:
     return sum(int(a.get("stalls", 0)) for a in arms), sum(int(a.get("diverged", 0)) for a in arms)
 
 
-def seeds_needed(effect: dict[str, Any], rule: dict[str, Any], family_size: int, most: int = 1000) -> int | None:
+def seeds_needed(effect: dict[str, Any], rule: dict[str, Any], family_size: int, most: int = 1000,
+                 p: float | None = None) -> int | None:
     """Seeds per side that would take the part past the catalogue's Holm if its effect holds
     (None: no estimate or no spread to scale from). The standard error shrinks like 1/sqrt(n)
     and, for a t-based interval, its degrees of freedom grow with n (Welch's at n seeds a side
-    from 5: df ~5.6; at 4 seeds the t tail, not the effect, is often what fails)."""
+    from 5: df ~5.6; at 4 seeds the t tail, not the effect, is often what fails). ``p``: the
+    part's own p-value, when it has one, anchors the statistic (an exact rate test's p is not its
+    interval's normal approximation), and the count then exceeds today's, which did not decide."""
+    from scipy.stats import norm
     from scipy.stats import t as student
 
     n, d, se = _seeds(effect), _distance(effect, rule), _se(effect)
     if not n or d is None or not se or d <= 0:
         return None
     df, need = effect.get("df"), 0.05 / max(family_size, 1)
-    for m in range(n, most + 1):
-        t_m = d / se * math.sqrt(m / n)
+    now = d / se
+    if p is not None and 0 < p < 1:
+        now = float(student.isf(p / 2, df) if df else norm.isf(p / 2))
+    for m in range(n + (p is not None), most + 1):
+        t_m = now * math.sqrt(m / n)
         df_m = float(df) * (m - 1) / max(n - 1, 1) if df else math.inf  # no t: a normal tail
         if 2 * float(student.sf(t_m, df_m)) < need:
             return m
@@ -128,7 +135,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
         if after != INCONCLUSIVE:
             out.append(Readout(fp.run, fp.claim, fp.part, after, None, n_now, None, "decided", fp.verdict))
             continue
-        need = seeds_needed(effect, rule, fam.size)
+        need = seeds_needed(effect, rule, fam.size, p=rec.get("p"))
         failed = _no_run_trained(rec)
         if failed is not None:
             stalls, diverged = failed
