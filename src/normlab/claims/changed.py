@@ -47,8 +47,8 @@ def _parts(fam: Family, run: str, claim: str) -> dict[str, dict[str, Any]]:
 
 def _settings(fam: Family, run: str, claim: str) -> dict[str, str]:
     """The lab's setting of each regime factor the claim says matters, as the run read it."""
-    rec = fam.claim_records.get((run, claim)) or {}
-    factors = (rec.get("regime") or {}).get("factors") or [] if isinstance(rec.get("regime"), dict) else []
+    regime = (fam.claim_records.get((run, claim)) or {}).get("regime")
+    factors = regime.get("factors") or [] if isinstance(regime, dict) else []  # (older runs: a list, none)
     return {str(f["factor"]): str(f.get("lab")) for f in factors if isinstance(f, dict) and f.get("matters")}
 
 

@@ -135,7 +135,6 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
         if after != INCONCLUSIVE:
             out.append(Readout(fp.run, fp.claim, fp.part, after, None, n_now, None, "decided", fp.verdict))
             continue
-        need = seeds_needed(effect, rule, fam.size, p=rec.get("p"))
         failed = _no_run_trained(rec)
         if failed is not None:
             stalls, diverged = failed
@@ -145,6 +144,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
                     + ("; a longer horizon may let the stalled runs train" if stalls else ""))
             out.append(Readout(fp.run, fp.claim, fp.part, after, limit, n_now, None, text, fp.verdict))
             continue
+        need = seeds_needed(effect, rule, fam.size, p=rec.get("p"))
         if rec.get("settle_status") == "unsettled":
             limit, text = "horizon", f"still moving at step {rec.get('horizon')}, its longest stage"
         elif need is not None and need <= AFFORDABLE:

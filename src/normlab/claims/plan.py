@@ -89,7 +89,10 @@ def seeds_of(run: ClaimsRun, reg: Registration | None) -> dict[str, list[int]]:
     if reg is None:
         return {}
     got = {n: s for n in reg.doc.get("studies", {}) if (s := reg.seeds(n))}
-    looks = (reg.doc.get("sequential") or {}).get("looks") or []
+    from normlab.claims.sequential_stage import registered
+
+    design = registered(reg.doc)
+    looks = list(design.looks) if design is not None else []
     for n, k in run.seed_counts.items():
         if k not in looks:
             raise UserError(f"seed_counts[{n}]={k}: {run.registration} registers "

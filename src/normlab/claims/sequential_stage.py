@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,11 +84,11 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _keep(out: Path, n: int) -> Path:
     """Copy the look's OUT/STAGE/claims.json to OUT/STAGE/looks/<n>/ (a reader sees all or none)."""
+    from normlab.core.fsutil import atomic_write_bytes
+
     dst = out / LOOKS / str(n) / CLAIMS_JSON
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{CLAIMS_JSON}.tmp")
-    shutil.copy2(out / CLAIMS_JSON, tmp)
-    tmp.replace(dst)
+    atomic_write_bytes(dst, (out / CLAIMS_JSON).read_bytes())
     return dst
 
 

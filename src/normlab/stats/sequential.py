@@ -170,8 +170,11 @@ class SeedPlan:
         """The look at ``seeds`` seeds under weighted Bonferroni: stop when the rule is decisive
         and ``p`` is below the look's share of alpha, ``w_k alpha``."""
         k = self._index(seeds)
-        level = self.weights()[k] * self.alpha
-        last = k == len(self.looks) - 1
+        return self._look(k, self.weights()[k] * self.alpha, verdict, p)
+
+    def _look(self, k: int, level: float, verdict: str, p: float | None) -> Look:
+        """Look ``k`` at ``level``: decided below it, else more seeds (or the maximum, undecided)."""
+        seeds, last = self.looks[k], k == len(self.looks) - 1
         if verdict != INCONCLUSIVE and p is not None and p < level:
             return Look(seeds, True, verdict, None, level, p)
         return Look(seeds, last, INCONCLUSIVE, None if last else self.looks[k + 1], level, p)
@@ -192,11 +195,7 @@ class SeedPlan:
     def look(self, seeds: int, verdict: str, p: float | None) -> Look:
         """The look at ``seeds`` seeds of a part whose rule gave ``verdict`` with p-value ``p``."""
         k = self._index(seeds)
-        level = self.nominal()[k]
-        last = k == len(self.looks) - 1
-        if verdict != INCONCLUSIVE and p is not None and p < level:
-            return Look(seeds, True, verdict, None, level, p)
-        return Look(seeds, last, INCONCLUSIVE, None if last else self.looks[k + 1], level, p)
+        return self._look(k, self.nominal()[k], verdict, p)
 
 
 __all__ = ["Look", "SeedPlan", "obf_boundaries", "obf_classic", "obf_spent"]
