@@ -104,3 +104,29 @@ def test_the_transfer_and_seed_designs_ask_the_level_too() -> None:
     assert strict.level == STRICT and loose.level == LEVEL
     seeds_loose = claim_design(CLAIMS.get("seed002-attention-focus"), "cpu")  # cached per level, not shared
     assert {d.level for d in seeds_strict.values()} == {STRICT} and {d.level for d in seeds_loose.values()} == {LEVEL}
+
+
+def test_a_registration_with_a_seed_count_plans_it_in_every_design_that_counts_its_seeds() -> None:
+    """A group-sequential stage registers its largest look's seeds: the designs of the seen-data,
+    frontier and transfer analyses plan that many (they count the planned study's seeds), the
+    stated seed designs refuse in one line, and outside the registration nothing changed."""
+    from normlab.claims.claim import CLAIMS
+    from normlab.claims.design import at_seeds, planned_seeds
+    from normlab.claims.registration import designs, study_spec
+    from normlab.core.errors import UserError
+
+    warm = CLAIMS.get("warmup-post")
+    four = designs(warm, "cpu")["post-1e-3"]
+    with at_seeds(8):
+        assert len(study_spec("stability-map", "cpu").seeds) == 8 and planned_seeds() == 8
+        assert len(study_spec("stability-map", "cpu", seeds=[1, 2]).seeds) == 2  # named seeds win
+        eight = designs(warm, "cpu")["post-1e-3"]
+        with pytest.raises(UserError, match=r"^seed002-dropout: its designs state their seed counts .*"
+                                            r"give it a stage without looks$"):
+            designs(CLAIMS.get("seed002-dropout"), "cpu")
+    assert four.plan.startswith("4 seeds against 4") and eight.plan.startswith("8 seeds against 8")
+    assert eight.detectable is not None and four.detectable is not None and eight.detectable < four.detectable
+    assert planned_seeds() is None and designs(warm, "cpu")["post-1e-3"].plan == four.plan
+    with pytest.raises(ConfigError, match="seeds=1"):
+        with at_seeds(1):
+            pass

@@ -26,6 +26,7 @@ from normlab.claims import history, measuring_code
 from normlab.claims import plan as plan_step
 from normlab.claims import publish as publish_step
 from normlab.claims import train as train_step
+from normlab.claims.claim import describe
 from normlab.claims.options import ClaimsRun
 from normlab.claims.output import provenance
 from normlab.core import stopping
@@ -58,6 +59,8 @@ def run_claims(run: ClaimsRun | None = None, /, **options: Any) -> list[dict[str
             finally:
                 p.close()
             records = [got[c.id] for c in p.claims]
+            if p.registration is not None:  # parts registered with no verdict are measured, never decided
+                describe(records, p.registration.descriptive())
             publish_step.publish(p, records, started, launch.id)
     return records
 

@@ -86,7 +86,8 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
     level = plan.design_level if sp is None else sp.weights()[-1] * sp.alpha
     return build(scales.pop(), claims, first_seed=firsts.pop(), every_design=True, stages=settle, tolerances=tol,
                  seeds=None if sp is None else sp.looks[-1],
-                 sequential=None if sp is None else sequential_stage.spec(sp), design_level=level)
+                 sequential=None if sp is None else sequential_stage.spec(sp), design_level=level,
+                 descriptive=sorted({x for s in stages for x in s.descriptive}))
 
 
 def records(plan: Plan) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from normlab.claims.regime import Regime, lab_settings, merge_settings, probe_settings, scoped
-from normlab.claims.rules import INCONCLUSIVE, Rule, combine
+from normlab.claims.rules import DESCRIPTIVE, INCONCLUSIVE, Rule, combine
 from normlab.core.registry import Registry
 from normlab.stats.effects import Effect
 from normlab.study.presets import study_preset
@@ -172,6 +172,9 @@ def claim_verdict(parts: list[dict[str, Any]], holm: bool = False) -> tuple[str,
     does it rest on all of them, and then it is scoped to the lab's settings. ``holm``: a part
     that does not survive the Holm adjustment (``holm_ok`` False) counts as inconclusive.
     """
+    parts = [x for x in parts if x.get("verdict") != DESCRIPTIVE]  # measured, never decided
+    if not parts:
+        return DESCRIPTIVE, []
     inside = [x for x in parts if not x.get("departures")]
     # (a claims.json from before regimes has no departures and no rule_verdict: its verdicts are the rules')
     raw = combine([INCONCLUSIVE if holm and x.get("holm_ok") is False else x.get("rule_verdict", x["verdict"])
@@ -181,4 +184,25 @@ def claim_verdict(parts: list[dict[str, Any]], holm: bool = False) -> tuple[str,
 
 def resting_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The parts a claim's verdict rests on (see :func:`claim_verdict`)."""
+    parts = [x for x in parts if x.get("verdict") != DESCRIPTIVE]
     return [x for x in parts if not x.get("departures")] or parts
+
+
+def describe(records: list[dict[str, Any]], ids: set[str]) -> int:
+    """Mark the parts ``ids`` ("claim/part") of ``records`` descriptive, as their registration
+    says (issue 40: a part whose design cannot decide at the level the catalogue asks is
+    registered as descriptive, with no verdict): the effect and its interval stay; the verdict
+    becomes "descriptive" and the p-value None, so no Holm family counts it and no claim's
+    verdict rests on it; each claim's verdict is derived again from its other parts. Returns the
+    parts marked."""
+    n = 0
+    for r in records:
+        hit = False
+        for p in r["parts"]:
+            if f"{r['id']}/{p['id']}" in ids:
+                p.update(descriptive=True, rule_verdict=DESCRIPTIVE, verdict=DESCRIPTIVE, p=None)
+                n, hit = n + 1, True
+        if hit:
+            raw, away = claim_verdict(r["parts"])
+            r["rule_verdict"], r["verdict"], r["departures"] = raw, scoped(raw, away), away
+    return n

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from normlab.claims.family import INCONCLUSIVE, Family
+from normlab.claims.rules import DESCRIPTIVE
 from normlab.stats.frontier import Z95
 
 AFFORDABLE = 24  # seeds per side: four times the campaign's largest design (6)
@@ -126,7 +127,7 @@ def readout(fam: Family, runs: Iterable[str]) -> list[Readout]:
     its limit, from the records its run published."""
     keep, out = set(runs), []
     for fp in fam.parts:
-        if fp.run not in keep:
+        if fp.run not in keep or fp.verdict == DESCRIPTIVE:  # registered with no verdict: not a decisive part
             continue
         rec = fam.records.get((fp.run, fp.claim, fp.part), {})
         effect, rule = rec.get("effect") or {}, rec.get("rule") or {}

@@ -24,14 +24,14 @@ from normlab.stats import effects, exact
 def _decision_code() -> list[Any]:
     return [rules, exact, regime.Factor.departs, regime.Factor.departs_by_rule, regime.Regime.departures,
             regime.scoped, regime.SCOPING_RULE, regime.REQUIRED, regime.SCOPED, claim.Claim.decide,
-            claim.claim_verdict, claim.resting_parts, holm.adjust, holm.holm_verdicts, effects.holm,
+            claim.claim_verdict, claim.resting_parts, claim.describe, holm.adjust, holm.holm_verdicts, effects.holm,
             effects.rate_p, effects.rate_tails]
 
 
 # What DECISION_CODE names, for the docs: the modules and functions hashed, in order.
 DECISION_CODE = ("claims/rules.py", "stats/exact.py", "regime: Factor.departs, Factor.departs_by_rule, "
                  "Regime.departures, scoped, SCOPING_RULE, REQUIRED, SCOPED", "claim: Claim.decide, claim_verdict, "
-                 "resting_parts", "output: adjust, holm_verdicts", "stats/effects: holm, rate_p, rate_tails")
+                 "resting_parts, describe", "output: adjust, holm_verdicts", "stats/effects: holm, rate_p, rate_tails")
 
 
 @functools.lru_cache(maxsize=1)

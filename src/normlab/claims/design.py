@@ -47,6 +47,29 @@ LEVEL = 0.05  # the level a rule's own 95% interval decides at
 _LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("normlab_design_level", default=LEVEL)
 
 
+_SEEDS: contextvars.ContextVar[int | None] = contextvars.ContextVar("normlab_design_seeds", default=None)
+
+
+def planned_seeds() -> int | None:
+    """The seeds a study plans inside :func:`at_seeds` (None outside: each preset's own)."""
+    return _SEEDS.get()
+
+
+@contextlib.contextmanager
+def at_seeds(n: int) -> Iterator[None]:
+    """Every design analysis inside plans ``n`` seeds for every study (a registration whose
+    studies register ``n`` seeds: a group-sequential stage's largest look), instead of each
+    preset's count: ``registration_doc.study_spec`` reads it, and so every design that counts
+    its seeds from the planned study. A design that states its seed count refuses inside."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < MIN_SEEDS:
+        raise ConfigError("seeds", n, f"a seed count >= {MIN_SEEDS}")
+    token = _SEEDS.set(n)
+    try:
+        yield
+    finally:
+        _SEEDS.reset(token)
+
+
 def level() -> float:
     """The level the design analyses now ask a decision at (``LEVEL`` outside :func:`at_level`)."""
     return _LEVEL.get()

@@ -30,8 +30,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from normlab.claims.design import Design, level, mean_design, rate_design
+from normlab.claims.design import Design, level, mean_design, planned_seeds, rate_design
 from normlab.claims.rules import Direction, Outside, Within
+from normlab.core.errors import UserError
 
 NEAR = 0.894  # cos(x, x + F) for F orthogonal to x with |F| = |x| / 2: 1 / sqrt(1 + 1/4)
 
@@ -79,6 +80,9 @@ def claim_design(claim: Any, scale: str) -> dict[str, Design]:
     claim's at the scale they plan (at another, none: its seeds differ); a quick claim's at any."""
     if not claim.quick and scale != PLANNED:
         return {}
+    if not claim.quick and planned_seeds() is not None:
+        raise UserError(f"{claim.id}: its designs state their seed counts (claims/design_seeds.py), so they cannot "
+                        f"plan the {planned_seeds()} seeds registered; give it a stage without looks")
     out = {}
     for p in claim.parts:
         key = f"{claim.id}/{p.id}"

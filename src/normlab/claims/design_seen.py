@@ -53,10 +53,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from normlab.claims.design import Design, level, mean_design, rate_design
+from normlab.claims.design import Design, level, mean_design, planned_seeds, rate_design
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.core.errors import UserError
-from normlab.study.presets import study_preset
 
 FORMAT, VERSION = "normlab-seen-priors", 1
 PRIORS = Path(__file__).parent / "catalogue" / "seen_priors.json"
@@ -66,7 +65,7 @@ MEAN, RATES = ("one-sample t", "paired t"), ("clopper-pearson", "wilson", "exact
 REWORDED = {k: "b28b60a names the schedule in the text; the measurement (best val loss, post minus pre, shallow-long, "
                "end_gap) is the one the confirm-2a run made"
             for k in ("seed002-post-shallow-long/negligible", "seed004-post-ceiling/ceiling")}
-_MEMO: dict[tuple[str, str, str, float], dict[str, Design]] = {}
+_MEMO: dict[tuple[str, str, str, float, int | None], dict[str, Design]] = {}
 
 
 def _runs(evidence: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -154,11 +153,13 @@ def _sd(xs: list[float]) -> float:
 
 def ratio(studies: tuple[str, ...] | list[str], scale: str, seen: dict[str, list[int]]) -> float:
     """Planned over seen seeds, the smallest over the studies the prior's run ran (1 if none)."""
+    from normlab.claims.registration_doc import study_spec
+
     got = []
     for s in studies:
         if seen.get(s):
             try:
-                got.append(len(study_preset(s, scale).seeds) / len(seen[s]))
+                got.append(len(study_spec(s, scale).seeds) / len(seen[s]))  # the preset's, or design.at_seeds
             except UserError:  # the study has no such scale: it plans nothing to scale by
                 continue
     return min(got) if got else 1.0
@@ -209,7 +210,7 @@ def seen_design(claim: Any, scale: str, priors: dict[str, Any] | None = None) ->
     """{part id: Design} of training ``claim`` at ``scale`` from the seen priors (``priors``: a
     document as :func:`extract` gives; None: the committed file). A part with no prior at this
     scale, a prior of another quantity, or a check, is absent."""
-    key = (claim.id, scale, claim.rule_hash(scale), level())  # another level is another analysis
+    key = (claim.id, scale, claim.rule_hash(scale), level(), planned_seeds())  # another level or count: another analysis
     if priors is None and key in _MEMO:
         return dict(_MEMO[key])
     got = (priors if priors is not None else load())["priors"].get(scale, {})

@@ -79,6 +79,10 @@ class Registration:
         """The registered settling tolerances ("claim/part" or "claim" -> effect tolerance)."""
         return {str(k): float(v) for k, v in (self.doc.get("tolerances") or {}).items()}
 
+    def descriptive(self) -> set[str]:
+        """The parts ("claim/part") registered as descriptive: measured, with no verdict."""
+        return {f"{cid}/{p['id']}" for cid, e in self.doc["claims"].items() for p in e["parts"] if p.get("descriptive")}
+
     def quick_seeds(self) -> list[int] | None:
         """The seeds registered for the quick measurements (None: not named, the run's --seeds from 0)."""
         got = self.doc.get("quick_seeds")

@@ -27,7 +27,7 @@ FORMAT, VERSION = "normlab-claims-registration", 3
 
 # A registered part's keys that are not its rule: its hash, and its design analysis (recorded
 # beside the rule, not hashed into it: the rule hash is the claim's as the run computes it).
-NOT_RULE = ("part_hash", "design")
+NOT_RULE = ("part_hash", "design", "descriptive")
 
 
 def _sha(text: str | bytes, n: int = 16) -> str:
@@ -42,7 +42,13 @@ def part_hash(spec: dict[str, Any]) -> str:
 def study_spec(name: str, scale: str, seeds: list[int] | None = None, stages: list[int] | None = None) -> Any:
     """Study preset ``name`` at ``scale``, with ``seeds`` instead of the preset's (a registration's),
     and the nested horizons ``stages`` its claims settle over (they supersede the preset's
-    extend_stalled_to: ``claims/settling.py``)."""
+    extend_stalled_to: ``claims/settling.py``). Without ``seeds``, inside ``design.at_seeds(n)``:
+    n seeds (the count a design analysis plans), else the preset's."""
+    from normlab.claims.design import planned_seeds
+
+    n = planned_seeds()
+    if seeds is None and n is not None:
+        seeds = list(range(n))
     spec = study_preset(name, scale)
     if seeds is not None:
         spec = dataclasses.replace(spec, seeds=list(seeds))
@@ -70,7 +76,8 @@ def study_ids(name: str, scale: str, seeds: list[int] | None = None, stages: lis
     return got
 
 
-def claim_entry(c: Any, scale: str, found: dict[str, Any] | None = None) -> dict[str, Any]:
+def claim_entry(c: Any, scale: str, found: dict[str, Any] | None = None,
+                descriptive: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One claim as registered (the rule hash at the scale the claim is decided at: None for a
     quick claim, as ``Claim.decide`` uses it), with each part's design analysis (``found``, else
     :func:`designs`; {} where only the hashes are wanted: the designs simulate)."""
@@ -79,7 +86,8 @@ def claim_entry(c: Any, scale: str, found: dict[str, Any] | None = None) -> dict
     return {"statement": c.statement, "source": c.source, "experiment": c.experiment_at(s), "quick": c.quick,
             "studies": list(c.studies), "rule_hash": c.rule_hash(s), "scoping_hash": c.scoping_hash(),
             "parts": [{**p.spec(), "part_hash": part_hash(p.spec()),
-                       "design": found[p.id].record() if p.id in found else None} for p in c.parts],
+                       "design": found[p.id].record() if p.id in found else None,
+                       **({"descriptive": True} if f"{c.id}/{p.id}" in descriptive else {})} for p in c.parts],
             "measuring_code": {"hash": measuring_code.measuring_hash(c), "set": measuring_code.set_name(c)}}
 
 
@@ -97,19 +105,20 @@ def designs(c: Any, scale: str) -> dict[str, Any]:
 
 
 def require_designs(chosen: list[Any], scale: str, every: bool = False,
-                    found: dict[str, dict[str, Any]] | None = None) -> None:
+                    found: dict[str, dict[str, Any]] | None = None, descriptive: frozenset[str] = frozenset()) -> None:
     """Refuse, before anything is written, a registration with a part that cannot decide whatever
     the data (its design's one line: the part, the plan, the best it could reach and the fix).
     A declared design refuses always; one from seen data (an automatic exploratory estimate) only
     with ``every``, which also refuses a part with no design at all (a quick claim that declares
     none, a training part with neither a declared design nor a seen prior): a campaign's
-    registration. ``found``: {claim id: designs} already computed."""
+    registration. ``found``: {claim id: designs} already computed. ``descriptive``: parts
+    ("claim/part") registered as descriptive, which need not decide."""
     got = found if found is not None else {c.id: designs(c, scale) for c in chosen}
-    undecidable = [d.text() for c in chosen for d in got[c.id].values()
-                   if not d.decidable and (every or c.design is not None)]
+    undecidable = [d.text() for c in chosen for pid, d in got[c.id].items()
+                   if not d.decidable and (every or c.design is not None) and f"{c.id}/{pid}" not in descriptive]
     if undecidable:
         more = f" (and {len(undecidable) - 1} more part(s) that cannot decide)" if len(undecidable) > 1 else ""
-        raise UserError(f"{undecidable[0]}{more}; redesign it or register it without the part")
+        raise UserError(f"{undecidable[0]}{more}; redesign it, or register it as descriptive (no verdict)")
     if every:
         missing = [c.id for c in chosen if c.quick and c.design is None]
         missing += [f"{c.id}/{p.id}" for c in chosen if not c.quick for p in c.parts
@@ -141,20 +150,23 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
 def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
           quick_seeds: int = 5, every_design: bool = False, stages: dict[str, list[int]] | None = None,
           tolerances: dict[str, float] | None = None, seeds: int | None = None,
-          sequential: dict[str, Any] | None = None, design_level: float | None = None) -> dict[str, Any]:
+          sequential: dict[str, Any] | None = None, design_level: float | None = None,
+          descriptive: list[str] | None = None) -> dict[str, Any]:
     """The registration document of the claims ``normlab claims`` with these options decides;
     ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
     start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ...;
     ``stages`` and ``tolerances``: the settling rule; ``seeds`` and ``sequential``: a
-    group-sequential design; ``design_level``: the level the designs ask (:func:`document`)."""
+    group-sequential design; ``design_level``: the level the designs ask; ``descriptive``: the
+    parts registered with no verdict (:func:`document`)."""
     return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design, stages, tolerances,
-                    seeds, sequential, design_level)
+                    seeds, sequential, design_level, descriptive)
 
 
 def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
              every_design: bool = False, stages: dict[str, list[int]] | None = None,
              tolerances: dict[str, float] | None = None, seeds: int | None = None,
-             sequential: dict[str, Any] | None = None, design_level: float | None = None) -> dict[str, Any]:
+             sequential: dict[str, Any] | None = None, design_level: float | None = None,
+             descriptive: list[str] | None = None) -> dict[str, Any]:
     """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`);
     refused first when a part cannot decide (:func:`require_designs`). ``stages`` (study ->
     horizons) and ``tolerances`` ("claim/part" or "claim" -> effect tolerance) register the
@@ -162,19 +174,30 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
     registers that many seeds instead of its preset's count (a group-sequential stage's largest
     look), and ``sequential`` its looks, level and weights (``claims/sequential_stage.py``).
     ``design_level``: every design analysis asks a decision at that level (``claims/design.py``'s
-    ``at_level``: the level the catalogue's Holm will ask), recorded as such; None: the rules' 0.05."""
-    from normlab.claims.design import at_level
+    ``at_level``: the level the catalogue's Holm will ask), recorded as such; None: the rules' 0.05.
+    ``descriptive``: parts ("claim/part") registered with no verdict (``claim.describe``): a part
+    whose design cannot decide at that level is measured and shown, never decided or adjusted."""
+    from normlab.claims.design import at_level, at_seeds
 
-    with at_level(design_level) if design_level is not None else contextlib.nullcontext():
+    described = frozenset(descriptive or ())
+    valid = [f"{c.id}/{p.id}" for c in chosen for p in c.parts if not p.check]
+    stray = sorted(described - set(valid))
+    if stray:
+        raise UserError(f"descriptive: {stray[0]} is not a part of the chosen claims; valid: {', '.join(valid)}")
+    with contextlib.ExitStack() as planned:  # the designs ask the level and plan the seeds registered
+        if design_level is not None:
+            planned.enter_context(at_level(design_level))
+        if seeds is not None:
+            planned.enter_context(at_seeds(seeds))
         found = {c.id: designs(c, scale) for c in chosen}
-    require_designs(chosen, scale, every_design, found)
+    require_designs(chosen, scale, every_design, found, described)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})
     stages = {n: list(v) for n, v in (stages or {}).items()}
     stray = sorted(set(stages) - set(names))
     if stray:
         raise UserError(f"stages: {', '.join(stray)} is not a study of the chosen claims ({', '.join(names) or 'none'})")
     doc: dict[str, Any] = {"format": FORMAT, "version": VERSION, "scale": scale,
-                           "claims": {c.id: claim_entry(c, scale, found[c.id]) for c in chosen},
+                           "claims": {c.id: claim_entry(c, scale, found[c.id], described) for c in chosen},
                            "studies": {n: study_ids(n, scale, shifted(study_preset(n, scale).seeds if seeds is None
                                                                       else list(range(seeds)), first_seed),
                                                     stages.get(n)) for n in names},

@@ -31,6 +31,9 @@ from typing import Any
 from normlab.stats.effects import MIN_SEEDS, Effect, rate_p, rate_tails, t_sf
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY = "supported", "contradicted", "inconclusive", "partly supported"
+# A part registered as descriptive (its design cannot decide at the level asked): measured and
+# shown with its interval, no verdict and no p-value (``claim.describe``).
+DESCRIPTIVE = "descriptive"
 
 
 @dataclass(frozen=True)

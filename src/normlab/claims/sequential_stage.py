@@ -112,7 +112,8 @@ def run_looks(out: Path, sp: SeedPlan, studies: dict[str, list[str]], run_at: Ru
                 if key in stopped:
                     continue
                 ps.setdefault(key, {})[n] = p.get("p")
-                if sp.weighted_look(n, p.get("verdict", INCONCLUSIVE), p.get("p")).stop:
+                # a descriptive part (no verdict) holds no study open: it is read at the first look
+                if p.get("descriptive") or sp.weighted_look(n, p.get("verdict", INCONCLUSIVE), p.get("p")).stop:
                     stopped[key] = n
                 else:
                     open_claims.add(r["id"])

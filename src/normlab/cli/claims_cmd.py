@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--require-designs", action="store_true",
                    help="register: refuse a claim that declares no design analysis (a part that cannot decide "
                         "whatever the data is refused always)")
+    p.add_argument("--descriptive", metavar="CLAIM/PART", action="append", default=[],
+                   help="register: register this part with no verdict (measured and shown, never decided or adjusted): "
+                        "a part whose design cannot decide at the level asked; repeat for more")
     p.add_argument("--link-figures", action="store_true",
                    help="the page links OUT/figures/ instead of embedding each image (for a page published in a "
                         "repository: half the size)")
@@ -102,7 +105,7 @@ def _register(args: argparse.Namespace) -> int:
     if args.first_seed is not None and args.first_seed < 0:
         raise UserError(f"--first-seed={args.first_seed}: seeds are integers >= 0")
     doc = build(args.scale, args.only, quick=args.quick, first_seed=args.first_seed, quick_seeds=args.seeds,
-                every_design=args.require_designs)
+                every_design=args.require_designs, descriptive=args.descriptive)
     wrote = write(out, doc, force=args.force)
     n_parts = sum(len(e["parts"]) for e in doc["claims"].values())
     said = "wrote" if wrote else "unchanged:"

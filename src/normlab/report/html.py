@@ -42,7 +42,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em} th,td{border:1px s
 th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.82em;max-width:100%}
 details{margin:.4em 0} summary{cursor:pointer;color:#0b4f8a}
-.supported{color:#0a7d28;font-weight:600} .not-supported{color:#b00000;font-weight:600} .inconclusive{color:#a06000;font-weight:600}
+.supported{color:#0a7d28;font-weight:600} .not-supported{color:#b00000;font-weight:600} .inconclusive{color:#a06000;font-weight:600} .descriptive{color:#555;font-style:italic}
 .muted{color:#666;font-size:.9em}
 """
 

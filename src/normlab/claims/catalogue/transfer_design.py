@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from normlab.claims.design import Design, level, mean_design
+from normlab.claims.design import Design, level, mean_design, planned_seeds
 from normlab.claims.design_frontier import Arm, frontier_design
 from normlab.claims.design_transfer import equivalence_design, gap_design, split_design
 from normlab.claims.rules import Direction, Within
@@ -57,7 +57,7 @@ SHARP_PRIOR: dict[str, tuple[float, float]] = {"post-sharp": (0.11, 0.188), "pre
 # 0.28) and the pilot's stalled-minus-trained difference at 2.25e-3 (+0.34: the stalled seed's entropy
 # was the higher, against the statement)
 ENTROPY_STEP, P_STALL, ENTROPY_SD, ENTROPY_EFFECT = 50, 0.5, 0.28, 0.34
-_MEMO: dict[tuple[str, str, float], dict[str, Design]] = {}
+_MEMO: dict[tuple[str, str, float, int | None], dict[str, Design]] = {}
 
 
 def planned(study: str, scale: str) -> dict[Any, tuple[tuple[float, ...], int]]:
@@ -83,7 +83,7 @@ def arm(study: str, key: Any, scale: str) -> Arm:
 def _memo(claim: Any, scale: str, build: Callable[[], dict[str, Design]]) -> dict[str, Design]:
     if scale != PLANNED:
         return {}
-    key = (claim.id, scale, level())  # a design asked at another level is another analysis
+    key = (claim.id, scale, level(), planned_seeds())  # another level or seed count: another analysis
     if key not in _MEMO:
         _MEMO[key] = build()
     return _MEMO[key]
