@@ -56,6 +56,7 @@ from typing import Any
 from normlab.claims.design import Design, level, mean_design, planned_seeds, rate_design
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.core.errors import UserError
+from normlab.study.presets import study_preset
 
 FORMAT, VERSION = "normlab-seen-priors", 1
 PRIORS = Path(__file__).parent / "catalogue" / "seen_priors.json"
@@ -153,13 +154,12 @@ def _sd(xs: list[float]) -> float:
 
 def ratio(studies: tuple[str, ...] | list[str], scale: str, seen: dict[str, list[int]]) -> float:
     """Planned over seen seeds, the smallest over the studies the prior's run ran (1 if none)."""
-    from normlab.claims.registration_doc import study_spec
-
     got = []
     for s in studies:
         if seen.get(s):
             try:
-                got.append(len(study_spec(s, scale).seeds) / len(seen[s]))  # the preset's, or design.at_seeds
+                planned = planned_seeds() or len(study_preset(s, scale).seeds)  # design.at_seeds, else the preset's
+                got.append(planned / len(seen[s]))
             except UserError:  # the study has no such scale: it plans nothing to scale by
                 continue
     return min(got) if got else 1.0
