@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from normlab.claims.design import censored_text, mean_design, rate_design, require_decidable
-from normlab.claims.design_frontier import Arm, bracket_problem, frontier_design
+from normlab.claims.design import mean_design, rate_design, require_decidable
+from normlab.claims.design_frontier import Arm, bracket_problem, censored_text, frontier_design
 from normlab.claims.rules import Direction, Outside, Within
 from normlab.core.errors import UserError
 from normlab.stats.effects import Effect

@@ -130,3 +130,22 @@ def test_a_registration_with_a_seed_count_plans_it_in_every_design_that_counts_i
     with pytest.raises(ConfigError, match="seeds=1"):
         with at_seeds(1):
             pass
+
+
+def test_a_design_gives_the_chance_of_a_decisive_verdict_either_way() -> None:
+    """``decides``: supported or contradicted at the expected effect. An effect far on the
+    contradicting side has no power for "supported" and decides almost surely; one on the
+    boundary almost never decides; a rate the same, exactly."""
+    far_wrong = mean_design("m", UP, 8, 1.0, 8, 1.0, effect=-5.0)
+    on_edge = mean_design("m", UP, 8, 1.0, 8, 1.0, effect=0.0)
+    assert far_wrong.power is not None and far_wrong.power < 0.01 and far_wrong.decides is not None
+    assert far_wrong.decides > 0.99 and "a decisive verdict either way" in far_wrong.text()
+    assert on_edge.decides is not None and on_edge.decides < 0.1 and far_wrong.record()["decides"] == far_wrong.decides
+    with at_level(STRICT):
+        strict = mean_design("m", UP, 8, 1.0, 8, 1.0, effect=-2.0)
+    assert strict.decides is not None and strict.decides < mean_design("m", UP, 8, 1.0, 8, 1.0, effect=-2.0).decides
+    # a rate of 10 runs against the reference 0.5, truth 0: contradicted needs 0 of 10 at 0.05
+    # (exact interval below 0.5), which happens with certainty at a true rate of 0
+    r = rate_design("r", Direction(+1, 0.5), 10, effect=0.0)
+    assert r.decides == pytest.approx(1.0) and r.power == pytest.approx(0.0)
+    assert mean_design("m", UP, 8, 1.0).decides is None  # no expected effect: nothing to say

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
-from normlab.claims.rules import SUPPORTED, Direction, Outside, Rule, Within
+from normlab.claims.rules import INCONCLUSIVE, SUPPORTED, Direction, Outside, Rule, Within
 from normlab.core.errors import ConfigError, UserError
 from normlab.stats.effects import MIN_SEEDS, Effect, one_sample, rate, rate_diff, welch
 
@@ -45,8 +45,6 @@ POWER = 0.8
 SIMS = 2000
 LEVEL = 0.05  # the level a rule's own 95% interval decides at
 _LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("normlab_design_level", default=LEVEL)
-
-
 _SEEDS: contextvars.ContextVar[int | None] = contextvars.ContextVar("normlab_design_seeds", default=None)
 
 
@@ -115,13 +113,18 @@ class Design:
     limit: str = ""
     unit: str = ""
     level: float = LEVEL             # the level a decision is asked at (at_level)
+    # the probability of a decisive verdict (supported or contradicted) at the stated effect: what
+    # a part registered as decisive promises (below 80%: register it as descriptive, or redesign)
+    decides: float | None = None
 
     @property
     def decidable(self) -> bool:
         return self.detectable is not None and not self.limit
 
     def record(self) -> dict[str, Any]:
-        extra = {} if self.level == LEVEL else {"level": self.level}
+        extra: dict[str, Any] = {} if self.level == LEVEL else {"level": self.level}
+        if self.decides is not None:
+            extra["decides"] = self.decides
         return {"part": self.part, "rule": self.rule.spec(), "plan": self.plan, "detectable": self.detectable,
                 "power": self.power, "effect": self.effect, "best_bound": self.best_bound, "limit": self.limit,
                 "decidable": self.decidable, **extra, "text": self.text()}
@@ -136,6 +139,8 @@ class Design:
                 f"detects {self.detectable:+.3g}{u}{at_lvl} with 80% power")
         at = "" if self.power is None or self.effect is None else \
             f"; power {self.power:.0%} at the expected {self.effect:+.3g}{u}"
+        if self.decides is not None and self.effect is not None:
+            at += f" (a decisive verdict either way {self.decides:.0%})"
         return f"{self.part}: {self.plan}: {what}{at}"
 
 
@@ -173,15 +178,18 @@ def mean_design(part: str, rule: Rule, n_a: int, sd_a: float, n_b: int | None = 
     def power(theta: float) -> float:
         return float(np.mean(_supported(rule, los + theta, his + theta)))
 
+    decides = None if effect is None else float(np.mean(_supported(rule, los + effect, his + effect)
+                                                        | _contradicted(rule, los + effect, his + effect)))
+
     if isinstance(rule, Direction):
         det = rule.ref - _quantile(los, 1 - POWER) if rule.sign > 0 else rule.ref - _quantile(his, POWER)
     elif isinstance(rule, Within):  # the truths shown inside with 80% power, scanned over the margin
-        return _scan(part, rule, plan, lambda ts: [power(float(t)) for t in ts], rule.lo, rule.hi, effect, 400,
-                     unit, alpha)
+        return replace(_scan(part, rule, plan, lambda ts: [power(float(t)) for t in ts], rule.lo, rule.hi,
+                                         effect, 400, unit, alpha), decides=decides)
     else:  # Outside: above the upper bound
         det = rule.hi - _quantile(los, 1 - POWER)
     return Design(part, rule, plan, float(det), power(effect) if effect is not None else None, effect, unit=unit,
-                  level=alpha)
+                  level=alpha, decides=decides)
 
 
 def level_interval(e: Effect, alpha: float) -> tuple[float, float]:
@@ -205,6 +213,15 @@ def _supported(rule: Rule, lo: Any, hi: Any) -> Any:
     return (lo > rule.hi) | (hi < rule.lo)
 
 
+def _contradicted(rule: Rule, lo: Any, hi: Any) -> Any:
+    """Whether intervals [lo, hi] (arrays) get the rule's "contradicted", as the rule decides it."""
+    if isinstance(rule, Direction):
+        return hi < rule.ref if rule.sign > 0 else lo > rule.ref
+    if isinstance(rule, Within):
+        return (lo > rule.hi) | (hi < rule.lo)
+    return (lo > rule.lo) & (hi < rule.hi)
+
+
 def _binom(n: int, p: Any) -> Any:
     """Binomial(n, p) probabilities of 0..n for each p (rows)."""
     import numpy as np
@@ -222,26 +239,31 @@ def rate_design(part: str, rule: Rule, n_a: int, n_b: int | None = None, p_b: fl
 
     alpha = level()
 
-    def yes(e: Effect) -> bool:
-        return rule.verdict(e) == SUPPORTED and decides_at(rule, e, alpha)
+    def verdict(e: Effect) -> str:  # the rule's verdict where it also holds at the level asked
+        v = rule.verdict(e)
+        return v if v != INCONCLUSIVE and decides_at(rule, e, alpha) else INCONCLUSIVE
 
     if n_b is None:
-        mask = np.array([yes(rate(k, n_a)) for k in range(n_a + 1)], float)
+        got = [verdict(rate(k, n_a)) for k in range(n_a + 1)]
         lo_t, hi_t, plan = 0.0, 1.0, f"{n_a} runs"
 
-        def power_at(t: Any) -> Any:
+        def prob(t: Any, mask: Any) -> Any:
             return _binom(n_a, t) @ mask
     else:
         if p_b is None:
             raise ValueError("rate_design: a difference of rates needs the control's rate p_b")
-        table = np.array([[yes(rate_diff(ka, n_a, kb, n_b)) for kb in range(n_b + 1)] for ka in range(n_a + 1)], float)
+        got = [[verdict(rate_diff(ka, n_a, kb, n_b)) for kb in range(n_b + 1)] for ka in range(n_a + 1)]
         pb = _binom(n_b, p_b)[0]
         lo_t, hi_t, plan = -p_b, 1.0 - p_b, f"{n_a} runs against {n_b} (control rate {p_b:g})"
 
-        def power_at(t: Any) -> Any:
-            return (_binom(n_a, np.clip(np.atleast_1d(t) + p_b, 0.0, 1.0)) @ table) @ pb
+        def prob(t: Any, mask: Any) -> Any:
+            return (_binom(n_a, np.clip(np.atleast_1d(t) + p_b, 0.0, 1.0)) @ mask) @ pb
 
-    return _scan(part, rule, plan, power_at, lo_t, hi_t, effect, grid, "", alpha)
+    table = np.array(got, dtype=object)
+    yes, decisive = (table == SUPPORTED).astype(float), (table != INCONCLUSIVE).astype(float)
+    d = _scan(part, rule, plan, lambda t: prob(t, yes), lo_t, hi_t, effect, grid, "", alpha)
+    return d if effect is None else replace(d, decides=float(np.asarray(prob(np.array([effect]),
+                                                                                          decisive))[0]))
 
 
 def _scan(part: str, rule: Rule, plan: str, power_at: Callable[[Any], Any], lo_t: float, hi_t: float,
@@ -275,15 +297,5 @@ def _scan(part: str, rule: Rule, plan: str, power_at: Callable[[Any], Any], lo_t
     return Design(part, rule, plan, float(near), power, effect, unit=unit, level=alpha)
 
 
-def censored_text(e: Effect, unit: str = "decades") -> str:
-    """A censored difference as what it is, a bound with no p-value: "> -0.301 decades
-    (censored: a bound, no p-value)". Today's rule gives it p = 0.05 by construction
-    (``Direction.p``), which cannot survive a Holm family of two or more."""
-    if e.estimate is not None or (e.lo is None) == (e.hi is None):
-        return e.text()
-    side = f"> {e.lo:+.3g}" if e.lo is not None else f"< {e.hi:+.3g}"
-    return f"{side} {unit} (censored: a bound, no p-value)"
-
-
-__all__ = ["LEVEL", "POWER", "Design", "at_level", "censored_text", "decides_at", "level", "level_interval",
-           "mean_design", "rate_design", "require_decidable"]
+__all__ = ["LEVEL", "POWER", "Design", "at_level", "at_seeds", "decides_at", "level", "level_interval",
+           "mean_design", "planned_seeds", "rate_design", "require_decidable"]

@@ -34,6 +34,7 @@ from typing import Any
 
 from normlab.claims.design import POWER, Design, decides_at, level
 from normlab.claims.rules import SUPPORTED, Direction
+from normlab.stats.effects import Effect
 from normlab.stats.frontier import Frontier, critical_lr, log_ratio, ratio_effect
 
 SPACING = 1.5   # the widest factor between the two lrs around a boundary (issue 40)
@@ -152,4 +153,14 @@ def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200,
                   unit="decades", level=level())
 
 
-__all__ = ["SPACING", "Arm", "best_bound", "bracket_problem", "frontier_design"]
+def censored_text(e: Effect, unit: str = "decades") -> str:
+    """A censored difference as what it is, a bound with no p-value: "> -0.301 decades
+    (censored: a bound, no p-value)". Today's rule gives it p = 0.05 by construction
+    (``Direction.p``), which cannot survive a Holm family of two or more."""
+    if e.estimate is not None or (e.lo is None) == (e.hi is None):
+        return e.text()
+    side = f"> {e.lo:+.3g}" if e.lo is not None else f"< {e.hi:+.3g}"
+    return f"{side} {unit} (censored: a bound, no p-value)"
+
+
+__all__ = ["censored_text", "SPACING", "Arm", "best_bound", "bracket_problem", "frontier_design"]

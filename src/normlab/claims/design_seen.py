@@ -70,8 +70,11 @@ _MEMO: dict[tuple[str, str, str, float, int | None], dict[str, Design]] = {}
 
 
 def _runs(evidence: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(folder relative to ``evidence``, "." for itself; its claims.json) of every published run."""
-    files = [evidence / CLAIMS_JSON, *sorted(evidence.glob(f"*/{CLAIMS_JSON}"))]
+    """(folder relative to ``evidence``, "." for itself; its claims.json) of every published run:
+    the runs in ``evidence`` and its folders, and a campaign's stages one level further down
+    (campaign/new-methods-settled: seeds a later campaign will not use again either)."""
+    files = [evidence / CLAIMS_JSON, *sorted(evidence.glob(f"*/{CLAIMS_JSON}")),
+             *sorted(evidence.glob(f"*/*/{CLAIMS_JSON}"))]
     return [(f.parent.relative_to(evidence).as_posix(), json.loads(f.read_text(encoding="utf-8")))
             for f in files if f.is_file()]
 
