@@ -97,7 +97,11 @@ def test_a_plan_stage_names_its_descriptive_parts_or_fails_listing_them(tmp_path
                      f'descriptive = {json.dumps(descriptive)}\n')
         return p
 
-    assert campaign_plan.load_plan(plan(["seed002-dropout/trains"])).stages[0].descriptive == ["seed002-dropout/trains"]
+    loaded = campaign_plan.load_plan(plan(["seed002-dropout/trains"]))
+    assert loaded.stages[0].descriptive == ["seed002-dropout/trains"]
+    from normlab.claims.campaign_page import page  # the page names them before any data
+
+    assert "Registered as descriptive (measured, no verdict, no p-value): `seed002-dropout/trains`." in page(loaded)
     with pytest.raises(ConfigError) as e:
         campaign_plan.load_plan(plan(["seed002-dropout/faster"]))
     assert e.value.field == "stage[0].descriptive" and "valid: seed002-dropout/trains, seed002-dropout/not-spikier" \

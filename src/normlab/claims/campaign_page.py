@@ -209,6 +209,9 @@ def page(plan: Plan) -> str:
     for s in plan.stages:
         if s.why:
             out += [f"- **{s.name}**: {s.why}"]
+        if s.descriptive:  # fixed before the data, so a reader sees them before any verdict
+            out += [f"  Registered as descriptive (measured, no verdict, no p-value): "
+                    f"{', '.join(f'`{x}`' for x in s.descriptive)}."]
     out += [""]
     out += _decided(plan)
     for s in ended:
