@@ -132,3 +132,24 @@ def test_a_descriptive_part_holds_no_look_open(tmp_path: Path) -> None:
     doc = run_looks(tmp_path, SeedPlan((4, 6, 8), 0.05), {"c": ["s"]}, run_at)
     assert calls == [{"s": 4}]  # read at the first look; no seeds added for it
     assert doc["claims"][0]["parts"][0]["verdict"] == "descriptive" and doc["claims"][0]["verdict"] == "descriptive"
+
+
+def test_the_catalogue_family_and_the_decided_share_leave_a_descriptive_part_out(tmp_path: Path) -> None:
+    from normlab.claims.decided import readout, share
+    from normlab.claims.family import catalogue_family
+
+    eff = {"estimate": 1.0, "lo": 0.9, "hi": 1.1, "n_a": 8, "n_b": 8, "se": 0.04, "df": 14.0}
+    parts = [{**_part("strong", "supported", 1e-9), "effect": eff, "rule": {"kind": "direction", "sign": 1, "ref": 0}},
+             {**_part("near", "inconclusive", 0.3), "effect": eff, "rule": {"kind": "direction", "sign": 1, "ref": 0}}]
+    records = [{"id": "c", "parts": parts}]
+    describe(records, {"c/near"})
+    adjust(records)
+    holm_verdicts(records)
+    folder = tmp_path / "campaign-2" / "s"
+    folder.mkdir(parents=True)
+    (folder / "claims.json").write_text(json.dumps({"meta": {"mode": "confirmatory"}, "claims": records}))
+    fam = catalogue_family(tmp_path)
+    assert fam.size == 1  # only the decisive part's p
+    rows = readout(fam, ["campaign-2/s"])
+    assert [r.part for r in rows] == ["strong"] and rows[0].decided
+    assert share(rows).startswith("1 of 1 registered parts decided after the catalogue's adjustment (100%")
