@@ -177,7 +177,7 @@ def test_summary_spread_is_the_sample_std_like_study_status():
 def test_headline_ranks_a_setting_with_a_stalled_seed_behind_clean_ones() -> None:
     """Two seeds at 2.0 and one stalled at 3.3 do not beat three seeds at 2.3; the stall is
     counted in the ranking's mean (as `study status` does) and named in the notes."""
-    from normlab.report.study_page import headline
+    from normlab.report.study_answer import headline
 
     answer, notes = headline({"post": [(2.0, "ok"), (2.02, "ok"), (3.3, "stalled")],
                               "pre": [(2.3, "ok"), (2.31, "ok"), (2.29, "ok")]}, "best_val_loss", 6)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from normlab.core.errors import UserError
-from normlab.report import checkpoint, probe_page, study_page
+from normlab.report import checkpoint, probe_page, study_answer, study_page
 from normlab.report import figures as F
 from normlab.report.curves import curve_figures, fates
 from normlab.report.html import Page
@@ -196,13 +196,13 @@ def _studies(paths: list[Path], labels: list[str], out: Path, progress: bool) ->
         vals = {g: [(study_page.trial_value(t, metric), fate[t.id]) for t in ts
                     if t.status in ("completed", "diverged", "failed")] for g, ts in per.items()}
         vals = {g: v for g, v in vals.items() if v}
-        ans, _ = study_page.headline({g.split(": ", 1)[1]: v for g, v in vals.items()}, metric, len(st.trials))
+        ans, _ = study_answer.headline({g.split(": ", 1)[1]: v for g, v in vals.items()}, metric, len(st.trials))
         answers.append(f"{lab}: {ans}")
         groups.update(runs)
         values.update(vals)
     q = f"How do these studies compare on {metric.replace('_', ' ')}? " + "; ".join(
         f"{lab}: {st.spec.get('description') or st.spec.get('name', lab)}" for lab, st in zip(labels, studies))
-    overall, _ = study_page.headline(values, metric, sum(len(s.trials) for s in studies))
+    overall, _ = study_answer.headline(values, metric, sum(len(s.trials) for s in studies))
     page.lead(q, f"Over all of them: {overall}", answers)
     page.heading("Evidence", "figures")
     curve_figures(page, groups, fates(groups))

@@ -133,4 +133,73 @@ def _cell_text(key: str, by: dict[Any, list[Point]], values: list[Any], unit: st
             + (f"; then {rest}" if rest else ""))
 
 
-__all__ = ["contrast", "compare_two", "side", "summary", "value_name"]
+
+
+def headline(values: dict[str, list[tuple[float, str]]], metric: str, n_trials: int) -> tuple[str, list[str]]:
+    """(answer, notes): the winning setting, its margin over the runner-up in nats with its 95%
+    Welch interval over seeds (``normlab.stats.effects``, as the claims decide), the seed counts, and
+    every setting with stalled or diverged seeds.
+
+    Settings rank as the results table ranks nuisance settings: fewer failed seeds (stalled
+    or diverged) first, then the mean over every seed with a value, stalled ones included (a
+    stall is an outcome of the setting; only the curves' mean lines leave it out).
+    """
+    what = metric.replace("_", " ")
+    stats = {}
+    for label, pts in values.items():
+        vals = [v for v, f in pts if f != "diverged" and math.isfinite(v)]
+        stats[label] = (float(np.mean(vals)) if vals else math.inf,
+                        float(np.std(vals, ddof=1)) if len(vals) > 1 else None, len(vals), len(pts))
+    failed = {k: sum(f != "ok" for _, f in values[k]) for k in values}
+    ranked = sorted(stats, key=lambda k: (failed[k], stats[k][0]))
+    ranked = [k for k in ranked if math.isfinite(stats[k][0])]
+    notes = []
+    done = sum(len(p) for p in values.values())
+    if done < n_trials:
+        notes.append(f"{done} of {n_trials} trials have finished; the rest are not in these numbers.")
+    for label in values:
+        bad = [(v, f) for v, f in values[label] if f != "ok"]
+        if not bad:
+            continue
+        n = stats[label][3]
+        kinds = defaultdict(list)
+        for v, f in bad:
+            kinds[f].append(v)
+        txt = "; ".join(f"{len(vs)} of {n} seeds {k}" + (f" ({what} {', '.join(num(v) for v in vs)})" if k == "stalled" else "")
+                        for k, vs in kinds.items())
+        ok = [v for v, f in values[label] if f == "ok" and math.isfinite(v)]
+        if ok:
+            sd = float(np.std(ok, ddof=1)) if len(ok) > 1 else None
+            notes.append(f"{label}: {txt}; the other {len(ok)}: {pm(float(np.mean(ok)), sd)}. The curves' mean "
+                         "lines leave them out; the ranking counts them.")
+        else:
+            notes.append(f"{label}: {txt}; no seed trained" + ("." if math.isfinite(stats[label][0]) else
+                                                               ", so it is not ranked."))
+    if not ranked:
+        return f"No setting has a finished seed with a finite {what} yet.", notes
+    best = ranked[0]
+    m, sd, n_ok, _ = stats[best]
+    ans = f"{best} is best: {what} {pm(m, sd)} (mean ± sample std over {n_ok} seed{'s' * (n_ok != 1)})"
+    if len(ranked) > 1:
+        nxt = ranked[1]
+        m2, sd2, n2, _ = stats[nxt]
+        gap = m2 - m
+        ans += f", {num(gap, 3)} nats/token lower than the runner-up {nxt} ({pm(m2, sd2)}, {n2} seed{'s' * (n2 != 1)})"
+
+        e = welch([v for v, _ in values[nxt] if math.isfinite(v)], [v for v, _ in values[best] if math.isfinite(v)])
+        if e.lo is None or e.n_min < MIN_SEEDS:
+            ans += (f"; fewer than {MIN_SEEDS} seeds a side, so the gap is not weighed against seed noise "
+                    "(the claims' rule).")
+        else:
+            ans += f"; 95% Welch interval of the gap [{num(e.lo, 3)}, {num(e.hi, 3)}]"
+            ans += (", above 0: a real difference." if e.lo > 0 else
+                    ", which contains 0: not distinguishable from seed noise.")
+        if len(ranked) > 2:
+            notes.insert(0, "Ranking (settings with stalled or diverged seeds last): "
+                         + ", then ".join(f"{k} {num(stats[k][0])}" for k in ranked) + ".")
+    else:
+        ans += "."
+    return ans, notes
+
+
+__all__ = ["compare_two", "contrast", "headline", "side", "summary", "value_name"]
