@@ -137,7 +137,7 @@ def test_the_verdict_does_not_depend_on_which_seeds_stall(tmp_path: Path, stalle
 
 def test_plateau_counts_are_stated_at_the_map_horizon_and_at_the_end() -> None:
     from normlab.study.demo_preset import horizon, pre_vs_post_demo
-    from normlab.study.presets import STABILITY_GRID
+    from normlab.study.map_preset import STABILITY_GRID
 
     spec = pre_vs_post_demo("cpu").to_json_data()
     assert horizon(spec) == STABILITY_GRID["cpu"]["steps"] == 200  # the map's length, inside the run's 300

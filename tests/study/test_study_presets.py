@@ -91,7 +91,7 @@ def test_demo_is_the_stability_map_cell_with_a_per_step_log() -> None:
 def test_stability_map_grid_is_the_table_at_the_top() -> None:
     import json
 
-    from normlab.study.presets import STABILITY_GRID
+    from normlab.study.map_preset import STABILITY_GRID
 
     spec = study_preset("stability-map")
     g = STABILITY_GRID["cpu"]

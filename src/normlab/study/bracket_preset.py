@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.study.presets import STABILITY_GRID, _map_base, _pick
+from normlab.study.map_preset import STABILITY_GRID, map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 NAME, POST6 = "frontier-bracket", "frontier-bracket-post6"
@@ -78,7 +79,7 @@ def frontier_bracket_post6(scale: str = "cpu") -> StudySpec:
 
 def _spec(name: str, g: dict[str, Any], scale: str, description: str) -> StudySpec:
     steps = _pick(scale, STABILITY_GRID, name)["steps"]
-    base = _map_base(scale)
+    base = map_base(scale)
     base["train"]["steps"] = steps
     points = [(p, blocks, w, lr) for (p, blocks, w), lrs in g["lines"].items() for lr in lrs]
     keys = ("model.placement", "model.n_layer", "optim.warmup_steps", "optim.lr")

@@ -12,6 +12,7 @@ from normlab.study import (
     executors,
     frontier_preset,
     long_preset,
+    map_preset,
     new_methods_preset,
     presets,
     seed_presets,
@@ -33,8 +34,8 @@ presets.STUDY_PRESETS.add("zloss", presets.zloss)
 presets.STUDY_PRESETS.add("depth", presets.depth)
 presets.STUDY_PRESETS.add("deep-stability", presets.deep_stability)
 presets.STUDY_PRESETS.add("collapse", presets.collapse)
-presets.STUDY_PRESETS.add("stability-map", presets.stability_map)
-presets.STUDY_PRESETS.add("recipe-variants", presets.recipe_variants)
+presets.STUDY_PRESETS.add("stability-map", map_preset.stability_map)
+presets.STUDY_PRESETS.add("recipe-variants", map_preset.recipe_variants)
 presets.STUDY_PRESETS.add("stability-frontier", frontier_preset.stability_frontier)
 presets.STUDY_PRESETS.add("frontier-ends", frontier_preset.frontier_ends)
 presets.STUDY_PRESETS.add("frontier-bracket", bracket_preset.frontier_bracket)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.study.presets import _map_base, _pick
+from normlab.study.map_preset import map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 NAME = "pre-vs-post-demo"
@@ -62,7 +63,7 @@ def pre_vs_post_demo(scale: str = "cpu") -> StudySpec:
     step. cpu: the stability map's base at 6 blocks, lr 3e-3 (d=64, context 64, batch 16,
     xavier, constant lr, unclipped), 300 steps, warm-up {0, 50}, 6 seeds: 24 runs."""
     d = demo_settings(scale)
-    base = _map_base(scale)
+    base = map_base(scale)
     base["model"]["n_layer"] = d["n_layer"]
     base["optim"]["lr"] = d["lr"]
     base["train"].update({"steps": d["steps"], "eval_every": d["eval_every"], "eval_batches": d["eval_batches"],

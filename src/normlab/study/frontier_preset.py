@@ -31,7 +31,8 @@ from typing import Any
 
 from normlab.core.errors import NO_VALUE, ConfigError
 from normlab.model.catalogue import PLACEMENTS
-from normlab.study.presets import STABILITY_GRID, _map_base, _pick, _placements
+from normlab.study.map_preset import STABILITY_GRID, map_base
+from normlab.study.presets import _pick, _placements
 from normlab.study.spec import StudySpec
 
 NAME = "stability-frontier"
@@ -72,7 +73,7 @@ def stability_frontier(scale: str = "cpu", placements: list[str] | None = None) 
     each on 2 workers); --placements chooses the placements."""
     g = _pick(scale, FRONTIER_GRID, NAME)
     names = _placements(g["placements"]) if placements is None else chosen_placements(placements)
-    return StudySpec(name=NAME, base=_map_base(g.get("base", scale)), seeds=list(g["seeds"]),
+    return StudySpec(name=NAME, base=map_base(g.get("base", scale)), seeds=list(g["seeds"]),
                      axes={"model.placement": names, "optim.lr": list(g["lr"]),
                            "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(g["warmup"])},
                      extend_stalled_to=g["extend_to"],
@@ -97,7 +98,7 @@ def frontier_ends(scale: str = "cpu") -> StudySpec:
     map's (``ENDS_GRID``), with the map's base, seeds and long horizon: cpu 2 x 3 lrs x 2 warm-ups
     x 4 seeds = 48 runs."""
     g, m = _pick(scale, ENDS_GRID, "frontier-ends"), _pick(scale, STABILITY_GRID, "frontier-ends")
-    return StudySpec(name="frontier-ends", base=_map_base(scale), seeds=list(m["seeds"]),
+    return StudySpec(name="frontier-ends", base=map_base(scale), seeds=list(m["seeds"]),
                      axes={"model.placement": _placements(g["placements"]), "optim.lr": list(g["lr"]),
                            "model.n_layer": list(g["n_layer"]), "optim.warmup_steps": list(m["warmup"])},
                      extend_stalled_to=m.get("extend_to"),

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.study.presets import _map_base, _pick
+from normlab.study.map_preset import map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 LONG_GRID: dict[str, dict[str, Any]] = {
@@ -30,7 +31,7 @@ LONG_GRID: dict[str, dict[str, Any]] = {
 def shallow_long(scale: str = "cpu") -> StudySpec:
     """Post-LN and Pre-LN at 6 blocks, lr 1e-3 cosine to the end (``LONG_GRID``), 6 seeds at cpu."""
     g = _pick(scale, LONG_GRID, "shallow-long")
-    base = _map_base(scale)
+    base = map_base(scale)
     steps = g["steps"]
     base["model"]["n_layer"] = g["n_layer"]
     base["optim"].update({"lr": 1e-3, "min_lr": 1e-4, "schedule": "cosine", "warmup_steps": g["warmup"]})

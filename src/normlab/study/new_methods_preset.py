@@ -23,7 +23,7 @@ claim reads early in training and the per-layer hidden-state variance (``act_var
 claim reads at the end (``claims/catalogue/training_new_methods.py``).
 
 Cost at cpu: 10 arms x 5 seeds = 50 runs of 18 blocks x 200 steps. An 18-block 200-step run
-takes ~34-37 s on one core (presets.STABILITY_GRID: ~1.8 s per block plus ~1.7 s; the extra norms and the
+takes ~34-37 s on one core (map_preset.STABILITY_GRID: ~1.8 s per block plus ~1.7 s; the extra norms and the
 10 diagnostic lines add a few per cent), so ~31 core-minutes: ~16 minutes on 2 workers.
 """
 
@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.study.presets import _map_base, _pick
+from normlab.study.map_preset import map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 NAME = "new-methods"
@@ -48,7 +49,7 @@ ARMS: list[tuple[str | dict[str, Any], str]] = [
     ("keel", "rmsnorm"),
 ]
 
-# Per scale: the map's deep depth and non-zero warm-up (presets.STABILITY_GRID), seeds, and how
+# Per scale: the map's deep depth and non-zero warm-up (map_preset.STABILITY_GRID), seeds, and how
 # often the diagnostics run. cpu: every 20 of 200 steps, so that "early in training" (the first
 # half) has 5 lines to average and the last line is the run's end. smoke: the pipeline only.
 NEW_METHODS: dict[str, dict[str, Any]] = {
@@ -64,7 +65,7 @@ def new_methods(scale: str = "cpu") -> StudySpec:
     W, d=64, xavier, unclipped), with in-training diagnostics: cpu 10 arms x 5 seeds = 50 runs of
     18 blocks x 200 steps, ~16 minutes on 2 workers. smoke: 2 blocks, 12 steps, seeds 0 and 1."""
     g = _pick(scale, NEW_METHODS, NAME)
-    base = _map_base(scale)
+    base = map_base(scale)
     base["model"]["n_layer"] = g["n_layer"]
     base["optim"].update({"lr": 1e-3, "warmup_steps": g["warmup"]})
     base["train"]["diag_every"] = g["diag_every"]

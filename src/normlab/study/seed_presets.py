@@ -4,7 +4,7 @@ Each is a slice of the stability map's base (``_map_base``: d=64, context 64, ba
 init, no gradient clipping) with a **constant lr after warm-up**, so that the settling engine can
 stage any of them (docs/studies.md, "Stages"; stages are not switched on here). Sizes per scale
 are the tables below; the cpu costs are from the map's measured per-run cost (one thread: ~1.8 s
-per block plus ~1.7 s for 200 steps at d=64, presets.STABILITY_GRID), estimated, not measured:
+per block plus ~1.7 s for 200 steps at d=64, map_preset.STABILITY_GRID), estimated, not measured:
 
 - ``pre-dropout``: Pre-LN at 6 blocks without warm-up at lr 6e-3, ``model.dropout`` {0, 0.1}
   (attention weights, residual branches and embeddings), 12 seeds: 24 runs x ~12.5 s = ~5
@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from normlab.study.presets import _map_base, _pick
+from normlab.study.map_preset import map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 P, LR, INIT, FINAL = "model.placement", "optim.lr", "model.init", "model.final_norm"
@@ -41,7 +42,7 @@ def _slice(scale: str, n_layer: int, lr: float, warmup: int, steps: int | None =
            diag_every: int = 0) -> dict[str, Any]:
     """The map's base at ``n_layer`` blocks, constant ``lr`` after ``warmup`` steps; ``steps``
     (None: the map's) with the evaluation and checkpoint cadence scaled to it."""
-    base = _map_base(scale)
+    base = map_base(scale)
     base["model"]["n_layer"] = n_layer
     base["optim"].update({"lr": lr, "warmup_steps": warmup})
     if steps is not None:

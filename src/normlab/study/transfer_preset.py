@@ -38,7 +38,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from normlab.study.presets import STABILITY_GRID, _map_base, _pick
+from normlab.study.map_preset import STABILITY_GRID, map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 WIDTH_SP, WIDTH_MUP, DEPTH, MUON = "transfer-width-sp", "transfer-width-mup", "transfer-depth", "transfer-muon"
@@ -95,7 +96,7 @@ for _grid in (DEPTH_GRID, MUON_GRID):
 
 
 def _base(scale: str, name: str, n_layer: int = 6, warmup: int = 0) -> dict[str, Any]:
-    base = copy.deepcopy(_map_base(scale))
+    base = copy.deepcopy(map_base(scale))
     base["train"]["steps"] = _pick(scale, STABILITY_GRID, name)["steps"]
     base["model"]["n_layer"] = n_layer if scale != "smoke" else min(n_layer, 2)
     base["optim"]["warmup_steps"] = warmup if scale != "smoke" else min(warmup, 5)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from normlab.study.presets import _map_base, _pick
+from normlab.study.map_preset import map_base
+from normlab.study.presets import _pick
 from normlab.study.spec import StudySpec
 
 NAME = "stability-map-width"
@@ -31,7 +32,7 @@ def stability_map_width(scale: str = "cpu") -> StudySpec:
     """Post-LN and Pre-LN over lr x width x parametrisation (sp, mup) at one depth and warm-up
     (``GRID``); cpu 120 runs."""
     g = _pick(scale, GRID, NAME)
-    base = copy.deepcopy(_map_base(scale))
+    base = copy.deepcopy(map_base(scale))
     base["train"]["steps"] = g["steps"]
     base["model"].update(n_layer=g["n_layer"], base_width=min(g["widths"]))
     base["optim"]["warmup_steps"] = g["warmup"]
