@@ -24,7 +24,8 @@ def _regime(**lab: str) -> dict:
             + [{"factor": "ignored", "lab": "x", "matters": False}]}
 
 
-def _write(folder: Path, claims: dict[str, list[dict]], regimes: dict[str, dict] | None = None) -> None:
+def _write(folder: Path, claims: dict[str, list[dict]], regimes: dict[str, dict] | None = None,
+           written_at: str = "") -> None:
     from normlab.claims.claim import claim_verdict
     from normlab.claims.regime import scoped
 
@@ -33,7 +34,8 @@ def _write(folder: Path, claims: dict[str, list[dict]], regimes: dict[str, dict]
     adjust(records)
     holm_verdicts(records)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "claims.json").write_text(json.dumps({"meta": {"mode": "confirmatory"}, "claims": records}))
+    meta = {"mode": "confirmatory", **({"written_at": written_at} if written_at else {})}
+    (folder / "claims.json").write_text(json.dumps({"meta": meta, "claims": records}))
 
 
 def test_changes_name_what_differs(tmp_path: Path) -> None:
@@ -84,3 +86,21 @@ def test_the_campaign_page_lists_the_changes(tmp_path: Path) -> None:
     assert "## Verdicts that changed against the earlier runs" in text
     assert ("| `c` | run 1: inconclusive | s: supported | s: a: inconclusive -> supported (step 200 -> settled at "
             "step 400) |") in text
+
+
+def test_a_second_campaign_reads_against_the_latest_run_before_it_and_its_descriptive_parts_move_nothing(
+        tmp_path: Path) -> None:
+    """Campaign 2 compares each claim with its latest reading before campaign 2 began (campaign
+    1's stage), not with a run published after it began; a part it registered as descriptive is
+    named as such, and a claim with only descriptive parts has no verdict to change."""
+    _write(tmp_path / "campaign" / "s", {"c": [_part("a", "inconclusive", 0.3), _part("b", "supported", 1e-9)],
+                                         "d": [_part("a", "inconclusive", 0.4)],
+                                         "e": [_part("a", "supported", 1e-9)]}, written_at="2026-12-06T10:00:00Z")
+    desc = {**_part("a", "descriptive", None), "descriptive": True}
+    _write(tmp_path / "campaign-2" / "s", {"c": [desc, _part("b", "supported", 1e-9)], "d": [dict(desc)],
+                                           "e": [_part("a", "supported", 1e-9)]}, written_at="2026-12-06T20:00:00Z")
+    _write(tmp_path / "late", {"e": [_part("a", "contradicted", 1e-9)]}, written_at="2026-12-06T21:00:00Z")
+    found = {c.claim: c for c in changes(catalogue_family(tmp_path), "campaign-2")}
+    assert set(found) == {"c"}  # d: descriptive, no verdict; e: the later run is not "earlier"
+    assert found["c"].earlier == [("campaign/s", "inconclusive")]
+    assert found["c"].why == ["s: a: registered as descriptive (was inconclusive), so the claim rests on its other parts"]

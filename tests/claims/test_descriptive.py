@@ -131,6 +131,9 @@ def test_a_descriptive_part_holds_no_look_open(tmp_path: Path) -> None:
 
     doc = run_looks(tmp_path, SeedPlan((4, 6, 8), 0.05), {"c": ["s"]}, run_at)
     assert calls == [{"s": 4}]  # read at the first look; no seeds added for it
+    seq = doc["claims"][0]["parts"][0]["sequential"]
+    assert seq["text"] == "registered as descriptive: read at the first look (4 seeds), no verdict"
+    assert seq["decided"] is False
     assert doc["claims"][0]["parts"][0]["verdict"] == "descriptive" and doc["claims"][0]["verdict"] == "descriptive"
 
 

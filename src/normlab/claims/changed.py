@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from normlab.claims.family import Family
+from normlab.claims.rules import DESCRIPTIVE
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ def _why(fam: Family, before: str, after: str, claim: str) -> list[str]:
         if _seeds(a) != _seeds(b):
             bits.append(f"seeds {_seeds(a) or '-'} -> {_seeds(b) or '-'}")
         va, vb = before_parts[pid].verdict_after, after_parts[pid].verdict_after
+        if vb == DESCRIPTIVE:  # measured with no verdict: the claim rests on its other parts
+            out.append(f"{pid}: registered as descriptive (was {va}), so the claim rests on its other parts")
+            continue
         if vb != after_parts[pid].verdict:
             bits.append(f"{after_parts[pid].verdict} before the catalogue's Holm")
         if va != vb:
@@ -92,20 +96,24 @@ def _why(fam: Family, before: str, after: str, claim: str) -> list[str]:
 
 
 def changes(fam: Family, campaign: str) -> list[Change]:
-    """Every claim whose verdict after the catalogue's Holm differs between the runs outside the
-    folder ``campaign`` (e.g. "campaign") and the campaign's stages under it."""
+    """Every claim whose verdict after the catalogue's Holm differs between the runs published
+    before the campaign's first stage (outside the folder ``campaign``, e.g. "campaign") and the
+    campaign's stages under it. A claim the campaign registered as descriptive has no verdict to
+    change, and a descriptive part no verdict that moved."""
     inside = f"{campaign.rstrip('/')}/"
+    began = min((w for r, w in fam.written.items() if r.startswith(inside) and w), default="")
     verdicts: dict[str, list[tuple[str, str]]] = {}
     for c in fam.claims:
         verdicts.setdefault(c["id"], []).append((c["run"], c["verdict_holm"]))
     out = []
     for claim, rows in verdicts.items():
-        earlier = [r for r in rows if not r[0].startswith(inside)]
-        now = [r for r in rows if r[0].startswith(inside)]
-        if not earlier or not now or {v for _, v in now} == {v for _, v in earlier}:
+        earlier = [r for r in rows if not r[0].startswith(inside) and (not began or fam.written.get(r[0], "") < began)]
+        now = [r for r in rows if r[0].startswith(inside) and r[1] != DESCRIPTIVE]
+        if not earlier or not now:
             continue
-        # the family reads runs by folder name: run 1 (".") first, then confirm-2a, 2b, ...: the order they ran
-        last = earlier[-1][0]
+        last, was = max(earlier, key=lambda r: fam.written.get(r[0], ""))  # the latest reading before the campaign
+        if {v for _, v in now} == {was}:
+            continue
         why = [f"{run.rsplit('/', 1)[-1]}: {w}" for run, _ in now for w in _why(fam, last, run, claim)]
         out.append(Change(claim, earlier, now, why))
     return out

@@ -64,6 +64,7 @@ class Family:
     claims: list[dict[str, Any]] = field(default_factory=list)
     records: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (run, claim, part) -> as published
     claim_records: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (run, claim) -> without parts
+    written: dict[str, str] = field(default_factory=dict)  # run -> its meta.written_at (ISO 8601: sorts by time)
 
     @property
     def size(self) -> int:
@@ -117,6 +118,7 @@ def catalogue_family(root: str | Path) -> Family:
             fam.skipped[rel] = f"meta.mode is {mode!r}, not 'confirmatory'"
             continue
         fam.runs.append(rel)
+        fam.written[rel] = str(data["meta"].get("written_at") or "")
         records.append((rel, copy.deepcopy(data["claims"])))
     parts = [(rel, r, p) for rel, recs in records for r in recs for p in r["parts"]]
     adj = holm([p.get("p") for _, _, p in parts])

@@ -148,9 +148,12 @@ def compose(sp: SeedPlan, looks: dict[int, dict[str, Any]], stopped: dict[tuple[
             part = copy.deepcopy(read[at].get(key, p))
             seen = ps.get(key, {at: part.get("p")})
             look = sp.weighted_look(at, part.get("verdict", INCONCLUSIVE), part.get("p"))
+            text = (f"registered as descriptive: read at the first look ({at} seeds), no verdict"
+                    if part.get("descriptive") else look.text())
             part["sequential"] = {"stopped_at": at, "p_by_look": {str(n): v for n, v in seen.items()},
                                   "levels": {str(n): levels[n] for n in seen},
-                                  "decided": look.verdict != INCONCLUSIVE, "text": look.text()}
+                                  "decided": look.verdict != INCONCLUSIVE and not part.get("descriptive"),
+                                  "text": text}
             part["p_look"], part["p"] = part.get("p"), sp.combined_p(seen)
             parts.append(part)
         r["parts"] = parts
