@@ -156,3 +156,14 @@ def test_the_catalogue_family_and_the_decided_share_leave_a_descriptive_part_out
     rows = readout(fam, ["campaign-2/s"])
     assert [r.part for r in rows] == ["strong"] and rows[0].decided
     assert share(rows).startswith("1 of 1 registered parts decided after the catalogue's adjustment (100%")
+
+
+def test_a_descriptive_parts_sequential_sentence_comes_from_its_mark() -> None:
+    """A stage composed before the mark was read by compose wrote "undecided ... add seeds": the
+    page derives the sentence from the mark instead, so it says only what its rules did."""
+    from normlab.claims.sequential_stage import text
+
+    old = {"descriptive": True, "sequential": {"stopped_at": 5, "text": "undecided at 5 seeds: add seeds up to 8"}}
+    assert text(old) == "registered as descriptive: read at the first look (5 seeds), no verdict"
+    assert text({"sequential": {"stopped_at": 8, "text": "decided at 8 seeds"}}) == "decided at 8 seeds"
+    assert text({}) is None

@@ -9,6 +9,7 @@ import math
 import time
 from typing import Any
 
+from normlab.claims import sequential_stage
 from normlab.claims.campaign import END, PAGE, START, STOPPED, records, used_core_hours
 from normlab.claims.campaign_plan import Plan, Stage
 from normlab.claims.decide_cost import COST_JSON, read_cost
@@ -49,7 +50,7 @@ def _unrecorded(plan: Plan) -> list[str]:
 
 
 def _settled(p: dict[str, Any]) -> str:
-    seq = (p.get("sequential") or {}).get("text")  # a group-sequential stage: where its seeds stopped
+    seq = sequential_stage.text(p)  # a group-sequential stage: where its seeds stopped
     return _horizon(p) + (f"; {seq}" if seq else "")
 
 

@@ -127,6 +127,20 @@ def run_looks(out: Path, sp: SeedPlan, studies: dict[str, list[str]], run_at: Ru
     return doc
 
 
+def descriptive_text(at: int) -> str:
+    """Where a descriptive part stopped (it is read at the first look and has no verdict)."""
+    return f"registered as descriptive: read at the first look ({at} seeds), no verdict"
+
+
+def text(part: dict[str, Any]) -> str | None:
+    """A composed part's sequential sentence (None: not sequential). A descriptive part's is
+    derived from its mark: stages composed before the mark existed wrote the undecided one."""
+    seq = part.get("sequential") or {}
+    if not seq:
+        return None
+    return descriptive_text(int(seq["stopped_at"])) if part.get("descriptive") else seq.get("text")
+
+
 def compose(sp: SeedPlan, looks: dict[int, dict[str, Any]], stopped: dict[tuple[str, str], int],
             ps: dict[tuple[str, str], dict[int, float | None]]) -> dict[str, Any]:
     """The stage's claims.json from its looks: each part as read where it stopped (the last look
@@ -148,8 +162,7 @@ def compose(sp: SeedPlan, looks: dict[int, dict[str, Any]], stopped: dict[tuple[
             part = copy.deepcopy(read[at].get(key, p))
             seen = ps.get(key, {at: part.get("p")})
             look = sp.weighted_look(at, part.get("verdict", INCONCLUSIVE), part.get("p"))
-            text = (f"registered as descriptive: read at the first look ({at} seeds), no verdict"
-                    if part.get("descriptive") else look.text())
+            text = descriptive_text(at) if part.get("descriptive") else look.text()
             part["sequential"] = {"stopped_at": at, "p_by_look": {str(n): v for n, v in seen.items()},
                                   "levels": {str(n): levels[n] for n in seen},
                                   "decided": look.verdict != INCONCLUSIVE and not part.get("descriptive"),
@@ -176,4 +189,4 @@ def write(out: Path, doc: dict[str, Any]) -> None:
     render_from_json(out)
 
 
-__all__ = ["LOOKS", "compose", "parse", "registered", "run_looks", "spec"]
+__all__ = ["LOOKS", "compose", "descriptive_text", "parse", "registered", "run_looks", "spec", "text"]
