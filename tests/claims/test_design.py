@@ -111,6 +111,20 @@ def test_a_design_around_the_boundaries_at_1_5x_passes() -> None:
     assert d.power is not None and d.power >= 0.8
 
 
+def test_a_frontier_design_gives_its_chance_of_a_verdict_either_way() -> None:
+    """``decides`` counts "contradicted" too: Pre-LN's boundary well below Post-LN's makes
+    "Pre-LN's critical lr is higher" almost surely contradicted, with no power for "supported";
+    boundaries a hair apart decide rarely either way."""
+    def arm(name: str, boundary: float) -> Arm:  # one grid 1.5x apart spanning both boundaries
+        return Arm(name, tuple(2e-4 * 1.5 ** k for k in range(16)), 4, boundary)
+
+    lower = frontier_design("p/below", Direction(+1), arm("pre", 6e-4), arm("post", 4.2e-3), sims=60)
+    assert lower.power is not None and lower.power < 0.05
+    assert lower.decides is not None and lower.decides > 0.95 and lower.record()["decides"] == lower.decides
+    close = frontier_design("p/close", Direction(+1), arm("pre", 4.4e-3), arm("post", 4.2e-3), sims=60)
+    assert close.decides is not None and close.decides < 0.3 and close.power is not None and lower.decides > 0.3
+    assert close.decides >= close.power
+
 def test_brackets_name_what_is_missing() -> None:
     assert "censored in the pilot" in bracket_problem(Arm("pre", PILOT, 4, None))
     assert "a factor 2 apart" in bracket_problem(Arm("post", PILOT, 4, 4.2e-3))

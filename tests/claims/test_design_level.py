@@ -109,11 +109,11 @@ def test_the_transfer_and_seed_designs_ask_the_level_too() -> None:
 def test_a_registration_with_a_seed_count_plans_it_in_every_design_that_counts_its_seeds() -> None:
     """A group-sequential stage registers its largest look's seeds: the designs of the seen-data,
     frontier and transfer analyses plan that many (they count the planned study's seeds), the
-    stated seed designs refuse in one line, and outside the registration nothing changed."""
+    seed claims' stated designs give way to their seen runs' (a stated count cannot be re-planned),
+    and outside the registration nothing changed."""
     from normlab.claims.claim import CLAIMS
     from normlab.claims.design import at_seeds, planned_seeds
     from normlab.claims.registration import designs, study_spec
-    from normlab.core.errors import UserError
 
     warm = CLAIMS.get("warmup-post")
     four = designs(warm, "cpu")["post-1e-3"]
@@ -121,9 +121,10 @@ def test_a_registration_with_a_seed_count_plans_it_in_every_design_that_counts_i
         assert len(study_spec("stability-map", "cpu").seeds) == 8 and planned_seeds() == 8
         assert len(study_spec("stability-map", "cpu", seeds=[1, 2]).seeds) == 2  # named seeds win
         eight = designs(warm, "cpu")["post-1e-3"]
-        with pytest.raises(UserError, match=r"^seed002-dropout: its designs state their seed counts .*"
-                                            r"give it a stage without looks$"):
-            designs(CLAIMS.get("seed002-dropout"), "cpu")
+        stated = designs(CLAIMS.get("seed002-dropout"), "cpu")  # re-planned from its seen runs
+    outside = designs(CLAIMS.get("seed002-dropout"), "cpu")
+    assert stated["not-spikier"].plan.startswith("8 seeds against 8 (seen ")
+    assert outside["not-spikier"].plan.startswith("12 seeds against 12") and "seen" not in outside["not-spikier"].plan
     assert four.plan.startswith("4 seeds against 4") and eight.plan.startswith("8 seeds against 8")
     assert eight.detectable is not None and four.detectable is not None and eight.detectable < four.detectable
     assert planned_seeds() is None and designs(warm, "cpu")["post-1e-3"].plan == four.plan
@@ -149,3 +150,24 @@ def test_a_design_gives_the_chance_of_a_decisive_verdict_either_way() -> None:
     r = rate_design("r", Direction(+1, 0.5), 10, effect=0.0)
     assert r.decides == pytest.approx(1.0) and r.power == pytest.approx(0.0)
     assert mean_design("m", UP, 8, 1.0).decides is None  # no expected effect: nothing to say
+
+
+def test_stages_that_start_before_the_presets_horizon_shorten_it_and_later_ones_refuse() -> None:
+    """deep-pre's preset stops at 400 steps; staged [200, 400] every run stops first at 200 (and is
+    resumed to 400), the rest of its config unchanged; a first stage past the preset's horizon is
+    refused, naming the field."""
+    import json
+
+    from normlab.claims.registration import study_spec
+
+    plain = {t.params["seed"]: json.loads(t.config_json) for t in study_spec("deep-pre", "cpu").trials()}
+    staged = study_spec("deep-pre", "cpu", stages=[200, 400])
+    got = [json.loads(t.config_json) for t in staged.trials()]
+    assert plain and {c["train"]["steps"] for c in plain.values()} == {400}
+    assert {c["train"]["steps"] for c in got} == {200} and staged.stages == [200, 400]
+    same = {k: v for k, v in got[0]["train"].items() if k != "steps"}
+    first = json.loads(study_spec("deep-pre", "cpu").trials()[0].config_json)["train"]
+    assert same == {k: v for k, v in first.items() if k != "steps"}
+    assert study_spec("deep-pre", "cpu").base["train"]["steps"] == 400  # the preset itself untouched
+    with pytest.raises(ConfigError, match=r"stages=\[500, 1000\].*must be train\.steps=400 \(in the trial with model\.n_layer=48"):
+        study_spec("deep-pre", "cpu", stages=[500, 1000]).trials()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from normlab.claims.design import POWER, Design, decides_at, level
-from normlab.claims.rules import SUPPORTED, Direction
+from normlab.claims.rules import CONTRADICTED, SUPPORTED, Direction
 from normlab.stats.effects import Effect
 from normlab.stats.frontier import Frontier, critical_lr, log_ratio, ratio_effect
 
@@ -105,17 +105,27 @@ def best_bound(rule: Direction, a: Arm, b: Arm) -> float | None:
     return _bound(rule, fa, fb)
 
 
-def _power(rule: Direction, a: Arm, b: Arm, theta: float, ua: Any, ub: Any, censored_decides: bool) -> float:
+def _shares(rule: Direction, a: Arm, b: Arm, theta: float, ua: Any, ub: Any,
+            censored_decides: bool) -> tuple[float, float]:
+    """Of the simulated sweeps at a true difference ``theta``: the share supported and the share
+    decisive either way (supported or contradicted), each also passing the asked level."""
     assert b.boundary is not None
-    hits, alpha = 0, level()
+    supported = decisive = 0
+    alpha = level()
     for i in range(len(ua)):
         fa = _frontier(tuple(a.lrs), _outcome(a, b.boundary * 10 ** theta, ua[i]), a.seeds)
         fb = _frontier(tuple(b.lrs), _outcome(b, b.boundary, ub[i]), b.seeds)
         r = log_ratio(fa, fb)
         e = ratio_effect(r, a.seeds, b.seeds)
-        hits += (rule.verdict(e) == SUPPORTED and (censored_decides or r.estimate is not None)
-                 and decides_at(rule, e, alpha))
-    return hits / len(ua)
+        verdict = rule.verdict(e)
+        counts = (censored_decides or r.estimate is not None) and decides_at(rule, e, alpha)
+        supported += counts and verdict == SUPPORTED
+        decisive += counts and verdict in (SUPPORTED, CONTRADICTED)
+    return supported / len(ua), decisive / len(ua)
+
+
+def _power(rule: Direction, a: Arm, b: Arm, theta: float, ua: Any, ub: Any, censored_decides: bool) -> float:
+    return _shares(rule, a, b, theta, ua, ub, censored_decides)[0]
 
 
 def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200, seed: int = 0, reach: float = 2.0,
@@ -140,7 +150,7 @@ def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200,
     rng = np.random.default_rng(seed)
     ua, ub = rng.random((sims, len(a.lrs), a.seeds)), rng.random((sims, len(b.lrs), b.seeds))
     expected = None if a.boundary is None else math.log10(a.boundary / b.boundary)
-    power = None if expected is None else _power(rule, a, b, expected, ua, ub, censored_decides)
+    power, decides = (None, None) if expected is None else _shares(rule, a, b, expected, ua, ub, censored_decides)
     detectable = None
     for k in range(1, int(round(reach / STEP)) + 1):  # the smallest effect with 80% power
         theta = rule.ref + rule.sign * k * STEP
@@ -150,7 +160,7 @@ def frontier_design(part: str, rule: Direction, a: Arm, b: Arm, sims: int = 200,
     if detectable is None:
         problems.insert(0, f"no effect up to {reach:g} decades beyond {rule.ref:g} is detected with 80% power")
     return Design(part, rule, plan, detectable, power, expected, best_bound=best, limit="; ".join(problems),
-                  unit="decades", level=level())
+                  unit="decades", level=level(), decides=decides)
 
 
 def censored_text(e: Effect, unit: str = "decades") -> str:

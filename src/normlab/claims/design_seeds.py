@@ -1,6 +1,8 @@
 """The design analysis of the seed claims added in ``claims/catalogue/training_seeds.py`` and
 ``claims/catalogue/quick_seeds.py``: each part's rule at its planned seeds (or runs), from a stated
-prior, with the smallest effect it detects with 80% power (``claims/design.py``). Each part's
+prior, with the smallest effect it detects with 80% power (``claims/design.py``). A stage that
+registers its own seed count (``design.at_seeds``: a group-sequential campaign stage) plans a
+training claim from its seen runs instead (``claims/design_seen.py``). Each part's
 ``why`` quotes the number this gives (``tests/claims/test_seed_claims.py`` recomputes them), and
 :func:`claim_design` is these claims' ``Claim.design``, run when they are registered.
 
@@ -32,7 +34,6 @@ from typing import Any, Callable
 
 from normlab.claims.design import Design, level, mean_design, planned_seeds, rate_design
 from normlab.claims.rules import Direction, Outside, Within
-from normlab.core.errors import UserError
 
 NEAR = 0.894  # cos(x, x + F) for F orthogonal to x with |F| = |x| / 2: 1 / sqrt(1 + 1/4)
 
@@ -81,8 +82,11 @@ def claim_design(claim: Any, scale: str) -> dict[str, Design]:
     if not claim.quick and scale != PLANNED:
         return {}
     if not claim.quick and planned_seeds() is not None:
-        raise UserError(f"{claim.id}: its designs state their seed counts (claims/design_seeds.py), so they cannot "
-                        f"plan the {planned_seeds()} seeds registered; give it a stage without looks")
+        # A group-sequential stage registers its own seed count, which the stated counts above
+        # cannot re-plan; by then the lab's confirmatory runs of these claims are the better prior.
+        from normlab.claims.design_seen import seen_design
+
+        return seen_design(claim, scale)
     out = {}
     for p in claim.parts:
         key = f"{claim.id}/{p.id}"

@@ -7,6 +7,7 @@ what dates it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import json
@@ -43,7 +44,8 @@ def study_spec(name: str, scale: str, seeds: list[int] | None = None, stages: li
     """Study preset ``name`` at ``scale``, with ``seeds`` instead of the preset's (a registration's),
     and the nested horizons ``stages`` its claims settle over (they supersede the preset's
     extend_stalled_to: ``claims/settling.py``). Without ``seeds``, inside ``design.at_seeds(n)``:
-    n seeds (the count a design analysis plans), else the preset's."""
+    n seeds (the count a design analysis plans), else the preset's. A first stage below the
+    preset's horizon becomes its train.steps (the runs stop there first)."""
     from normlab.claims.design import planned_seeds
 
     n = planned_seeds()
@@ -52,7 +54,15 @@ def study_spec(name: str, scale: str, seeds: list[int] | None = None, stages: li
     spec = study_preset(name, scale)
     if seeds is not None:
         spec = dataclasses.replace(spec, seeds=list(seeds))
-    return spec if not stages else dataclasses.replace(spec, stages=list(stages), extend_stalled_to=None)
+    if not stages:
+        return spec
+    base = spec.base
+    if stages[0] < spec.base_data().get("train", {}).get("steps", stages[0]):
+        # Staged from before the preset's horizon (a costly study first read at 200 steps, then
+        # resumed to its own 400): every run stops first at the first stage, as a stage asks.
+        base = copy.deepcopy(base)
+        base.setdefault("train", {})["steps"] = stages[0]
+    return dataclasses.replace(spec, base=base, stages=list(stages), extend_stalled_to=None)
 
 
 def shifted(seeds: list[int], first: int | None) -> list[int]:
