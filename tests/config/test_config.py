@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from normlab.core.coerce import parse_text
 from normlab.core.errors import ConfigError, UserError
-from normlab.core.schema import apply_overrides, dotted_keys, explain, parse_text, to_dict
+from normlab.core.schema import apply_overrides, dotted_keys, explain, to_dict
 from normlab.data.config import DataConfig
 from normlab.model.config import ModelConfig
 from normlab.run.presets import PRESETS
@@ -310,7 +311,7 @@ def test_family_options_leave_old_configs_unchanged() -> None:
     new = ("d_head", "attn_scale", "attn_softcap", "logit_softcap", "embed_scale", "sliding_window",
            "window_layers", "rope_local_base")
     assert not set(new) & set(ModelConfig().to_dict())
-    from normlab.core.schema import parse_text
+    from normlab.core.coerce import parse_text
 
     window = parse_text("[1, 3]", list[int] | None, "model.window_layers")
     cfg = ModelConfig(n_layer=4, sliding_window=8, window_layers=window, d_head=16)

@@ -31,23 +31,27 @@ analyses and reports a run and checks every file it finds against it.
 Readers (sample, analyze, sensitivity, inspect, claims, report) and writers (the solo and the
 batched loop) go through it, so a new run file is one edit here. Checkpoints are always
 loaded through ``normlab.run.checkpoint``, which checks every file against its manifest.
+``RunDir``'s methods that name no file live in two mixins, so that this module stays the list
+of RUN's files with their reads and writes: ``dir_checkpoints`` (which checkpoint a reader
+gets, the kept step checkpoints, loading and saving one) and ``dir_resume`` (holding RUN,
+whether it is finished, its logs back to a step); both reach the files only through this module.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable
 
-from normlab.core.dirlock import held, holder, marked_kind
+from normlab.core.dirlock import holder, marked_kind
 from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table
-from normlab.core.fsutil import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl, write_jsonl
+from normlab.core.fsutil import append_jsonl, atomic_write_json, read_jsonl
 from normlab.run.config import RunConfig
 from normlab.run.dir_checkpoints import RunCheckpoints
+from normlab.run.dir_resume import RunResume
 
 # The checkpoint code (and torch with it) is imported inside the methods that need it: every
 # light reader of a run (report's kind detection, study status, `normlab --help`'s argument
@@ -70,6 +74,8 @@ LOCK = ".normlab.lock"  # in every folder the lab writes: flocked by its one wri
 MARKER = "normlab.json"  # in every folder the lab writes: {"kind": ...}, so readers need not guess
 OWNED = (CONFIG, ENV, METRICS, DIAGNOSTICS, SUMMARY, DIAGNOSTICS_REF, DATA, LOCK, MARKER, PROBE_CSV, RAY_NODES, SLURM_JOBS,
          TRIAL_LOCK, f"{CHECKPOINTS}/", f"{ANALYSIS}/", f"{REPORT}/")
+STEP_LOGS = (METRICS, DIAGNOSTICS)  # a line per step: a resume drops those past its checkpoint, a cut past its step
+CUT_COPIES = (CONFIG, DATA)  # what a run read at a horizon copies as it is (``RunDir.write_cut``)
 STEP_CHECKPOINT = re.compile(r"step_(\d+)")  # a kept step's folder (``step_name``); six digits, more past 999999
 # What to do about each JSON file of RUN/ when it is damaged: every read goes through
 # ``RunDir._table``, so a malformed or empty file is one line naming it and this fix.
@@ -100,8 +106,11 @@ def note_if_written(folder: str | Path, reader: str) -> Holder | None:
     return h
 
 
-class RunDir(RunCheckpoints):
+class RunDir(RunCheckpoints, RunResume):
     """One run directory: read (and, for the training loops, write) its files."""
+
+    # the names ``RunResume`` works with (this module's: it spells none)
+    _LOCK, _MARKER, _CONFIG, _STEP_LOGS, _CUT_COPIES = LOCK, MARKER, CONFIG, STEP_LOGS, CUT_COPIES
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -190,33 +199,6 @@ class RunDir(RunCheckpoints):
         """The process writing RUN now (readers ask, never lock), else None."""
         return writer(self.path)
 
-    # ------------------------------------------------------------------ holding it (writers)
-    @contextlib.contextmanager
-    def writing(self, flag: str, *, fresh: bool = False, created: Sequence[Path] = (), command: str | None = None,
-                other: str | None = None) -> Iterator[RunDir]:
-        """``with run.writing("--out", fresh=True):`` RUN is this process's alone for the block.
-
-        RUN is made if missing, and held by an OS lock that the kernel drops when the process
-        ends; another writer is refused in one line naming its pid (and ``other``, the way
-        around it). ``fresh``: a run found in
-        RUN once the lock is held (another process got there first) is refused too; else RUN
-        must hold a run (config.json), which the block continues or adds to. A failed
-        block leaves no empty folder it made (``normlab.core.dirlock.held``).
-        """
-
-        def check() -> None:
-            if fresh and self.holds_run():
-                raise UserError(f"{flag} {self.path}: already holds a run; use --resume {self.path} "
-                                f"or another {flag}")
-            if not fresh and not self.is_run():  # a run is what is continued or added to
-                raise UserError(f"{flag} {self.path}: no config.json there; is it a normlab run directory "
-                                "(`normlab train --out DIR` makes one)?")
-
-        other = other or (f"choose another {flag}" if fresh else None)
-        with held(self.path, LOCK, flag=flag, kind="run", marker=MARKER, created=created, command=command,
-                  check=check, other=other):
-            yield self
-
     @classmethod
     def of_checkpoint(cls, folder: str | Path) -> RunDir | None:
         """The run a checkpoint folder (RUN/checkpoints/NAME) belongs to, else None."""
@@ -249,20 +231,6 @@ class RunDir(RunCheckpoints):
         """summary.json (None while the run is going or after a kill)."""
         return self._table(SUMMARY)
 
-    def finished(self) -> dict[str, Any] | None:
-        """The summary of a run that has nothing left to do (completed or diverged), else None.
-
-        A completed summary short of config.json's train.steps is an extension killed part-way
-        (it raises the config when it starts, rewrites the summary when it ends): not finished,
-        so a resume goes on from its checkpoint instead of returning the old total's summary."""
-        done = self.summary()
-        if not done or done.get("status") not in ("completed", "diverged"):
-            return None
-        steps = ((self._table(CONFIG) or {}).get("train") or {}).get("steps")
-        if done.get("status") == "completed" and isinstance(steps, int) and int(done.get("steps") or 0) < steps:
-            return None
-        return done
-
     def env(self) -> dict[str, Any] | None:
         return self._table(ENV)
 
@@ -287,24 +255,12 @@ class RunDir(RunCheckpoints):
         """The name of step ``step``'s kept checkpoint (``train.keep_checkpoints``): step_000100."""
         return f"step_{step:06d}"
 
-    def step_checkpoints(self) -> list[tuple[int, Path]]:
-        """(step, folder) of every kept step checkpoint, in step order; an interrupted swap's
-        twin stands in for its folder. A damaged one is an error naming it, never skipped (a
-        series with a hole would read as a smooth curve)."""
-        from normlab.run import checkpoint
-
+    def _kept_steps(self) -> list[int]:
+        """The steps of the kept step checkpoints, in order (an interrupted swap's twin stands for
+        its folder); ``step_checkpoints`` checks each one."""
         root = self.path / CHECKPOINTS
-        steps = sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
-                        if (m := STEP_CHECKPOINT.fullmatch(p.name.removesuffix(".old")))})
-        out = []
-        for s in steps:
-            folder = self.checkpoint_dir(self.step_name(s))
-            found = checkpoint.find(folder)
-            if found is None:
-                raise UserError(f"checkpoint {folder} is damaged ({checkpoint.problem(folder)}); "
-                                "delete it to leave that step out, or retrain the run")
-            out.append((s, found))
-        return out
+        return sorted({int(m[1]) for p in (root.iterdir() if root.is_dir() else ())
+                       if (m := STEP_CHECKPOINT.fullmatch(p.name.removesuffix(".old")))})
 
     # ------------------------------------------------------------------ writing (the training loops)
     def write_config(self, cfg: Any) -> None:
@@ -337,22 +293,3 @@ class RunDir(RunCheckpoints):
     def diagnostics_ref(self) -> Path:
         """Where the in-training diagnostics keep W_0's logits."""
         return self.path / DIAGNOSTICS_REF
-
-    def truncate_logs(self, upto: int) -> None:
-        """Drop log lines after the checkpoint step (resume rewrites them) and any torn last line."""
-        for name in (METRICS, DIAGNOSTICS):
-            p = self.path / name
-            if p.exists():
-                write_jsonl(p, [r for r in read_jsonl(p) if r.get("step", 0) <= upto])
-
-    def write_cut(self, src: RunDir, upto: int, summary: dict[str, Any]) -> None:
-        """Make RUN the run ``src`` as it stood at step ``upto``: its config.json and data.json,
-        its logs without the lines after ``upto``, and ``summary`` (a run read at a horizon,
-        ``normlab.study.at_horizon``). No checkpoints: a run keeps its last step's only."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        for name in (CONFIG, DATA):
-            if (src.path / name).is_file():
-                atomic_write_text(self.path / name, (src.path / name).read_text(encoding="utf-8"))
-        for name in (METRICS, DIAGNOSTICS):
-            write_jsonl(self.path / name, [r for r in read_jsonl(src.path / name) if r.get("step", 0) <= upto])
-        self.write_summary(summary)

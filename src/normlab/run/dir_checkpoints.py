@@ -1,6 +1,7 @@
 """The checkpoints of a run directory, mixed into ``RunDir`` (``normlab.run.dir`` names the
 folders; ``normlab.run.checkpoint`` checks and loads them): which checkpoint a reader gets, what
-is wrong with a damaged one, its identity without hashing, the model it holds, and saving one."""
+is wrong with a damaged one, the kept step checkpoints, its identity without hashing, the model
+it holds, and saving one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 
 class RunCheckpoints:
-    """``RunDir``'s checkpoint methods; ``path``, ``checkpoint_dir`` and ``config`` are RunDir's."""
+    """``RunDir``'s checkpoint methods; ``path``, ``checkpoint_dir``, ``config``, ``step_name`` and
+    ``_kept_steps`` are RunDir's."""
 
     path: Path
 
@@ -22,6 +24,13 @@ class RunCheckpoints:
         raise NotImplementedError  # RunDir's
 
     def config(self, label: str = "RUN") -> RunConfig:
+        raise NotImplementedError  # RunDir's
+
+    @staticmethod
+    def step_name(step: int) -> str:
+        raise NotImplementedError  # RunDir's
+
+    def _kept_steps(self) -> list[int]:
         raise NotImplementedError  # RunDir's
 
     def find_checkpoint(self, name: str) -> Path | None:
@@ -34,6 +43,22 @@ class RunCheckpoints:
         from normlab.run import checkpoint
 
         return checkpoint.problem(self.checkpoint_dir(name))
+
+    def step_checkpoints(self) -> list[tuple[int, Path]]:
+        """(step, folder) of every kept step checkpoint, in step order; an interrupted swap's
+        twin stands in for its folder. A damaged one is an error naming it, never skipped (a
+        series with a hole would read as a smooth curve)."""
+        from normlab.run import checkpoint
+
+        out = []
+        for s in self._kept_steps():
+            folder = self.checkpoint_dir(self.step_name(s))
+            found = checkpoint.find(folder)
+            if found is None:
+                raise UserError(f"checkpoint {folder} is damaged ({checkpoint.problem(folder)}); "
+                                "delete it to leave that step out, or retrain the run")
+            out.append((s, found))
+        return out
 
     def pick_checkpoint(self, which: str = "best") -> Path:
         """The intact checkpoint ``which`` (best or latest), for readers.

@@ -7,7 +7,8 @@ the vocabulary of the Google Deep Learning Tuning Playbook (Godbole et al. 2023)
 
 Everything is validated before a single trial starts: every key must exist, every axis
 must be non-empty, every value must have the key's type, and every trial's RunConfig must
-build. Errors are :class:`~normlab.core.errors.ConfigError` naming the offending key.
+build. Errors are :class:`~normlab.core.errors.ConfigError` naming the offending key; the
+checks of single fields are ``normlab.study.spec_checks``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import copy
 import hashlib
 import itertools
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from normlab.core.coerce import coerce
 from normlab.core.errors import NO_VALUE, ConfigError, unknown_name
-from normlab.core.schema import Section, coerce, field_type, merge, set_dotted, to_dict
+from normlab.core.schema import Section, merge, set_dotted, to_dict
 from normlab.run.presets import PRESETS
 from normlab.run.resolve import RunConfig, load_toml
-from normlab.study.registries import METRICS, TRIALS
+from normlab.study.registries import METRICS
+from normlab.study.spec_checks import check_axis, check_stages, safe_relpath, trial_fn, trial_label
 
 SPEC_KEYS = ("name", "description", "preset", "base", "axes", "zip", "seeds",
              "scientific", "nuisance", "retries", "trial", "runs_dir", "metric", "extend_stalled_to", "stages")
@@ -82,18 +85,18 @@ class StudySpec(Section):
             self.check(self.trial == "train", "extend_stalled_to", "only training trials (trial = \"train\") are "
                        "extended; remove extend_stalled_to")
         if self.stages is not None:
-            self.stages = _check_stages(self.stages, self.trial, self.extend_stalled_to)
+            self.stages = check_stages(self.stages, self.trial, self.extend_stalled_to)
 
         if self.trial in METRICS and self.metric not in METRICS[self.trial]:
             raise unknown_name("metric", self.metric, METRICS[self.trial])
         # Every axis key is a leaf of RunConfig, values non-empty and of the key's type.
-        self.axes = {k: _check_axis(RunConfig, k, v, f"axes.{k}") for k, v in self.axes.items()}
+        self.axes = {k: check_axis(RunConfig, k, v, f"axes.{k}") for k, v in self.axes.items()}
         groups = []
         for g, group in enumerate(self.zip):
             if not isinstance(group, dict) or not group:
                 raise ConfigError(f"zip[{g}]", group, "a zip group is a table of key = [values], e.g. "
                                   "{\"optim.lr\" = [1e-3, 3e-4], \"optim.min_lr\" = [1e-4, 3e-5]}")
-            group = {k: _check_axis(RunConfig, k, v, f"zip[{g}].{k}") for k, v in group.items()}
+            group = {k: check_axis(RunConfig, k, v, f"zip[{g}].{k}") for k, v in group.items()}
             lengths = {k: len(v) for k, v in group.items()}
             if len(set(lengths.values())) > 1:
                 raise ConfigError(f"zip[{g}]", lengths, "axes of a zip group vary together: give them "
@@ -162,13 +165,13 @@ class StudySpec(Section):
                 try:
                     cfg = RunConfig.from_dict(data)
                 except ConfigError as e:
-                    raise ConfigError(e.field, e.value, f"{e.fix} (in the trial with {_label(params)})") from None
+                    raise ConfigError(e.field, e.value, f"{e.fix} (in the trial with {trial_label(params)})") from None
                 self._check_extension(cfg, params)
                 text = cfg.to_json()
                 tid = hashlib.sha256(text.encode()).hexdigest()[:16]
                 if tid in seen:
-                    raise ConfigError(", ".join(self.axis_keys()), NO_VALUE, f"trials {_label(seen[tid])} and "
-                                      f"{_label(params)} resolve to the same config; drop the redundant values")
+                    raise ConfigError(", ".join(self.axis_keys()), NO_VALUE, f"trials {trial_label(seen[tid])} and "
+                                      f"{trial_label(params)} resolve to the same config; drop the redundant values")
                 seen[tid] = params
                 out.append(Trial(tid, len(out), params, text))
         return out
@@ -180,20 +183,20 @@ class StudySpec(Section):
             if cfg.optim.schedule != "constant":
                 raise ConfigError("stages", self.stages, f"a stage resumes a run, which matches a longer run only "
                                   f"with a constant lr after warm-up; optim.schedule={cfg.optim.schedule!r} in the "
-                                  f"trial with {_label(params)}: set it to \"constant\" or remove stages")
+                                  f"trial with {trial_label(params)}: set it to \"constant\" or remove stages")
             if self.stages[0] != cfg.train.steps:
                 raise ConfigError("stages", self.stages, f"the first stage is where every run stops first: it must "
-                                  f"be train.steps={cfg.train.steps} (in the trial with {_label(params)})")
+                                  f"be train.steps={cfg.train.steps} (in the trial with {trial_label(params)})")
         to = self.extend_stalled_to
         if to is None:
             return
         if cfg.optim.schedule != "constant":
             raise ConfigError("extend_stalled_to", to, f"extending resumes a run, which matches a longer run only "
                               f"with a constant lr after warm-up; optim.schedule={cfg.optim.schedule!r} in the trial "
-                              f"with {_label(params)}: set it to \"constant\" or remove extend_stalled_to")
+                              f"with {trial_label(params)}: set it to \"constant\" or remove extend_stalled_to")
         if to <= cfg.train.steps:
             raise ConfigError("extend_stalled_to", to, f"must exceed train.steps={cfg.train.steps} (in the trial "
-                              f"with {_label(params)})")
+                              f"with {trial_label(params)})")
 
     def to_json_data(self) -> dict[str, Any]:
         """The resolved spec (written to STORE/spec.json; ``scientific`` filled in). Without an
@@ -204,59 +207,6 @@ class StudySpec(Section):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
-
-
-def _check_stages(stages: Any, trial: str, extend_to: int | None) -> list[int]:
-    """The stages as increasing positive steps, at least two; only for training trials, and not
-    beside extend_stalled_to (the stages extend every run a part reads, not only stalled ones)."""
-    if not isinstance(stages, (list, tuple)):
-        raise ConfigError("stages", stages, "a list of steps, e.g. stages = [200, 400, 1000, 2000]")
-    got = [coerce(s, int, f"stages[{i}]") for i, s in enumerate(stages)]
-    if len(got) < 2 or got[0] <= 0 or any(b <= a for a, b in zip(got, got[1:])):
-        raise ConfigError("stages", got, "must be at least two positive steps in increasing order, the first "
-                          "train.steps, e.g. [200, 400, 1000, 2000]")
-    if trial != "train":
-        raise ConfigError("stages", got, "only training trials (trial = \"train\") are resumed; remove stages")
-    if extend_to is not None:
-        raise ConfigError("stages", got, "stages extend every run a claim reads, which supersedes "
-                          "extend_stalled_to: remove one of the two")
-    return got
-
-
-def _check_axis(cls: type, key: str, values: Any, where: str) -> list[Any]:
-    try:
-        tp = field_type(cls, key)  # unknown keys fail here, suggesting the closest key
-    except ConfigError as e:
-        raise ConfigError(where, NO_VALUE, e.fix) from None  # named where it is: axes.KEY, zip[i].KEY
-    if not isinstance(values, (list, tuple)):
-        raise ConfigError(where, values, f"an axis is a list of values, e.g. {key} = [{values!r}]")
-    if not values:
-        raise ConfigError(where, [], "empty axis: give at least one value (or remove the axis)")
-    return [coerce(v, tp, f"{where}[{i}]") for i, v in enumerate(values)]
-
-
-def _label(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items())
-
-
-def safe_relpath(path: str, field_name: str) -> PurePosixPath:
-    """A path inside the store: relative, no ``..`` (a spec or database cannot write elsewhere)."""
-    p = PurePosixPath(str(path).replace("\\", "/"))
-    if not str(path) or p.is_absolute() or ".." in p.parts or (p.parts and ":" in p.parts[0]):
-        raise ConfigError(field_name, path, "must be a relative path inside the store directory "
-                          "(no absolute path, no '..')")
-    return p
-
-
-def trial_fn(name: str) -> None:
-    """Check a trial name: a TRIALS name or ``"module:function"`` (imported only by workers)."""
-
-    if ":" in name:
-        mod, _, attr = name.partition(":")
-        if not mod or not attr:
-            raise ConfigError("trial", name, "write a custom trial as 'package.module:function'")
-    else:
-        TRIALS.get(name, "trial")
 
 
 def _flatten(table: Any, prefix: str, where: str) -> dict[str, Any]:

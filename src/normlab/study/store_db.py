@@ -1,6 +1,7 @@
-"""The study store's SQLite layer (``normlab.study.store`` is its only user): the schema, the
-connections (WAL on a writable disk, immutable on a read-only one), the integrity check, one
-write transaction, fencing, events, and the rows readers get. Every state change the store makes
+"""The study store's SQLite layer (``normlab.study.store`` and its lease protocol
+``normlab.study.store_leases`` are its only users): the schema, the connections (WAL on a
+writable disk, immutable on a read-only one), the integrity check, one write transaction,
+fencing, events, and the rows readers get. Every state change the store makes
 goes through :class:`immediate`, so concurrent processes serialise on SQLite's write lock."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from normlab.core.errors import UserError
 from normlab.core.fscheck import read_json_table, sqlite_errors
 from normlab.core.fsutil import CorruptFileError
 from normlab.run.config import RunConfig
-from normlab.study.spec import safe_relpath
+from normlab.study.spec_checks import safe_relpath
 
 SCHEMA_VERSION = 1
 SCHEMA = """

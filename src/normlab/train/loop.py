@@ -3,7 +3,7 @@
 ``Trainer._run`` only delegates: ``_train_step`` (forward/backward, clip, update), then on
 the sync steps that ``normlab.train.cadence`` names, the window of accumulators is read
 back (``normlab.train.window``: host syncs happen only there), logged, validated and
-checkpointed.
+checkpointed; a signal stops a step part-way at its stop points (``normlab.train.stop_points``).
 """
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from normlab.core import stopping
 from normlab.diagnostics.training import TrainingDiagnostics
-from normlab.run import checkpoint
 from normlab.train.batches import Batches
 from normlab.train.checkpointer import Checkpointer
 from normlab.train.env import Dist
@@ -28,6 +26,7 @@ from normlab.train.muon import is_muon_group
 from normlab.train.progress import Progress
 from normlab.train.replay import localise
 from normlab.train.step import optimizer_step
+from normlab.train.stop_points import StopPoints
 from normlab.train.window import Window
 
 
@@ -63,11 +62,6 @@ class Parts:
     label: str = ""  # what the progress lines call the run (its directory)
 
 
-class _AbandonStep(BaseException):
-    """Raised at a stop point inside forward/backward after a signal (a BaseException: no
-    ``except Exception`` in between may swallow it)."""
-
-
 class Trainer:
     def __init__(self, loop: LoopConfig, parts: Parts, quiet: bool) -> None:
         """The loop ``loop`` over the components ``parts``; nothing else of the run's config."""
@@ -84,12 +78,11 @@ class Trainer:
             self.fwd = torch.compile(self.fwd)
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if loop.train.dtype == "bfloat16"
                          else contextlib.nullcontext())
-        self.interrupted = False
-        self._abortable = False  # inside forward/backward: a signal may abandon the step
         self.first_nonfinite: dict[str, Any] | None = None  # set by replay.localise on divergence
         self.cadence = loop.cadence
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # clipping's order
         self.clip = loop.clip
+        self.stops = StopPoints(self.model, self.params, ddp=self.dist.enabled, compiled=loop.train.compile)
 
     # -- pieces ------------------------------------------------------------------------------
     def _batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,47 +123,13 @@ class Trainer:
         if name is not None:
             self._save(name, st, with_optimizer=False)
 
-    def _on_signal(self, signum: int) -> None:
-        """Ctrl-C or SIGTERM: checkpoint the last completed step and stop. Only marked here: the
-        step acts at its next stop point, so no exception starts inside the loop's own code."""
-        self.interrupted = True
-
-    def _stop_point(self, *_: Any) -> None:
-        """Where forward/backward may abandon its step after a signal: between micro-batches,
-        before each block's forward, as the backward reaches each parameter (gradient hooks).
-        Nothing but gradients has changed before the update, so a long step does not delay
-        the stop; from the update on, the step finishes first. On a CPU the backward runs in
-        the main thread, where the handler runs at the next hook; on a GPU it runs in the
-        device's thread, and the stop waits for its end."""
-        if self.interrupted and self._abortable:
-            self._abortable = False
-            raise _AbandonStep
-
-    @contextlib.contextmanager
-    def _stop_points(self) -> Iterator[None]:
-        """The hooks of :meth:`_stop_point`, removed when the loop ends (the model outlives
-        it). None under DDP (a rank must not leave a collective alone) or torch.compile."""
-        if self.dist.enabled or self.loop.train.compile:
-            yield
-            return
-        blocks = getattr(self.model, "blocks", ())
-        hooks = [b.register_forward_pre_hook(self._stop_point) for b in blocks]
-        hooks += [p.register_hook(self._stop_point) for p in self.params]
-        try:
-            yield
-        finally:
-            for h in hooks:
-                h.remove()
-
     # -- the loop ----------------------------------------------------------------------------
     def run(self, st: LoopState) -> tuple[str, LoopState, int | None]:
         """Train from ``st`` to the end; returns (status, final state, diverged_at_step)."""
         if self.diag is not None:
             self.diag.load_state(st.extra.get("diagnostics"), st.step)
         try:
-            with stopping.handling(self._on_signal), self._stop_points():
-                # a study worker that got the signal while this run was set up: stop at once
-                self.interrupted = stopping.received() is not None
+            with self.stops.armed():
                 return self._run(st)
         finally:
             if self.diag is not None:
@@ -182,7 +141,7 @@ class Trainer:
         step_loss = torch.zeros((), device=self.device)
         log_z = None
         for m in range(t.grad_accum):
-            self._stop_point()
+            self.stops.point()
             x, y = self._batch(s, m)
             sync_ctx = (self.fwd.no_sync() if self.dist.enabled and m < t.grad_accum - 1
                         and hasattr(self.fwd, "no_sync") else contextlib.nullcontext())
@@ -218,7 +177,7 @@ class Trainer:
             w.steps += 1
             w.train_s += time.perf_counter() - t0
             bar.step()
-            if not (plan.sync or self.interrupted):
+            if not (plan.sync or self.stops.interrupted):
                 continue
             w.sync(self.dist)
             if int(w.first_bad) >= 0:
@@ -233,11 +192,11 @@ class Trainer:
             st.loss_sum = float(w.loss)
             now = time.perf_counter()
             st.wall_time, w.t_wall = st.wall_time + now - w.t_wall, now
-            if plan.ckpt or self.interrupted:
+            if plan.ckpt or self.stops.interrupted:
                 self._save("latest", st)
             if plan.ckpt:  # weights only, when the series is kept: a series to inspect
                 self._save_step(s1, st)
-            if self.interrupted and s1 < t.steps:  # a signal during the last step: the run is complete
+            if self.stops.interrupted and s1 < t.steps:  # a signal during the last step: the run is complete
                 status = "interrupted"
                 break
         bar.close()
@@ -252,18 +211,10 @@ class Trainer:
         lr = self.set_lr(s)
         if diag_on and self.diag is not None:
             self.diag.before_forward(s1)
-        # Dropout draws from the global generators: keep their state so that an abandoned
-        # step leaves the checkpoint exactly as a completed step s would have.
-        rng = checkpoint.rng_state() if self.loop.stochastic else None
-        try:
-            self._abortable = not self.dist.enabled  # DDP ranks must not abandon a collective alone
-            loss, log_z = self.forward_backward(s)
-            self._abortable = False
-        except _AbandonStep:
-            self.opt.zero_grad(set_to_none=True)
-            if rng is not None:
-                checkpoint.set_rng_state(rng)
+        done = self.stops.attempt(lambda: self.forward_backward(s), self.opt, self.loop.stochastic)
+        if done is None:
             return None
+        loss, log_z = done
         if diag_on and self.diag is not None:  # the gradients as backward left them, before clipping (its contract)
             self.diag.after_backward(s1)
         grad_norm = optimizer_step(self.model, self.opt, self.params, self.clip)
