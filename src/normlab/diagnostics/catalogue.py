@@ -11,7 +11,8 @@ statistics in this order), which keeps every file byte for byte what it was when
 computed its own. Where inspect's or analyze's estimator differs from the probe's (float64
 RMS, gradients reduced by hooks) it is its own statistic under the same key.
 The math lives in ``normlab.stats.tensors`` or in the shared batched tensors of
-``StreamStates``; torch is imported inside the functions, so reading names and labels stays light.
+``StreamStates``; a line's ``compute`` is one expression over them, or a function of
+``normlab.diagnostics.compute`` where it takes more, so each statistic stays one line here.
 """
 
 from __future__ import annotations
@@ -20,112 +21,16 @@ import math
 from typing import Any
 
 from normlab.core import plugins
-from normlab.diagnostics import curvature, monitors, spikes
-from normlab.diagnostics.statistic import STATISTICS, Captured, Figure, Statistic
+from normlab.diagnostics import compute, curvature, monitors, spikes
+from normlab.diagnostics.statistic import STATISTICS, Figure, Statistic
 from normlab.stats import tensors as stats
 
 PROBE, TRAINING, COORD = frozenset({"probe"}), frozenset({"training"}), frozenset({"coord"})
 INSPECT, ANALYZE, BOTH = frozenset({"inspect"}), frozenset({"analyze"}), frozenset({"inspect", "analyze"})
-Rows = list[tuple[tuple[int, str, str], Any]]
 
 
 def _stats() -> Any:
     return stats
-
-
-# ------------------------------------------------------------------ probe, gradients at init
-def _weight_grad_norm(c: Captured) -> Rows:
-    import torch
-
-    rows: Rows = []
-    for (layer, sub, param), g in c.param_grads:
-        if param == "qkv" and g is not None:  # one matrix holds W_Q, W_K, W_V: report each
-            for i, part in enumerate(("W_Q", "W_K", "W_V")):
-                rows.append(((layer, sub, part), torch.linalg.matrix_norm(g.chunk(3, dim=0)[i])))
-        else:
-            rows.append(((layer, sub, param), _sq(g, c).sqrt()))
-    return rows
-
-
-def _block_grad_norm(c: Captured) -> Any:
-    import torch
-
-    assert c.loss is not None  # a need of this statistic
-    per_layer = torch.zeros(c.n_layer + 1, device=c.loss.device)
-    for (layer, _, _), g in c.param_grads:
-        per_layer[layer] += _sq(g, c)
-    return per_layer[1:].sqrt()
-
-
-def _sq(g: Any, c: Captured) -> Any:
-    import torch
-
-    assert c.loss is not None  # a need of every statistic that calls this
-    return g.pow(2).sum() if g is not None else torch.zeros((), device=c.loss.device)
-
-
-def _jacobian(c: Captured) -> Any:
-    return _stats().jacobian_rms(c.graph[-1], c.graph[:-1], c.n_proj, c.generator)
-
-
-def _norm_inputs(fn: Any) -> Any:
-    def compute(c: Captured) -> Rows:
-        rows: Rows = []
-        for name, x in c.norm_inputs.items():
-            parts = name.split(".")
-            if parts[0] == "blocks":
-                where = (int(parts[1]) + 1, parts[2], ".".join(parts[3:]))
-            else:
-                where = (c.n_layer, "final", name)
-            rows.append(((where[0], where[1], where[2] + ".input"), fn(x)))
-        return rows
-
-    return compute
-
-
-# ------------------------------------------------------------------ both
-def _rms(s: Any) -> Any:
-    return s.stacked.pow(2).mean(dim=(1, 2, 3)).sqrt()
-
-
-def _change(c: Captured) -> Any:
-    assert c.stream is not None and c.reference_stream is not None  # the needs of change_rms
-    return (c.stream.stacked - c.reference_stream.stacked).pow(2).mean(dim=(1, 2, 3)).sqrt()
-
-
-def _cos(s: Any) -> Any:
-    return s.pair_cos.mean(dim=(1, 2))
-
-
-def _angle(s: Any) -> Any:
-    return (s.pair_cos.clamp(-1, 1).arccos() / math.pi).mean(dim=(1, 2))
-
-
-def _pairs(fn: Any) -> Any:
-    """An (L+1) x (L+1) matrix of ``fn(x_i, x_j)`` over the stream states."""
-    return lambda c: [[fn(a, b) for b in c.stream.states] for a in c.stream.states]
-
-
-def _adjacent(fn: Any) -> Any:
-    """``fn(x_{l-1}, x_l)`` of each block l."""
-    return lambda c: [fn(a, b) for a, b in zip(c.stream.states[:-1], c.stream.states[1:])]
-
-
-def _token_cos(x: Any) -> Any:
-    return _stats().token_cosine(x) if x.size(1) > 1 else math.nan  # one position: no pair
-
-
-def _attention(key: str) -> Any:
-    return lambda c: c.attention.get(key)
-
-
-def _moment(which: str, col: int) -> Any:
-    """Column ``col`` (0 mean, 1 variance, 2 max |x|) of the ``which`` moments, per place."""
-    return lambda c: c.moments[which][:, col]
-
-
-def _act(col: int) -> Any:
-    return lambda c: _stats().activation_moments(c.stream.stacked)[col]
 
 
 _STREAM, _AUX = frozenset({"stream"}), frozenset({"aux"})
@@ -134,27 +39,34 @@ BLOCKWISE = PROBE | INSPECT
 PERI_LN = Figure("growth", "growth_act_var", "hidden-state variance per layer over training (as Peri-LN's Fig. 1)")
 W2 = ("W_2", "W2")
 
+# ------------------------------------------------------------ gradients: per group in training, at init in the probe
 STATISTICS.add("grad_norm", Statistic("grad_norm", "groups", frozenset({"grads"}), "||grad||_F of each parameter group before clipping",
                                       monitors.grad_norm, "||grad||_F per group", TRAINING))
 STATISTICS.add("update_ratio", Statistic("update_ratio", "groups", frozenset({"update"}), "||W_t+1 - W_t||_F / ||W_t+1||_F per group",
                                          monitors.update_ratio, "||ΔW|| / ||W||", TRAINING))
 STATISTICS.add("weight_grad_norm", Statistic("weight_grad_norm", "labelled", frozenset({"param_grads", "loss"}),
-                                             "||dLoss/dW||_F of each weight of each block (W_Q, W_K, W_V split) ", _weight_grad_norm,
+                                             "||dLoss/dW||_F of each weight of each block (W_Q, W_K, W_V split) ", compute.weight_grad_norm,
                                              draw=(Figure("depth", "depth_w2", "last block's W2 gradient against depth",
                                                           "||∂loss/∂W2|| of the last block", "ffn", W2),
                                                    Figure("layers", "layers_w2", "W2 gradient per layer", "||∂loss/∂W2_l||", "ffn", W2)),
                                              tools=PROBE, key="grad_norm"))
 STATISTICS.add("block_grad_norm", Statistic("block_grad_norm", "blocks", frozenset({"param_grads", "loss"}),
                                             "sqrt of the sum of squared gradient norms of every parameter of block l ",
-                                            _block_grad_norm, "||∂loss/∂θ_l|| (whole block)", tools=PROBE, key="grad_norm",
+                                            compute.block_grad_norm, "||∂loss/∂θ_l|| (whole block)", tools=PROBE, key="grad_norm",
                                             draw=(Figure("layers", "layers_block_grad", "block gradient per layer"),)))
 STATISTICS.add("stream_grad_norm", Statistic("stream_grad_norm", "inputs", frozenset({"stream_grads"}),
                                              "||dLoss/dx_l||_F of the stream entering block l+1 ",
                                              lambda c: list(g.norm() for g in c.stream_grads), tools=PROBE, key="grad_norm", draw=("none",)))
 STATISTICS.add("jac_rms_to_last", Statistic("jac_rms_to_last", "inputs", frozenset({"jacobian"}),
-                                            "RMS singular value of dx_L/dx_l (Hutchinson projections; 1 = norm-preserving)", _jacobian,
+                                            "RMS singular value of dx_L/dx_l (Hutchinson projections; 1 = norm-preserving)", compute.jacobian,
                                             "RMS singular value of ∂x_L/∂x_l", PROBE, draw=(Figure("layers", "layers_jacobian", "end-to-end Jacobian"),)))
-STATISTICS.add("rms", Statistic("rms", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream", lambda c: _rms(c.stream),
+
+
+# ------------------------------------------------------------ both
+# The stream, attention and logits, in training, at init and in inspect. A helper that one new
+# statistic alone needs goes above this line (docs/architecture.md's example, placed here by
+# tests/architecture/test_walkthroughs.py); compute.py holds those of the built-ins.
+STATISTICS.add("rms", Statistic("rms", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream", lambda c: compute.rms(c.stream),
                                 "RMS of x_l", TRAINING | COORD))
 STATISTICS.add("rms_of_mean_sq", Statistic("rms_of_mean_sq", "states", _STREAM, "sqrt(E||x_l||^2 / d) of the stream, in float64",
                                            lambda c: [math.sqrt(float(_stats().mean_sq(x))) for x in c.stream.states], "RMS of x_l", INSPECT,
@@ -165,7 +77,7 @@ STATISTICS.add("mean_sq", Statistic("mean_sq", "states", _STREAM, "E||x_l||^2 / 
 STATISTICS.add("max_abs", Statistic("max_abs", "states", _STREAM, "max |x_l| over every entry (fp16 overflows at 65504)",
                                     lambda c: c.stream.stacked.abs().amax(dim=(1, 2, 3)), "max |x_l|", PROBE | TRAINING | INSPECT))
 STATISTICS.add("token_cos", Statistic("token_cos", "states", _STREAM, "mean pairwise cosine between positions (rank collapse)",
-                                      lambda c: [_token_cos(x) for x in c.stream.states], "mean pairwise token cosine", PROBE | INSPECT,
+                                      lambda c: [compute.token_cos(x) for x in c.stream.states], "mean pairwise token cosine", PROBE | INSPECT,
                                       draw=(Figure("depth", "depth_token_cos", "rank collapse against depth",
                                                    "mean pairwise token cosine at x_L"),)))
 STATISTICS.add("state_grad_norm", Statistic("state_grad_norm", "states", frozenset({"state_grads"}), "||dLoss/dx_l||_F of each stream state",
@@ -177,21 +89,21 @@ STATISTICS.add("angular_distance_to_last", Statistic("angular_distance_to_last",
 # numbers whether training, the probe, inspect or analyze asks (they were "cos"/"cos_next" and
 # "angle"/"angular_distance" before).
 STATISTICS.add("cos", Statistic("cos", "blocks", _STREAM, "mean_t cos(x_{l-1}, x_l) of block l's input and output",
-                                lambda c: _cos(c.stream), "cos(block input, output)", TRAINING | PROBE | INSPECT))
+                                lambda c: compute.cos(c.stream), "cos(block input, output)", TRAINING | PROBE | INSPECT))
 STATISTICS.add("cos_aux", Statistic("cos_aux", "blocks", _AUX, "cos of the second stream (ResiDual's d) across block l",
-                                    lambda c: _cos(c.aux), "cos(d_{l-1}, d_l)", TRAINING))
+                                    lambda c: compute.cos(c.aux), "cos(d_{l-1}, d_l)", TRAINING))
 STATISTICS.add("angular_distance_aux", Statistic("angular_distance_aux", "blocks", _AUX,
                                                  "angular distance of the second stream (ResiDual's d) across block l",
-                                                 lambda c: _angle(c.aux), "arccos(cos(d_{l-1}, d_l))/π", TRAINING))
-STATISTICS.add("rms_aux", Statistic("rms_aux", "states", _AUX, "RMS of the second stream d_l", lambda c: _rms(c.aux), "RMS of d_l",
+                                                 lambda c: compute.angle(c.aux), "arccos(cos(d_{l-1}, d_l))/π", TRAINING))
+STATISTICS.add("rms_aux", Statistic("rms_aux", "states", _AUX, "RMS of the second stream d_l", lambda c: compute.rms(c.aux), "RMS of d_l",
                                     TRAINING))
 STATISTICS.add("attn_max_logit", Statistic("attn_max_logit", "blocks", frozenset({"attention"}), "max |q·k| * scale per block",
-                                           _attention("max_logit"), "max |q·k|/√d_head", TRAINING))
+                                           compute.attention("max_logit"), "max |q·k|/√d_head", TRAINING))
 STATISTICS.add("attn_min_entropy", Statistic("attn_min_entropy", "blocks", frozenset({"attention"}),
-                                             "minimum attention entropy (nats) over queries 1..", _attention("min_entropy"),
+                                             "minimum attention entropy (nats) over queries 1..", compute.attention("min_entropy"),
                                              "min entropy (nats)", TRAINING))
 STATISTICS.add("attn_mean_entropy", Statistic("attn_mean_entropy", "blocks", frozenset({"attention"}), "mean attention entropy (nats)",
-                                              _attention("mean_entropy"), "mean entropy (nats)", TRAINING))
+                                              compute.attention("mean_entropy"), "mean entropy (nats)", TRAINING))
 STATISTICS.add("log_z", Statistic("log_z", "scalar", frozenset({"logits"}), "mean log Z of the output softmax",
                                   lambda c: c.logits.float().logsumexp(dim=-1).mean(), "mean log Z", TRAINING))
 STATISTICS.add("output_change", Statistic("output_change", "scalar", frozenset({"logits", "reference"}),
@@ -199,9 +111,9 @@ STATISTICS.add("output_change", Statistic("output_change", "scalar", frozenset({
                                           lambda c: (c.logits - c.reference).norm() / c.reference.norm().clamp_min(1e-30),
                                           "output change", TRAINING))
 STATISTICS.add("norm_input_mean_sq", Statistic("norm_input_mean_sq", "labelled", frozenset({"norm_inputs"}), "E||x||^2 / d of each norm's input",
-                                               _norm_inputs(lambda x: _stats().mean_sq(x)), tools=PROBE, key="mean_sq"))
+                                               compute.norm_inputs(lambda x: _stats().mean_sq(x)), tools=PROBE, key="mean_sq"))
 STATISTICS.add("norm_input_max_abs", Statistic("norm_input_max_abs", "labelled", frozenset({"norm_inputs"}), "max |x| of each norm's input",
-                                               _norm_inputs(lambda x: _stats().max_abs(x)), tools=PROBE, key="max_abs"))
+                                               compute.norm_inputs(lambda x: _stats().max_abs(x)), tools=PROBE, key="max_abs"))
 STATISTICS.add("loss", Statistic("loss", "scalar", frozenset({"loss"}), "mean cross-entropy of the batch (nats/token)",
                                  lambda c: c.loss, "loss", PROBE | INSPECT, draw=("none",)))
 # ------------------------------------------------------------ one trained model (inspect, analyze)
@@ -219,15 +131,15 @@ STATISTICS.add("deletion_delta", Statistic("deletion_delta", "blocks", frozenset
                                            lambda c: [d - c.loss for d in c.measured["deletion"]], "loss increase when block l is skipped", BOTH,
                                            draw=(Figure("layers", "layers_deletion", "block deletion"), Figure("bars", "layer_deletion", "layer deletion: loss increase when one block is skipped"))))
 STATISTICS.add("block_influence", Statistic("block_influence", "blocks", _STREAM, "1 - mean_t cos(x_{l-1}, x_l) (ShortGPT, Men et al. 2024)",
-                                            _adjacent(lambda a, b: _stats().block_influence(a, b)), "block influence", BOTH, draw=("none",)))
+                                            compute.adjacent(lambda a, b: _stats().block_influence(a, b)), "block influence", BOTH, draw=("none",)))
 STATISTICS.add("angular_distance_pairs", Statistic("angular_distance_pairs", "pairs", _STREAM, "arccos(cos(x_i, x_j)) / π between stream states",
-                                                   _pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
+                                                   compute.pairs(lambda a, b: _stats().angular_distance(a, b)), "angular distance", BOTH, key="angular_distance",
                                                    draw=(Figure("matrix", "layer_similarity", "angular distance between layer outputs"),)))
 STATISTICS.add("angular_distance", Statistic("angular_distance", "blocks", _STREAM, "arccos(cos(x_{l-1}, x_l)) / π of block l (Gromov et al. 2024)",
-                                             lambda c: _angle(c.stream), "arccos(cos(x_{l-1}, x_l)) / π", TRAINING | BOTH,
+                                             lambda c: compute.angle(c.stream), "arccos(cos(x_{l-1}, x_l)) / π", TRAINING | BOTH,
                                              draw=(Figure("layers", "layers_angle", "angular distance between each block's input and output"),)))
 STATISTICS.add("cka", Statistic("cka", "pairs", _STREAM, "linear CKA between stream states, tokens as samples (Kornblith et al. 2019)",
-                                _pairs(lambda a, b: _stats().linear_cka(a.flatten(0, 1), b.flatten(0, 1))), "linear CKA", ANALYZE,
+                                compute.pairs(lambda a, b: _stats().linear_cka(a.flatten(0, 1), b.flatten(0, 1))), "linear CKA", ANALYZE,
                                 draw=("none",)))
 STATISTICS.add("measured_max_logit", Statistic("measured_max_logit", "labelled", frozenset({"max_logit"}), "max attention logit of block l",
                                                lambda c: [((li, "attn", "all"), v) for li, v in enumerate(c.measured["max_logit"], start=1)],
@@ -237,7 +149,7 @@ STATISTICS.add("measured_max_logit", Statistic("measured_max_logit", "labelled",
 # ------------------------------------------------------------ the coordinate check across widths (train/coord.py)
 STATISTICS.add("change_rms", Statistic("change_rms", "states", frozenset({"stream", "reference_stream"}),
                                        "RMS of x_l(W_t) - x_l(W_0) on one batch: each layer's change after t steps "
-                                       "(muP's coordinate check, Yang et al. 2022)", _change, "RMS of x_l - x_l at init",
+                                       "(muP's coordinate check, Yang et al. 2022)", compute.change, "RMS of x_l - x_l at init",
                                        COORD, draw=("none",)))
 STATISTICS.add("logit_rms", Statistic("logit_rms", "scalar", frozenset({"logits"}), "RMS of the logits",
                                       lambda c: c.logits.float().pow(2).mean().sqrt(), "RMS of the logits", COORD,
@@ -248,34 +160,34 @@ STATISTICS.add("logit_change_rms", Statistic("logit_change_rms", "scalar", froze
                                              "RMS of the logits' change", COORD, draw=("none",)))
 # ------------------------------------------------------------ stability monitors (OLMo-core's, Peri-LN's figure)
 STATISTICS.add("act_mean", Statistic("act_mean", "states", _STREAM, "mean entry of x_l, per sequence then averaged (OLMo-core GAP)",
-                                     _act(0), "mean of x_l", PROBE | TRAINING | INSPECT))
+                                     compute.act(0), "mean of x_l", PROBE | TRAINING | INSPECT))
 STATISTICS.add("act_var", Statistic("act_var", "states", _STREAM, "variance of x_l's entries per sequence, averaged over sequences "
-                                    "(OLMo-core GAP; Peri-LN's hidden-state variance)", _act(1), "Var(x_l)", PROBE | TRAINING | INSPECT,
+                                    "(OLMo-core GAP; Peri-LN's hidden-state variance)", compute.act(1), "Var(x_l)", PROBE | TRAINING | INSPECT,
                                     draw=("layers", PERI_LN)))
 STATISTICS.add("param_max", Statistic("param_max", "groups", _PARAM, "max |w| over each parameter group (OLMo-core GAP)",
-                                      _moment("param", 2), "max |w|", TRAINING))
+                                      compute.moment("param", 2), "max |w|", TRAINING))
 STATISTICS.add("param_mean", Statistic("param_mean", "groups", _PARAM, "mean of each parameter group's entries (OLMo-core GAP)",
-                                       _moment("param", 0), "mean of w", TRAINING))
+                                       compute.moment("param", 0), "mean of w", TRAINING))
 STATISTICS.add("param_var", Statistic("param_var", "groups", _PARAM, "variance of each parameter group's entries (OLMo-core GAP)",
-                                      _moment("param", 1), "Var(w)", TRAINING))
+                                      compute.moment("param", 1), "Var(w)", TRAINING))
 STATISTICS.add("grad_max", Statistic("grad_max", "groups", _GRAD, "max |g| of each group's gradient before clipping (OLMo-core GAP)",
-                                     _moment("grad", 2), "max |grad|", TRAINING))
+                                     compute.moment("grad", 2), "max |grad|", TRAINING))
 STATISTICS.add("grad_mean", Statistic("grad_mean", "groups", _GRAD, "mean entry of each group's gradient before clipping (OLMo-core GAP)",
-                                      _moment("grad", 0), "mean of grad", TRAINING))
+                                      compute.moment("grad", 0), "mean of grad", TRAINING))
 STATISTICS.add("grad_var", Statistic("grad_var", "groups", _GRAD, "variance of each group's gradient before clipping (OLMo-core GAP)",
-                                     _moment("grad", 1), "Var(grad)", TRAINING))
+                                     compute.moment("grad", 1), "Var(grad)", TRAINING))
 STATISTICS.add("block_param_max", Statistic("block_param_max", "blocks", _PARAM, "max |w| over block l's parameters (OLMo-core GAP)",
-                                            _moment("param", 2), "max |w|", BLOCKWISE, key="param_max", draw=("none",)))
+                                            compute.moment("param", 2), "max |w|", BLOCKWISE, key="param_max", draw=("none",)))
 STATISTICS.add("block_param_mean", Statistic("block_param_mean", "blocks", _PARAM, "mean of block l's parameter entries (OLMo-core GAP)",
-                                             _moment("param", 0), "mean of w", BLOCKWISE, key="param_mean", draw=("none",)))
+                                             compute.moment("param", 0), "mean of w", BLOCKWISE, key="param_mean", draw=("none",)))
 STATISTICS.add("block_param_var", Statistic("block_param_var", "blocks", _PARAM, "variance of block l's parameter entries (OLMo-core GAP)",
-                                            _moment("param", 1), "Var(w)", BLOCKWISE, key="param_var", draw=("none",)))
+                                            compute.moment("param", 1), "Var(w)", BLOCKWISE, key="param_var", draw=("none",)))
 STATISTICS.add("block_grad_max", Statistic("block_grad_max", "blocks", _GRAD, "max |g| of block l's gradient (OLMo-core GAP)",
-                                           _moment("grad", 2), "max |grad|", BLOCKWISE, key="grad_max", draw=("none",)))
+                                           compute.moment("grad", 2), "max |grad|", BLOCKWISE, key="grad_max", draw=("none",)))
 STATISTICS.add("block_grad_mean", Statistic("block_grad_mean", "blocks", _GRAD, "mean entry of block l's gradient (OLMo-core GAP)",
-                                            _moment("grad", 0), "mean of grad", BLOCKWISE, key="grad_mean", draw=("none",)))
+                                            compute.moment("grad", 0), "mean of grad", BLOCKWISE, key="grad_mean", draw=("none",)))
 STATISTICS.add("block_grad_var", Statistic("block_grad_var", "blocks", _GRAD, "variance of block l's gradient entries (OLMo-core GAP)",
-                                           _moment("grad", 1), "Var(grad)", BLOCKWISE, key="grad_var", draw=("none",)))
+                                           compute.moment("grad", 1), "Var(grad)", BLOCKWISE, key="grad_var", draw=("none",)))
 STATISTICS.add("spike_score", Statistic("spike_score", "scalar", _HISTORY, "spike steps / steps so far: OLMo-core's SpikeScore (total), "
                                         f"a spike {spikes.THRESHOLD:g} sigma above the trailing {spikes.WINDOW} steps",
                                         lambda c: c.history.score(), "spike score", TRAINING))

@@ -1,30 +1,28 @@
 """Training claims decided from in-training statistics: RUN/diagnostics.jsonl
 (``normlab.diagnostics.training``: log Z, attention logits, per-layer angles and max |x|,
-both of ResiDual's streams) and layer deletion on the final checkpoints.
+both of ResiDual's streams) and layer deletion on the final checkpoints. What each reads off
+one trial is in ``trial_readings.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
-import numpy as np
-
 from normlab.claims.catalogue.training_warmup import seed002_init_sensitive
+from normlab.claims.catalogue.trial_readings import (
+    deep_angle,
+    deep_minus_shallow,
+    diag_list,
+    exploded,
+    logit_growth,
+    logz,
+    max_abs,
+)
 from normlab.claims.claim import Measured, Part, claim
 from normlab.claims.regime import Regime, factor
 from normlab.claims.rules import Direction
-from normlab.claims.studies import (
-    StudyContext,
-    final_capped,
-    last_diag,
-    series_mean,
-    spike_ratio,
-    values,
-    welch_cells,
-    where,
-)
+from normlab.claims.studies import StudyContext, final_capped, last_diag, values, welch_cells, where
 from normlab.diagnostics.sensitivity import sensitivity
 from normlab.stats.effects import one_sample, paired, rate_diff, welch
 
@@ -33,10 +31,6 @@ P, QK, LR = "model.placement", "model.qk_norm", "optim.lr"
 
 def _per(ctx: StudyContext, study: str, params: dict[str, Any], fn: Any) -> tuple[list[float], list[str]]:
     return values([t for t in where(ctx.trials(study), params) if t.run_dir.is_dir()], fn)
-
-
-def _logz(t: Any, tail: bool = True) -> float | None:
-    return series_mean(t.run_dir, "log_z", file="diagnostics", last=tail)
 
 
 def _dist(x: float | None, y: float | None = 0.0) -> float | None:
@@ -63,9 +57,9 @@ def _dist(x: float | None, y: float | None = 0.0) -> float | None:
                    "|mean log Z| late, z_loss 0 minus z_loss 1e-4", Direction(+1), "z-loss pulls log Z to 0")])
 def zloss_logz(ctx: StudyContext) -> dict[str, Measured]:
     drift, ids = _per(ctx, "zloss", {"optim.z_loss": 0.0},
-                      lambda t: _dist(_logz(t), _logz(t, tail=False)))
-    with_z, iw = _per(ctx, "zloss", {"optim.z_loss": 1e-4}, lambda t: _dist(_logz(t)))
-    without, io = _per(ctx, "zloss", {"optim.z_loss": 0.0}, lambda t: _dist(_logz(t)))
+                      lambda t: _dist(logz(t), logz(t, tail=False)))
+    with_z, iw = _per(ctx, "zloss", {"optim.z_loss": 1e-4}, lambda t: _dist(logz(t)))
+    without, io = _per(ctx, "zloss", {"optim.z_loss": 0.0}, lambda t: _dist(logz(t)))
     return {"drifts": Measured(one_sample(drift), ids), "near-0": Measured(one_sample(with_z), iw),
             "lower": Measured(welch(without, with_z), io + iw)}
 
@@ -93,15 +87,6 @@ def _sensitivity(ctx: StudyContext, placement: str, qk: str | None) -> dict[int,
     return {s: sensitivity(v) for s, v in sorted(by_seed.items()) if len(v) == lrs}  # v capped already
 
 
-def _logit_growth(t: Any) -> float | None:
-    d = last_diag(t.run_dir)
-    if not d or not d.get("attn_max_logit") or not d["first"].get("attn_max_logit"):
-        return None
-    last = [v for v in d["attn_max_logit"] if v is not None]
-    first = [v for v in d["first"]["attn_max_logit"] if v is not None]
-    return math.log(max(last) / max(first)) if last and first and min(max(last), max(first)) > 0 else None
-
-
 @claim(id="lr-sensitivity", quick=False, studies=["lr-sensitivity"], source="Wortsman et al. 2023, 'Small-scale proxies for large-scale "
        "Transformer training instabilities'; seed 000's check question on q/k logits",
        experiment="study 'lr-sensitivity': lr {3e-4 .. 3e-2} x (pre, pre + QK-norm, post), 6 blocks, 200 steps, "
@@ -120,8 +105,8 @@ def _logit_growth(t: Any) -> float | None:
 def lr_sensitivity(ctx: StudyContext) -> dict[str, Measured]:
     a, b = _sensitivity(ctx, "pre", None), _sensitivity(ctx, "pre", "layernorm")
     seeds = sorted(set(a) & set(b))
-    grow, ig = _per(ctx, "lr-sensitivity", {P: "pre", QK: None, LR: 1e-2}, _logit_growth)
-    grow_qk, iq = _per(ctx, "lr-sensitivity", {P: "pre", QK: "layernorm", LR: 1e-2}, _logit_growth)
+    grow, ig = _per(ctx, "lr-sensitivity", {P: "pre", QK: None, LR: 1e-2}, logit_growth)
+    grow_qk, iq = _per(ctx, "lr-sensitivity", {P: "pre", QK: "layernorm", LR: 1e-2}, logit_growth)
     return {"qk-lowers": Measured(paired([a[s] for s in seeds], [b[s] for s in seeds]),
                                   [t.id for t in where(ctx.trials("lr-sensitivity"), {P: "pre"})],
                                   {"pre": a, "pre_qk": b, "post": _sensitivity(ctx, "post", None)}),
@@ -138,18 +123,6 @@ _WORTSMAN_PARTS = ("explode", "post-more", "converges")
 LR_SENSITIVE = Regime(tuple(dataclasses.replace(f, parts=_WORTSMAN_PARTS) for f in WORTSMAN.factors)
                       + tuple(dataclasses.replace(f, parts=("init",))
                               for f in (seed002_init_sensitive.regime or Regime(())).factors))
-EXPLODED = 1.0  # log10(max / median pre-clip gradient norm): a step 10x the run's typical norm
-
-
-def _exploded(t: Any) -> bool | None:
-    """Whether a run's gradients exploded: it diverged, or a logged pre-clip gradient norm reached
-    10x the run's median (None: unfinished, or no norms logged)."""
-    if t.status == "diverged":
-        return True
-    r = spike_ratio(t)
-    return None if r is None else r >= EXPLODED
-
-
 @claim(id="seed004-lr-sensitive", quick=False, studies=["lr-sensitivity", "stability-map", "recipe-variants"],
        experiment=LRS_EXP, settings="gpt2 init, gradient clipping at 1.0 (lr-sensitivity); the init part: xavier "
        "and gpt2, unclipped", regime=LR_SENSITIVE,
@@ -182,7 +155,7 @@ def seed004_lr_sensitive(ctx: StudyContext) -> dict[str, Measured]:
     a, b = _sensitivity(ctx, "post", None), _sensitivity(ctx, "pre", None)
     post, pre = {P: "post", QK: None}, {P: "pre", QK: None}
     boom = {p: values(where(ctx.trials("lr-sensitivity"), {P: p, QK: None}),
-                      lambda t: None if (e := _exploded(t)) is None else float(e)) for p in ("post", "pre")}
+                      lambda t: None if (e := exploded(t)) is None else float(e)) for p in ("post", "pre")}
     (kp, ip), (kq, iq) = boom["post"], boom["pre"]
     return {"explode": Measured(rate_diff(int(sum(kp)), len(kp), int(sum(kq)), len(kq)), ip + iq,
                                 {"exploded": {"post": f"{int(sum(kp))}/{len(kp)}", "pre": f"{int(sum(kq))}/{len(kq)}"}}),
@@ -192,36 +165,12 @@ def seed004_lr_sensitive(ctx: StudyContext) -> dict[str, Measured]:
             "converges": welch_cells(ctx, "lr-sensitivity", {**post, LR: 1e-3}, {**pre, LR: 1e-3}, final_capped)}
 
 
-def _halves(vals: list[float | None]) -> float | None:
-    """Mean angle of the deep half of blocks minus the shallow half (None entries dropped)."""
-    h = len(vals) // 2
-    lo = [x for x in vals[:h] if x is not None]
-    hi = [x for x in vals[h:] if x is not None]
-    return float(np.mean(hi) - np.mean(lo)) if lo and hi else None
-
-
-# The diagnostics keys of the angle across a block, and their names in runs written before the
-# statistics had one key per quantity (read, never written).
-_OLD_KEYS = {"angular_distance": "angle", "angular_distance_aux": "angle_aux"}
-
-
-def _diag_list(d: dict[str, Any] | None, key: str) -> list[Any]:
-    d = d or {}
-    return d.get(key) or d.get(_OLD_KEYS.get(key, key)) or []
-
-
-def _deep_angle(t: Any, key: str = "angular_distance") -> float | None:
-    vals = _diag_list(last_diag(t.run_dir), key)
-    v = [x for x in vals[len(vals) // 2:] if x is not None]
-    return float(np.mean(v)) if v else None
-
-
 def _deletion(ctx: StudyContext, t: Any) -> float | None:
     """Deep-half minus shallow-half mean loss increase when one block is deleted (final checkpoint)."""
     if t.status != "completed":
         return None
     res = ctx.analysis(t)  # written under the claims output: the store being read stays as it was
-    return _halves([x - res["val_loss"] for x in res["deletion_loss"]])
+    return deep_minus_shallow([x - res["val_loss"] for x in res["deletion_loss"]])
 
 
 COL = ("study 'collapse': pre/resi_dual/lns/sandwich, 24 blocks d=64, 300 steps, lr 1e-3 cosine, warm-up 30, "
@@ -264,29 +213,20 @@ SANDWICH = Regime((
                    "construction")])
 def pre_collapse(ctx: StudyContext) -> dict[str, Measured]:
     def halves(t: Any) -> float | None:
-        vals = _diag_list(last_diag(t.run_dir), "angular_distance")
-        return _halves(vals) if vals else None
+        vals = diag_list(last_diag(t.run_dir), "angular_distance")
+        return deep_minus_shallow(vals) if vals else None
 
-    pre, ip = _per(ctx, "collapse", {P: "pre"}, _deep_angle)
+    pre, ip = _per(ctx, "collapse", {P: "pre"}, deep_angle)
     out = {"deep-similar": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, halves)[0]), ip),
            "deletion": Measured(one_sample(_per(ctx, "collapse", {P: "pre"}, lambda t: _deletion(ctx, t))[0]), ip)}
     for part, p, key in (("resi_dual-x", "resi_dual", "angular_distance"),
                          ("resi_dual-d", "resi_dual", "angular_distance_aux")):
-        v, i = _per(ctx, "collapse", {P: p}, lambda t, k=key: _deep_angle(t, k))
+        v, i = _per(ctx, "collapse", {P: p}, lambda t, k=key: deep_angle(t, k))
         out[part] = Measured(welch(v, pre), i + ip, {p: v, "pre": pre})
     lns, il = _per(ctx, "collapse", {P: "lns"}, lambda t: _deletion(ctx, t))
     pre_del, _ = _per(ctx, "collapse", {P: "pre"}, lambda t: _deletion(ctx, t))
     out["lns"] = Measured(welch(lns, pre_del), il + ip, {"lns": lns, "pre": pre_del})
     return out
-
-
-def _max_abs(t: Any) -> tuple[float, float] | None:
-    d = last_diag(t.run_dir)
-    if not d or not d.get("max_abs"):
-        return None
-    last = max(v for v in d["max_abs"] if v is not None)
-    first = max(v for v in d["first"]["max_abs"] if v is not None)
-    return math.log10(last), math.log10(last / first)
 
 
 @claim(id="sandwich-max-abs", quick=False, studies=["collapse"], experiment=COL, settings="gpt2 init; gradient clipping at 1.0",
@@ -303,7 +243,7 @@ def _max_abs(t: Any) -> tuple[float, float] | None:
 def sandwich_max_abs(ctx: StudyContext) -> dict[str, Measured]:
     out = {}
     for i, part in enumerate(("lower", "growth")):
-        s, is_ = _per(ctx, "collapse", {P: "sandwich"}, lambda t, i=i: (_max_abs(t) or (None, None))[i])
-        p, ip = _per(ctx, "collapse", {P: "pre"}, lambda t, i=i: (_max_abs(t) or (None, None))[i])
+        s, is_ = _per(ctx, "collapse", {P: "sandwich"}, lambda t, i=i: (max_abs(t) or (None, None))[i])
+        p, ip = _per(ctx, "collapse", {P: "pre"}, lambda t, i=i: (max_abs(t) or (None, None))[i])
         out[part] = Measured(welch(s, p), is_ + ip, {"sandwich": s, "pre": p})
     return out
