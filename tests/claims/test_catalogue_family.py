@@ -141,3 +141,19 @@ def test_the_headline_marks_a_changed_verdict_and_says_why(tmp_path: Path) -> No
     # alone in its run each part passes; over the catalogue (3 p-values) 0.02 -> 0.06 and 0.03 -> 0.06
     assert rows[0].startswith("| `c1` | a | **inconclusive** | supported | rests on part x")
     assert rows[2].startswith("| `c3` | b | inconclusive | inconclusive |  |")
+
+
+def test_the_headline_says_when_a_verdict_rests_on_some_parts_only(tmp_path: Path) -> None:
+    """A claim with parts registered as descriptive is decided on its other parts alone: the
+    headline says on how many; a claim all of whose parts are descriptive, or none, says nothing."""
+    from normlab.claims.family import headline
+
+    _write(tmp_path / "a", "confirmatory", [
+        ("mixed", [_part("control", 0.001, "supported"), _part("x", None, "descriptive"), _part("y", None, "descriptive")]),
+        ("shown", [_part("z", None, "descriptive")]),
+        ("plain", [_part("w", 0.001, "supported")])])
+    rows = {line.split("`")[1]: line for line in headline(catalogue_family(tmp_path)).splitlines()
+            if line.startswith("| `")}
+    assert rows["mixed"].startswith("| `mixed` | a | supported (on 1 of its 3 parts; 2 descriptive) | supported |")
+    assert rows["shown"].startswith("| `shown` | a | descriptive | descriptive |")
+    assert rows["plain"].startswith("| `plain` | a | supported | supported |")

@@ -24,6 +24,7 @@ from typing import Any
 
 from normlab.claims.folder import CLAIMS_JSON
 from normlab.claims.holm import holm_verdicts
+from normlab.claims.rules import DESCRIPTIVE
 from normlab.claims.tables import section as between
 from normlab.core.errors import UserError
 from normlab.stats.effects import holm
@@ -155,8 +156,19 @@ def headline(fam: Family) -> str:
         changed = c["verdict_holm"] != c["verdict_holm_run"]
         why = c["holm_note"].replace("|", "\\|") if changed else ""
         lines.append(f"| `{c['id']}` | {_RUNS.get(c['run'], c['run'])} | {'**' if changed else ''}{c['verdict_holm']}"
-                     f"{'**' if changed else ''} | {c['verdict_holm_run']} | {why} |")
+                     f"{'**' if changed else ''}{_resting(fam, c)} | {c['verdict_holm_run']} | {why} |")
     return "\n".join(lines)
+
+
+def _resting(fam: Family, c: dict[str, Any]) -> str:
+    """Where some of a claim's parts were registered as descriptive, its verdict rests on the
+    others alone: say on how many, so that a claim is never read as decided on parts that were not
+    (warmup-post "supported" on its Pre-LN control while its Post-LN parts are descriptive)."""
+    mine = [fp for fp in fam.parts if (fp.run, fp.claim) == (c["run"], c["id"])]
+    shown = sum(fp.verdict == DESCRIPTIVE for fp in mine)
+    if not shown or shown == len(mine):
+        return ""
+    return f" (on {len(mine) - shown} of its {len(mine)} parts; {shown} descriptive)"
 
 
 def section(page: str) -> str:
