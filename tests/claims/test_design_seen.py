@@ -62,6 +62,19 @@ def test_the_newest_confirmatory_run_wins_and_a_superseded_one_loses(tmp_path: P
         extract(tmp_path / "missing")
 
 
+def test_a_part_read_at_an_early_look_has_that_looks_seeds(tmp_path: Path) -> None:
+    """A sequential stage reads a part at the look it stopped at: its prior counts that look's
+    seeds, not the later ones other parts took (else its planned n halves, and its design reads
+    the unread seeds as runs that gave no value)."""
+    _run(tmp_path, "staged", "2026-01-01T00:00:00Z", {"early": _welch([1, 2], [3, 4]), "late": _welch([1, 2, 3, 4], [5, 6, 7, 8])})
+    data = json.loads((tmp_path / "staged" / "claims.json").read_text())
+    data["claims"][0]["parts"][0]["sequential"] = {"stopped_at": 2}
+    data["claims"][0]["parts"][1]["sequential"] = {"stopped_at": 4}
+    (tmp_path / "staged" / "claims.json").write_text(json.dumps(data))
+    got = extract(tmp_path)["priors"]["cpu"]
+    assert got["c/early"]["seeds"] == {"s": [0, 1]} and got["c/late"]["seeds"] == {"s": [0, 1, 2, 3]}
+    assert "gave a value" not in design_from("c/early", Direction(+1), got["c/early"]).plan
+
 def test_a_one_sample_part_with_a_big_seen_effect_is_decidable_and_powered() -> None:
     prior = {"method": "one-sample t", "estimate": -0.8, "values_a": [-0.81, -0.8, -0.79, -0.8], "n_a": 4,
              "run": "r", "horizon": 200}

@@ -94,6 +94,11 @@ def _usable(e: dict[str, Any]) -> bool:
 def _prior(run: str, meta: dict[str, Any], claim: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     e = part["effect"]
     seeds = meta.get("seeds") or {}
+    # A sequential stage reads a part at the look it stopped at, on that look's seeds (its first
+    # ones): the later seeds other parts took are no runs of it that gave no value.
+    looked = (part.get("sequential") or {}).get("stopped_at")
+    if looked:
+        seeds = {s: list(v)[:int(looked)] for s, v in seeds.items()}
     return {"method": e["method"],
             "estimate": e.get("estimate"), "values_a": list(e.get("values_a") or []),
             "values_b": list(e.get("values_b") or []), "counts": list(e["counts"]) if e.get("counts") else None,
