@@ -21,7 +21,7 @@ def _part(pid: str, p: float | None, verdict: str, departures: list[str] | None 
     return {"id": pid, "p": p, "verdict": verdict, "rule_verdict": verdict, "departures": departures or []}
 
 
-def _write(folder: Path, mode: str | None, claims: list[tuple[str, list[dict]]]) -> None:
+def _write(folder: Path, mode: str | None, claims: list[tuple[str, list[dict]]], written: str = "") -> None:
     """A claims.json as a run writes it: its own Holm family adjusted (claims/holm.py)."""
     records = [{"id": cid, "verdict": "", "parts": parts} for cid, parts in claims]
     for r in records:
@@ -32,7 +32,8 @@ def _write(folder: Path, mode: str | None, claims: list[tuple[str, list[dict]]])
     adjust(records)
     holm_verdicts(records)
     folder.mkdir(parents=True)
-    (folder / "claims.json").write_text(json.dumps({"meta": {"mode": mode}, "claims": records}), encoding="utf-8")
+    (folder / "claims.json").write_text(json.dumps({"meta": {"mode": mode, "written_at": written}, "claims": records}),
+                                        encoding="utf-8")
 
 
 def test_one_family_over_synthetic_runs(tmp_path: Path) -> None:
@@ -62,6 +63,27 @@ def test_one_family_over_synthetic_runs(tmp_path: Path) -> None:
     assert [c["id"] for c in fam.changed_claims()] == ["b-one"]
     assert fam.text().startswith("4 p-values over 2 confirmatory runs; of the 2 decisive parts that survive their "
                                  "run's Holm, 1 fail")
+
+
+def test_each_part_ends_at_its_latest_registration(tmp_path: Path) -> None:
+    # "z" (written first) registers x, y, w decisive; "a" (written later, though it sorts first by
+    # name) registers x again (decided now), y again as descriptive, and a new part v.
+    _write(tmp_path / "z", "confirmatory", [("c", [_part("x", 0.5, "inconclusive"), _part("y", 1e-6, "supported"),
+                                                   _part("w", 0.4, "inconclusive")])], written="2026-01-01T00:00:00")
+    _write(tmp_path / "a", "confirmatory", [("c", [_part("x", 1e-6, "supported"), _part("y", None, "descriptive"),
+                                                   _part("v", 1e-6, "contradicted")])], written="2026-02-01T00:00:00")
+    fam = catalogue_family(tmp_path)
+    last = {(fp.claim, fp.part): fp.run for fp in fam.latest()}
+    assert last == {("c", "x"): "a", ("c", "y"): "a", ("c", "w"): "z", ("c", "v"): "a"}
+    # x and v decided, w not; y ends descriptive, out of the decisive count
+    assert fam.ended() == ("each of the catalogue's 4 parts at its latest registration: 2 of the 3 registered as "
+                           "decisive there end decided (67%); descriptive there: 1")
+    # written the other way round, the first readings are the latest: x undecided, y decided
+    _write(tmp_path / "b", "confirmatory", [("c", [_part("x", 0.5, "inconclusive"), _part("y", 1e-6, "supported")])],
+           written="2026-03-01T00:00:00")
+    fam = catalogue_family(tmp_path)
+    assert {(fp.claim, fp.part): fp.run for fp in fam.latest()}[("c", "y")] == "b"
+    assert "2 of the 4 registered as decisive there end decided (50%); descriptive there: 0" in fam.ended()
 
 
 def test_the_published_files_are_left_as_they_are(tmp_path: Path) -> None:

@@ -123,7 +123,9 @@ def _table(plan: Plan, fam: Any, rows: list[Any]) -> list[str]:
     from normlab.claims.decided import share
 
     lines = ["## Decided after the catalogue's adjustment", "",
-             f"**{share(rows)}** (one Holm over the catalogue's {fam.size} p-values; the target is 80%).", ""]
+             f"**{share(rows)}** (one Holm over the catalogue's {fam.size} p-values; the target is 80%).", "",
+             f"Per part: {fam.ended()} (a part registered again on fresh seeds ends at its new "
+             "reading; the earlier ones stay in the family).", ""]
     rest = [r for r in rows if not r.decided]
     cost = read_cost(plan.folder)
     priced = {(p["run"], p["claim"], p["part"]): p for p in (cost or {}).get("parts", [])}

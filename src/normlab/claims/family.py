@@ -80,6 +80,25 @@ class Family:
         """Of those, the parts that do not survive one Holm over the catalogue."""
         return [p for p in self.survived_run() if p.ok is False]
 
+    def latest(self) -> list[FamilyPart]:
+        """Each part of the catalogue (claim/part) at its latest confirmatory registration: in the run
+        written last that measured it (``meta.written_at``). A part registered again on fresh seeds
+        (campaign 2 after campaign 1) ends at its new reading, decisive or descriptive; the earlier
+        readings stay in the family and in the table."""
+        at: dict[tuple[str, str], FamilyPart] = {}
+        for fp in sorted(self.parts, key=lambda fp: (self.written.get(fp.run, ""), fp.run)):  # stable: parts keep order
+            at[(fp.claim, fp.part)] = fp
+        return list(at.values())
+
+    def ended(self) -> str:
+        """One line: how many of the catalogue's parts end decided at their latest registration."""
+        last = self.latest()
+        decisive = [fp for fp in last if fp.verdict != DESCRIPTIVE]
+        done = sum(fp.verdict_after != INCONCLUSIVE for fp in decisive)
+        share = f" ({100 * done / len(decisive):.0f}%)" if decisive else ""
+        return (f"each of the catalogue's {len(last)} parts at its latest registration: {done} of the {len(decisive)} "
+                f"registered as decisive there end decided{share}; descriptive there: {len(last) - len(decisive)}")
+
     def changed_claims(self) -> list[dict[str, Any]]:
         return [c for c in self.claims if c["verdict_holm"] != c["verdict_holm_run"]]
 
@@ -149,7 +168,7 @@ _RUNS = {".": "1", "confirm-2a": "2a", "confirm-2b": "2b", "confirm-liu": "liu",
 def headline(fam: Family) -> str:
     """The README's headline table: every claim of every confirmatory run with its verdict after
     one Holm over the catalogue, beside its verdict after its own run's Holm (as published)."""
-    lines = [f"Adjusted over the whole catalogue: {fam.text().splitlines()[0]}.", "",
+    lines = [f"Adjusted over the whole catalogue: {fam.text().splitlines()[0]}; {fam.ended()}.", "",
              "| claim | run | verdict (Holm over the catalogue) | verdict (Holm over its run, as published) | why it changed |",
              "|---|---|---|---|---|"]
     for c in fam.claims:
