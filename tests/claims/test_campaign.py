@@ -143,6 +143,51 @@ def test_registration_doc_gathers_the_stages_of_one_file(tmp_path: Path, monkeyp
         campaign.registration_doc(_plan(tmp_path, bad), "registration/a.json")
 
 
+QUICK = PLAN.replace('claims = ["deepnorm-depth"]', 'claims = ["xiong-thm1", "forward-norms"]\nquick_seeds = 48')
+
+
+def test_a_stage_of_quick_claims_registers_its_probe_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan(tmp_path, QUICK.replace('registration = "registration/a.json"\nclaims = ["xiong',
+                                         'registration = "registration/b.json"\nclaims = ["xiong'))
+    assert plan.stage("b").quick_seeds == 48 and plan.stage("a").quick_seeds is None
+    got: dict[str, Any] = {}
+
+    def build(scale: str, only: list[str], **kw: Any) -> dict[str, Any]:
+        got.clear()
+        got.update(only=only, **kw)
+        return {}
+    monkeypatch.setattr("normlab.claims.registration.build", build)
+    campaign.registration_doc(plan, "registration/b.json")
+    assert got["only"] == ["xiong-thm1", "forward-norms"] and got["quick_seeds"] == 48 and got["plan_quick"] is True
+    campaign.registration_doc(plan, "registration/a.json")
+    assert "quick_seeds" not in got and "plan_quick" not in got  # a training stage: the registration's defaults
+    with pytest.raises(UserError, match="registration/a.json differ in their quick_seeds"):
+        campaign.registration_doc(_plan(tmp_path, QUICK), "registration/a.json")  # one file, two stages
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda t: t.replace("quick_seeds = 48", "quick_seeds = 2"), "an integer >= 3"),
+    (lambda t: t.replace("quick_seeds = 48", "quick_seeds = true"), "an integer >= 3"),
+    (lambda t: t.replace('claims = ["xiong-thm1", "forward-norms"]', 'claims = ["deepnorm-depth"]'),
+     "only for a stage with quick claims"),
+])
+def test_quick_seeds_errors_name_the_field(tmp_path: Path, edit: Any, why: str) -> None:
+    with pytest.raises(ConfigError, match=rf"stage\[1\]\.quick_seeds=.*{why}"):
+        _plan(tmp_path, edit(QUICK))
+
+
+def test_a_quick_stage_registration_plans_every_design_at_its_seeds() -> None:
+    from normlab.claims.registration_doc import build
+
+    doc = build("cpu", ["forward-norms", "seed001-pre-identity"], quick_seeds=24, first_seed=9100, every_design=True,
+                plan_quick=True, design_level=1e-3)
+    assert doc["quick_seeds"] == list(range(9100, 9124))
+    plans = [p["design"]["plan"] for c in doc["claims"].values() for p in c["parts"] if p.get("design")]
+    assert len(plans) == 5 and all(x.startswith("24 seeds") for x in plans), plans
+    with pytest.raises(UserError, match="--require-designs: xiong-thm1/pre, xiong-thm1/post declare no design"):
+        build("cpu", ["xiong-thm1"], every_design=True)  # outside a quick stage it declares none
+
+
 def test_a_stage_not_yet_registered_stops_the_campaign_naming_the_fix(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     p = _plan(tmp_path, registered=False)

@@ -21,7 +21,7 @@ from normlab.claims.claim import CLAIMS, Part
 from normlab.claims.design import mean_design, rate_design
 from normlab.claims.design_seen import SD_FLOOR, design_from, extract, seen_design
 from normlab.claims.rules import Direction, Within
-from normlab.core.errors import UserError
+from normlab.core.errors import ConfigError, UserError
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
 Q = "best val loss, a minus b, per seed"
@@ -56,7 +56,8 @@ def test_the_newest_confirmatory_run_wins_and_a_superseded_one_loses(tmp_path: P
     assert a["run"] == "new" and a["values_a"] == [5, 6, 7, 8] and a["confirmatory"]  # newer confirmatory
     assert a["seeds"] == {"s": [0, 1, 2, 3]} and a["horizon"] == 200 and a["quantity"] == Q  # the claim's studies
     assert got["cpu"]["c/b"]["run"] == "explored"  # the only run that has it, superseded or not
-    assert "c/lr" not in got["cpu"] and "q/x" not in got["cpu"]  # critical lrs and quick claims: no prior
+    assert "c/lr" not in got["cpu"] and "q/x" not in got["cpu"]  # critical lrs: no prior; quick claims: apart
+    assert got["probe"]["q/x"]["run"] == "long"  # the probe has no horizon: one key whatever the run's scale
     assert got["seed"]["c/a"]["run"] == "long"  # another scale is another horizon: kept apart
     with pytest.raises(UserError, match="no claims.json"):
         extract(tmp_path / "missing")
@@ -127,8 +128,48 @@ def test_a_degenerate_spread_gets_the_floor() -> None:
     assert "SD 0.01" in one.plan and not one.decidable  # one value: the floor, and too few seeds anyway
 
 
-def _claim(cid: str, parts: list[Part], studies: tuple[str, ...]) -> Any:
-    return SimpleNamespace(id=cid, parts=tuple(parts), studies=studies, rule_hash=lambda scale: cid)
+def _claim(cid: str, parts: list[Part], studies: tuple[str, ...], quick: bool = False) -> Any:
+    return SimpleNamespace(id=cid, parts=tuple(parts), studies=studies, rule_hash=lambda scale: cid, quick=quick)
+
+
+def test_only_the_latest_quantity_competes(tmp_path: Path) -> None:
+    # an older confirmatory reading of another quantity loses to a later exploratory pilot of the
+    # part's current one; among readings of one quantity, confirmatory still wins over a later pilot
+    _run(tmp_path, "old", "2026-01-01T00:00:00Z", {"a": _welch([1, 2, 3], [1, 1, 1]), "b": _welch([1, 2, 3], [0, 0, 0])})
+    (tmp_path / "pilot").mkdir()
+    meta = {"written_at": "2026-02-01T00:00:00Z", "scale": "cpu", "mode": "exploratory", "seeds": {"s": [7, 8]}}
+    parts = [{"id": "a", "quantity": "a new quantity", "effect": _welch([9, 9.5], [1, 1.5])},
+             {"id": "b", "quantity": Q, "effect": _welch([5, 6], [0, 1])}]
+    (tmp_path / "pilot" / "claims.json").write_text(json.dumps({"meta": meta, "claims": [
+        {"id": "c", "quick": False, "studies": ["s"], "parts": parts}]}))
+    got = extract(tmp_path)["priors"]["cpu"]
+    assert got["c/a"]["run"] == "pilot" and got["c/a"]["quantity"] == "a new quantity"
+    assert got["c/b"]["run"] == "old"
+
+
+def test_a_quick_part_is_planned_at_the_stage_quick_seeds() -> None:
+    part = Part("p", "a", Q, Direction(+1), "why")
+    prior = {"method": "one-sample t", "estimate": 1.0, "values_a": [1.0 + 0.1 * i for i in range(5)], "n_a": 5,
+             "run": "r", "seeds": {"probe": [100, 101, 102, 103, 104]}, "quantity": Q}
+    doc = {"priors": {"probe": {"q/p": prior}, "cpu": {}}}
+    quick = _claim("q", [part], (), quick=True)
+    assert seen_design(quick, "cpu", doc)["p"].plan.startswith("5 seeds")  # outside a stage: as seen
+    with design_seen.at_quick_seeds(40):
+        assert design_seen.planned_quick_seeds() == 40
+        assert seen_design(quick, "cpu", doc)["p"].plan.startswith("40 seeds")  # 5 x 40 / 5
+        assert seen_design(quick, "smoke", doc)["p"].plan.startswith("40 seeds")  # the probe has no scale
+        assert seen_design(_claim("q", [part], ()), "cpu", doc) == {}  # a training claim reads its scale's priors
+    assert design_seen.planned_quick_seeds() is None
+    with pytest.raises(ConfigError, match=r"quick_seeds=2: a count of at least 3 probe seeds"):
+        with design_seen.at_quick_seeds(2):
+            pass
+
+
+def test_a_quick_claim_declared_design_plans_the_stage_quick_seeds() -> None:
+    c = CLAIMS.get("seed001-pre-identity")  # declared designs at the probe's 5 seeds, no seen reading
+    assert registration.designs(c, "cpu")["near"].plan.startswith("5 seeds")
+    with design_seen.at_quick_seeds(24):
+        assert registration.designs(c, "cpu")["near"].plan.startswith("24 seeds")
 
 
 def test_planned_n_scales_the_seen_n_by_the_planned_over_the_seen_seeds() -> None:

@@ -81,13 +81,19 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
         raise UserError(f"{plan.path}: the stages registered in {file} differ in their sequential looks; give each "
                         "its own registration file")
     sp = seq.pop()
+    quick = {s.quick_seeds for s in stages}
+    if len(quick) > 1:
+        raise UserError(f"{plan.path}: the stages registered in {file} differ in their quick_seeds; give each its "
+                        "own registration file")
+    qs = quick.pop()
     # the designs ask the level of the decision: the plan's (the catalogue's Holm), or in a sequential
     # stage its last look's share of the stage's alpha (a floor on the power over all its looks)
     level = plan.design_level if sp is None else sp.weights()[-1] * sp.alpha
     return build(scales.pop(), claims, first_seed=firsts.pop(), every_design=True, stages=settle, tolerances=tol,
                  seeds=None if sp is None else sp.looks[-1],
                  sequential=None if sp is None else sequential_stage.spec(sp), design_level=level,
-                 descriptive=sorted({x for s in stages for x in s.descriptive}))
+                 descriptive=sorted({x for s in stages for x in s.descriptive}),
+                 **({} if qs is None else {"quick_seeds": qs, "plan_quick": True}))
 
 
 def records(plan: Plan) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ else:  # Python 3.10: the same parser, published as tomli
 PLAN_KEYS = {"name", "scale", "first_seed", "budget_core_hours", "workers", "tolerances", "stage", "description",
              "design_level"}
 STAGE_KEYS = {"name", "registration", "claims", "settle", "estimate_core_hours", "full_grid_core_hours", "why", "scale",
-              "first_seed", "sequential", "descriptive"}
+              "first_seed", "sequential", "descriptive", "quick_seeds"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Stage:
     first_seed: int | None = None         # None: the plan's (a stage rerun on fresh seeds sets its own)
     sequential: SeedPlan | None = None    # seeds in looks (claims/sequential_stage.py); None: all at once
     descriptive: list[str] = field(default_factory=list)  # "claim/part" registered with no verdict
+    quick_seeds: int | None = None        # probe seeds of its quick claims, designed from seen values; None: 5, as declared
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,11 @@ def _stage(i: int, d: Any) -> Stage:
         raise ConfigError(f"{where}.sequential", d.get("sequential"), f"looks add seeds to training studies; "
                           f"{', '.join(quick)} {'is a quick claim' if len(quick) == 1 else 'are quick claims'}: "
                           "give it a stage of its own")
+    qs = d.get("quick_seeds")
+    if qs is not None and not (isinstance(qs, int) and not isinstance(qs, bool) and qs >= 3 and quick):
+        raise ConfigError(f"{where}.quick_seeds", qs, "the probe seeds of the stage's quick claims, an integer >= 3 "
+                          "(the stage needs a quick claim)" if quick else "only for a stage with quick claims; "
+                          "its claims are all training claims")
     described = d.get("descriptive", [])
     parts = [f"{c}/{p.id}" for c in claims for p in CLAIMS.get(c, f"{where}.claims").parts if not p.check]
     if not isinstance(described, list) or not all(isinstance(x, str) for x in described):
@@ -127,7 +133,7 @@ def _stage(i: int, d: Any) -> Stage:
             raise ConfigError(f"{where}.descriptive", x, f"a part of the stage's claims; valid: {', '.join(parts)}")
     return Stage(name, str(d["registration"]), list(claims), {str(k): list(v) for k, v in settle.items()},
                  float(d.get("estimate_core_hours", 0.0)), d.get("full_grid_core_hours"), str(d.get("why", "")),
-                 scale, first, looks, list(described))
+                 scale, first, looks, list(described), qs)
 
 
 def load_plan(path: str | Path) -> Plan:

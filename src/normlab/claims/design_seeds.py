@@ -66,14 +66,22 @@ DESIGNS: dict[str, Callable[[], Design]] = {
                                                                  unit="nats"),
     "seed001-pre-no-warmup/converges": lambda: rate_design("seed001-pre-no-warmup/converges", Direction(+1, 0.5), 24,
                                                            effect=1.0),
-    "seed001-pre-identity/near": lambda: mean_design("near", Direction(+1, NEAR), 5, 0.003, effect=0.916),
-    "seed001-pre-identity/every-block": lambda: mean_design("every-block", Direction(+1, NEAR), 5, 0.01, effect=0.786),
-    "seed001-pre-identity/vs-post": lambda: mean_design("vs-post", Direction(+1), 5, 0.01, effect=0.27),
+    "seed001-pre-identity/near": lambda: mean_design("near", Direction(+1, NEAR), _probe(), 0.003, effect=0.916),
+    "seed001-pre-identity/every-block": lambda: mean_design("every-block", Direction(+1, NEAR), _probe(), 0.01,
+                                                            effect=0.786),
+    "seed001-pre-identity/vs-post": lambda: mean_design("vs-post", Direction(+1), _probe(), 0.01, effect=0.27),
 }
 
 
+def _probe() -> int:
+    """The probe seeds a quick design plans: a stage's ``quick_seeds`` (design_seen.at_quick_seeds), else 5."""
+    from normlab.claims.design_seen import planned_quick_seeds
+
+    return planned_quick_seeds() or 5
+
+
 PLANNED = "cpu"  # the scale whose seeds the training designs above plan (the studies' cpu presets)
-_DONE: dict[tuple[str, float], Design] = {}  # each design once a process and level (rates take seconds)
+_DONE: dict[tuple[str, float, int], Design] = {}  # each design once a process and level (rates take seconds)
 
 
 def claim_design(claim: Any, scale: str) -> dict[str, Design]:
@@ -91,7 +99,7 @@ def claim_design(claim: Any, scale: str) -> dict[str, Design]:
     for p in claim.parts:
         key = f"{claim.id}/{p.id}"
         if key in DESIGNS:
-            done = (key, level())
+            done = (key, level(), _probe())
             if done not in _DONE:
                 _DONE[done] = dataclasses.replace(DESIGNS[key](), part=key)
             out[p.id] = _DONE[done]

@@ -13,18 +13,18 @@ those of its own scale. Among the runs at a scale that hold a usable effect for 
 confirmatory one (``meta.mode`` "confirmatory", not ``meta.superseded``) wins over an
 exploratory or superseded one, and then the most recent (``meta.written_at``): a superseded
 run may have measured a quantity since replaced (seed002-clipping), and a confirmatory run's
-quantity and rule are those registered now. Critical-lr effects (MOVER, censored) are not
+quantity and rule are those registered now. Only the readings of the quantity the latest run
+measured compete: a pilot of a part whose measurement changed (seed001-ln-amplifies, at GPT-2's
+init since issue 40) is its prior, not the older confirmatory run of the old quantity. Critical-lr effects (MOVER, censored) are not
 priors here: those claims declare their own design (``catalogue/frontier_design.py``).
 
 :func:`seen_design` maps each part's seen effect to a design:
 
 - one-sample / paired t: :func:`mean_design` with the SD of the seen per-seed values;
 - welch: :func:`mean_design` with each arm's own SD;
-- interaction ((a1 - a0) - (b1 - b0) over four independent cells, ``stats.effects.contrast``):
-  a Welch difference of two arms, each with SD ``se * sqrt(n / 2)``, so that the planned
-  standard error at the seen n equals the seen one. A normal approximation: Welch's degrees of
-  freedom (up to 2(n - 1)) are fewer than the four cells' (up to 4(n - 1)), so it is slightly
-  conservative;
+- interaction ((a1 - a0) - (b1 - b0), four cells): a Welch difference of two arms of SD
+  ``se * sqrt(n / 2)`` (the seen standard error at the seen n); slightly conservative, since
+  Welch's degrees of freedom (up to 2(n - 1)) are fewer than the four cells' (4(n - 1));
 - rates (clopper-pearson, wilson, exact-unconditional: any effect with counts): :func:`rate_design`
   at the seen rate (a difference: the control's seen rate ``p_b``).
 
@@ -34,8 +34,13 @@ A degenerate spread (SD 0, as when every run diverged to the same value, or fewe
 values) is replaced by ``SD_FLOOR``, 0.01 in the quantity's own unit (0.01 nats for a loss: the
 published runs' per-seed SDs of a loss gain at step 200 lie between 0.002 and 0.014 nats; as many
 decades or cosine units elsewhere): no spread is not a noiseless quantity, and would claim
-infinite power.
-A small but real spread is kept as seen.
+infinite power. A small but real spread is kept as seen.
+
+Quick claims (measured at initialisation by the probe) are designed the same way, from the probe
+values of the latest confirmatory run that measured them, kept under the key ``"probe"`` whatever
+the run's scale (the probe has no horizon). Their planned n is the seen n x the quick seeds a
+registration plans (:func:`at_quick_seeds`: a campaign stage's ``quick_seeds``) / the seen run's
+probe seeds; outside it, a quick claim declares its own design or has none.
 
 A prior measured another quantity than the part does now (its ``quantity`` text differs) is no
 prior, unless ``REWORDED`` says the text alone changed (the measuring code did not). A part with
@@ -45,17 +50,20 @@ claims read, e.g. Post-LN's init effect in seed002-init-sensitive and seed004-lr
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import contextvars
 import dataclasses
 import json
 import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from normlab.claims.design import Design, level, mean_design, planned_seeds, rate_design
 from normlab.claims.folder import CLAIMS_JSON
-from normlab.core.errors import UserError
+from normlab.core.errors import ConfigError, UserError
 from normlab.study.presets import study_preset
 
 FORMAT, VERSION = "normlab-seen-priors", 1
@@ -66,7 +74,27 @@ MEAN, RATES = ("one-sample t", "paired t"), ("clopper-pearson", "wilson", "exact
 REWORDED = {k: "b28b60a names the schedule in the text; the measurement (best val loss, post minus pre, shallow-long, "
                "end_gap) is the one the confirm-2a run made"
             for k in ("seed002-post-shallow-long/negligible", "seed004-post-ceiling/ceiling")}
-_MEMO: dict[tuple[str, str, str, float, int | None], dict[str, Design]] = {}
+PROBE = "probe"  # the priors' key of the quick claims, and the seeds key of the probe's runs (meta.seeds)
+_MEMO: dict[tuple[str, str, str, float, int | None, int | None], dict[str, Design]] = {}
+_QUICK: contextvars.ContextVar[int | None] = contextvars.ContextVar("normlab_design_quick_seeds", default=None)
+
+
+def planned_quick_seeds() -> int | None:
+    """The probe seeds a registration plans inside :func:`at_quick_seeds` (None outside)."""
+    return _QUICK.get()
+
+
+@contextlib.contextmanager
+def at_quick_seeds(n: int) -> Iterator[None]:
+    """Every quick claim's design inside plans ``n`` probe seeds from its seen probe values (a
+    campaign stage that registers its quick seeds), instead of its declared design or none."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 3:
+        raise ConfigError("quick_seeds", n, "a count of at least 3 probe seeds")
+    token = _QUICK.set(n)
+    try:
+        yield
+    finally:
+        _QUICK.reset(token)
 
 
 def _runs(evidence: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -99,12 +127,13 @@ def _prior(run: str, meta: dict[str, Any], claim: dict[str, Any], part: dict[str
     looked = (part.get("sequential") or {}).get("stopped_at")
     if looked:
         seeds = {s: list(v)[:int(looked)] for s, v in seeds.items()}
+    studies = [PROBE] if claim.get("quick") else claim.get("studies", [])
     return {"method": e["method"],
             "estimate": e.get("estimate"), "values_a": list(e.get("values_a") or []),
             "values_b": list(e.get("values_b") or []), "counts": list(e["counts"]) if e.get("counts") else None,
             "n_a": e.get("n_a"), "n_b": e.get("n_b"), "se": e.get("se"), "run": run,
             "written_at": meta.get("written_at", ""), "confirmatory": _confirmatory(meta),
-            "seeds": {s: list(seeds[s]) for s in claim.get("studies", []) if s in seeds},
+            "seeds": {s: list(seeds[s]) for s in studies if s in seeds},
             "horizon": part.get("horizon"), "quantity": part.get("quantity", "")}
 
 
@@ -121,22 +150,25 @@ def extract(evidence_dir: str | Path) -> dict[str, Any]:
     runs = _runs(evidence)
     if not runs:
         raise UserError(f"{evidence}: no claims.json here or in its folders; pass the evidence folder (docs/evidence)")
-    best: dict[str, dict[str, dict[str, Any]]] = {}
+    seen: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for run, doc in runs:
         meta = doc.get("meta") or {}
         scale = meta.get("scale")
         for c in doc.get("claims") or []:
-            if c.get("quick") or not scale:
+            if not c.get("quick") and not scale:
                 continue
             for p in c.get("parts") or []:
                 if not isinstance(p.get("effect"), dict) or not _usable(p["effect"]):
                     continue
-                new = _prior(run, meta, c, p)
-                key, got = f"{c['id']}/{p['id']}", best.setdefault(scale, {})
-                old = got.get(key)
-                if old is None or (new["confirmatory"], new["written_at"], run) > \
-                        (old["confirmatory"], old["written_at"], old["run"]):
-                    got[key] = new
+                at = seen.setdefault(PROBE if c.get("quick") else scale, {})
+                at.setdefault(f"{c['id']}/{p['id']}", []).append(_prior(run, meta, c, p))
+    best: dict[str, dict[str, dict[str, Any]]] = {}
+    for scale, parts in seen.items():
+        for key, found in parts.items():
+            # the part's quantity is the one its latest reading measured; among those readings, as above
+            now = max(found, key=lambda x: (x["written_at"], x["run"]))["quantity"]
+            best.setdefault(scale, {})[key] = max((x for x in found if x["quantity"] == now),
+                                                  key=lambda x: (x["confirmatory"], x["written_at"], x["run"]))
     return {"format": FORMAT, "version": VERSION, "priors": best}
 
 
@@ -171,6 +203,12 @@ def ratio(studies: tuple[str, ...] | list[str], scale: str, seen: dict[str, list
             except UserError:  # the study has no such scale: it plans nothing to scale by
                 continue
     return min(got) if got else 1.0
+
+
+def quick_ratio(prior: dict[str, Any]) -> float:
+    """Planned over seen probe seeds (1 outside :func:`at_quick_seeds`, or when the run's are unknown)."""
+    seen, planned = len((prior.get("seeds") or {}).get(PROBE) or []), planned_quick_seeds()
+    return planned / seen if planned and seen else 1.0
 
 
 def design_from(name: str, rule: Any, prior: dict[str, Any], factor: float = 1.0, via: str = "") -> Design:
@@ -218,10 +256,10 @@ def seen_design(claim: Any, scale: str, priors: dict[str, Any] | None = None) ->
     """{part id: Design} of training ``claim`` at ``scale`` from the seen priors (``priors``: a
     document as :func:`extract` gives; None: the committed file). A part with no prior at this
     scale, a prior of another quantity, or a check, is absent."""
-    key = (claim.id, scale, claim.rule_hash(scale), level(), planned_seeds())  # another level or count: another analysis
-    if priors is None and key in _MEMO:
+    key = (claim.id, scale, claim.rule_hash(scale), level(), planned_seeds(), planned_quick_seeds())
+    if priors is None and key in _MEMO:  # another level or count: another analysis
         return dict(_MEMO[key])
-    got = (priors if priors is not None else load())["priors"].get(scale, {})
+    got = (priors if priors is not None else load())["priors"].get(PROBE if claim.quick else scale, {})
     same: dict[str, str] = {}  # quantity text -> the first part (by key) with a prior of it
     for k in sorted(got):
         same.setdefault(got[k].get("quantity", ""), k)
@@ -235,7 +273,8 @@ def seen_design(claim: Any, scale: str, priors: dict[str, Any] | None = None) ->
         prior = got[via] if via else prior
         if prior is None or p.check:
             continue
-        out[p.id] = design_from(f"{claim.id}/{p.id}", p.rule, prior, ratio(claim.studies, scale, prior["seeds"]), via)
+        factor = quick_ratio(prior) if claim.quick else ratio(claim.studies, scale, prior["seeds"])
+        out[p.id] = design_from(f"{claim.id}/{p.id}", p.rule, prior, factor, via)
     if priors is None:
         _MEMO[key] = dict(out)
     return out
@@ -251,9 +290,7 @@ def main(argv: list[str]) -> int:
     doc = extract(argv[0])
     atomic_write_text(PRIORS, dumps(doc))
     for scale, got in sorted(doc["priors"].items()):
-        by: dict[str, int] = {}
-        for p in got.values():
-            by[f"{p['run']} ({p['method']})"] = by.get(f"{p['run']} ({p['method']})", 0) + 1
+        by = collections.Counter(f"{p['run']} ({p['method']})" for p in got.values())
         print(f"scale {scale}: {len(got)} parts: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
     print(f"wrote {PRIORS}")
     return 0
@@ -263,4 +300,5 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-__all__ = ["REWORDED", "SD_FLOOR", "design_from", "extract", "load", "ratio", "seen_design"]
+__all__ = ["PROBE", "REWORDED", "SD_FLOOR", "at_quick_seeds", "design_from", "extract", "load", "planned_quick_seeds",
+           "quick_ratio", "ratio", "seen_design"]

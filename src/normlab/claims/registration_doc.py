@@ -104,14 +104,15 @@ def claim_entry(c: Any, scale: str, found: dict[str, Any] | None = None,
 def designs(c: Any, scale: str) -> dict[str, Any]:
     """{part id: Design} of ``c`` at ``scale``: its declared ``Claim.design``; for a training claim
     that declares none, the design from the lab's seen data (``claims/design_seen.py``: the parts
-    with a seen prior at this scale); else {}."""
-    if c.design is not None:
-        return dict(c.design(c, scale))
-    if c.quick:
-        return {}
-    from normlab.claims.design_seen import seen_design
+    with a seen prior at this scale); else {}. Inside ``design_seen.at_quick_seeds`` (a stage that
+    registers its probe seeds) a quick claim's parts are planned at those seeds from their seen
+    probe values; a part with none keeps its declared design (planned at its own, stated seeds)."""
+    from normlab.claims.design_seen import planned_quick_seeds, seen_design
 
-    return seen_design(c, scale)
+    declared = {} if c.design is None else dict(c.design(c, scale))
+    if c.quick:
+        return declared | (seen_design(c, scale) if planned_quick_seeds() is not None else {})
+    return declared if c.design is not None else seen_design(c, scale)
 
 
 def require_designs(chosen: list[Any], scale: str, every: bool = False,
@@ -130,9 +131,8 @@ def require_designs(chosen: list[Any], scale: str, every: bool = False,
         more = f" (and {len(undecidable) - 1} more part(s) that cannot decide)" if len(undecidable) > 1 else ""
         raise UserError(f"{undecidable[0]}{more}; redesign it, or register it as descriptive (no verdict)")
     if every:
-        missing = [c.id for c in chosen if c.quick and c.design is None]
-        missing += [f"{c.id}/{p.id}" for c in chosen if not c.quick for p in c.parts
-                    if not p.check and p.id not in got[c.id]]
+        missing = [f"{c.id}/{p.id}" for c in chosen for p in c.parts
+                   if not p.check and p.id not in got[c.id] and f"{c.id}/{p.id}" not in descriptive]
         if missing:
             raise UserError(f"--require-designs: {', '.join(missing)} declare no design analysis (Claim.design) and "
                             "have no seen-data prior (claims/design_seen.py); declare one or register without "
@@ -161,22 +161,23 @@ def build(scale: str, only: list[str] | None = None, quick: bool = False, first_
           quick_seeds: int = 5, every_design: bool = False, stages: dict[str, list[int]] | None = None,
           tolerances: dict[str, float] | None = None, seeds: int | None = None,
           sequential: dict[str, Any] | None = None, design_level: float | None = None,
-          descriptive: list[str] | None = None) -> dict[str, Any]:
+          descriptive: list[str] | None = None, plan_quick: bool = False) -> dict[str, Any]:
     """The registration document of the claims ``normlab claims`` with these options decides;
     ``first_seed``: every study's seeds and the ``quick_seeds`` seeds of the quick measurements
     start there (unseen seeds for a confirmatory run), else the presets' seeds and 0, 1, ...;
     ``stages`` and ``tolerances``: the settling rule; ``seeds`` and ``sequential``: a
     group-sequential design; ``design_level``: the level the designs ask; ``descriptive``: the
-    parts registered with no verdict (:func:`document`)."""
+    parts registered with no verdict; ``plan_quick``: the quick claims designed at ``quick_seeds``
+    (:func:`document`)."""
     return document(choose(scale, only, quick), scale, first_seed, quick_seeds, every_design, stages, tolerances,
-                    seeds, sequential, design_level, descriptive)
+                    seeds, sequential, design_level, descriptive, plan_quick)
 
 
 def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
              every_design: bool = False, stages: dict[str, list[int]] | None = None,
              tolerances: dict[str, float] | None = None, seeds: int | None = None,
              sequential: dict[str, Any] | None = None, design_level: float | None = None,
-             descriptive: list[str] | None = None) -> dict[str, Any]:
+             descriptive: list[str] | None = None, plan_quick: bool = False) -> dict[str, Any]:
     """The registration document of the claims ``chosen`` at ``scale`` (seeds as :func:`build`);
     refused first when a part cannot decide (:func:`require_designs`). ``stages`` (study ->
     horizons) and ``tolerances`` ("claim/part" or "claim" -> effect tolerance) register the
@@ -186,8 +187,11 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
     ``design_level``: every design analysis asks a decision at that level (``claims/design.py``'s
     ``at_level``: the level the catalogue's Holm will ask), recorded as such; None: the rules' 0.05.
     ``descriptive``: parts ("claim/part") registered with no verdict (``claim.describe``): a part
-    whose design cannot decide at that level is measured and shown, never decided or adjusted."""
+    whose design cannot decide at that level is measured and shown, never decided or adjusted.
+    ``plan_quick``: each quick claim's design is planned at ``quick_seeds`` probe seeds from its
+    seen probe values (``design_seen.at_quick_seeds``: a campaign stage's ``quick_seeds``)."""
     from normlab.claims.design import at_level, at_seeds
+    from normlab.claims.design_seen import at_quick_seeds
 
     described = frozenset(descriptive or ())
     valid = [f"{c.id}/{p.id}" for c in chosen for p in c.parts if not p.check]
@@ -199,6 +203,8 @@ def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick
             planned.enter_context(at_level(design_level))
         if seeds is not None:
             planned.enter_context(at_seeds(seeds))
+        if plan_quick:
+            planned.enter_context(at_quick_seeds(quick_seeds))
         found = {c.id: designs(c, scale) for c in chosen}
     require_designs(chosen, scale, every_design, found, described)
     names = sorted({n for c in chosen if not c.quick for n in c.studies})

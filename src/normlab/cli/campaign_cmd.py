@@ -51,8 +51,10 @@ def _campaign(args: argparse.Namespace) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             wrote = write(path, doc, force=args.force)
             n_parts = sum(len(e["parts"]) for e in doc["claims"].values())
-            print(f"{'wrote' if wrote else 'unchanged:'} {path}: {len(doc['claims'])} claims, {n_parts} parts, studies "
-                  f"{', '.join(doc['studies'])}; document hash {doc['document_hash']}")
+            measured = ([f"studies {', '.join(doc['studies'])}"] if doc["studies"] else []) + \
+                ([f"{len(doc['quick_seeds'])} probe seeds"] if doc.get("quick_seeds") else [])
+            print(f"{'wrote' if wrote else 'unchanged:'} {path}: {len(doc['claims'])} claims, {n_parts} parts, "
+                  f"{'; '.join(measured)}; document hash {doc['document_hash']}")
         print(f"commit it before running: git add {plan.folder} && git commit; then normlab campaign run {args.plan}")
         return 0
     if args.action == "cost":
