@@ -112,7 +112,8 @@ def test_the_published_catalogue_under_one_holm(tmp_path: Path) -> None:
                                                                                          "campaign-transfer/",
                                                                                          "campaign-2/"))}
     # exploration never joins it: the exploratory pages, the frontier stage read after the fact
-    assert set(everything.skipped) == {"exploratory", "exploratory/frontier-stage", "seed"}
+    assert set(everything.skipped) == {"exploratory", "exploratory/frontier-stage", "exploratory/pilot-ln-amplifies",
+                                       "seed"}
     assert "exploratory" in everything.skipped["exploratory/frontier-stage"]
     assert everything.size > 104
     # the six runs before the campaign, as issue 40 counted them

@@ -165,6 +165,20 @@ def test_a_quick_part_is_planned_at_the_stage_quick_seeds() -> None:
             pass
 
 
+def test_a_measurement_of_fixed_seeds_plans_those_whatever_the_stage_asks() -> None:
+    # the exact checks (seed002-gpt2, seed002-code-causal) build 3 models whatever the probe's seeds
+    assert CLAIMS.get("seed002-gpt2").needs.fixed_seeds() == 3 and CLAIMS.get("forward-norms").needs.fixed_seeds() is None
+    part = Part("p", "a", Q, Direction(+1), "why")
+    prior = {"method": "one-sample t", "estimate": 1.0, "values_a": [1.0, 1.1, 1.2], "n_a": 3, "run": "r",
+             "seeds": {"probe": [100, 101, 102, 103, 104]}, "quantity": Q}
+    doc = {"priors": {"probe": {"q/p": prior}}}
+    exact = _claim("q", [part], (), quick=True)
+    exact.needs = SimpleNamespace(fixed_seeds=lambda: 3)
+    with design_seen.at_quick_seeds(48):
+        assert seen_design(exact, "cpu", doc)["p"].plan.startswith("3 seeds")
+        assert seen_design(_claim("q", [part], (), quick=True), "cpu", doc)["p"].plan.startswith("29 seeds")  # 3 x 48/5
+
+
 def test_a_quick_claim_declared_design_plans_the_stage_quick_seeds() -> None:
     c = CLAIMS.get("seed001-pre-identity")  # declared designs at the probe's 5 seeds, no seen reading
     assert registration.designs(c, "cpu")["near"].plan.startswith("5 seeds")

@@ -205,9 +205,12 @@ def ratio(studies: tuple[str, ...] | list[str], scale: str, seen: dict[str, list
     return min(got) if got else 1.0
 
 
-def quick_ratio(prior: dict[str, Any]) -> float:
-    """Planned over seen probe seeds (1 outside :func:`at_quick_seeds`, or when the run's are unknown)."""
+def quick_ratio(prior: dict[str, Any], fixed: int | None = None) -> float:
+    """Planned over seen probe seeds (1 outside :func:`at_quick_seeds`, or when the run's are unknown);
+    a measurement that reads ``fixed`` seeds whatever the probe's count plans those (the exact checks)."""
     seen, planned = len((prior.get("seeds") or {}).get(PROBE) or []), planned_quick_seeds()
+    if fixed is not None and planned:
+        return fixed / max(1, len(prior.get("values_a") or []))
     return planned / seen if planned and seen else 1.0
 
 
@@ -273,7 +276,9 @@ def seen_design(claim: Any, scale: str, priors: dict[str, Any] | None = None) ->
         prior = got[via] if via else prior
         if prior is None or p.check:
             continue
-        factor = quick_ratio(prior) if claim.quick else ratio(claim.studies, scale, prior["seeds"])
+        needs = getattr(claim, "needs", None)
+        factor = quick_ratio(prior, needs.fixed_seeds() if needs is not None else None) if claim.quick \
+            else ratio(claim.studies, scale, prior["seeds"])
         out[p.id] = design_from(f"{claim.id}/{p.id}", p.rule, prior, factor, via)
     if priors is None:
         _MEMO[key] = dict(out)

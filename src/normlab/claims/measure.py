@@ -31,6 +31,12 @@ class Needs:
     probe: dict[str, str] = field(default_factory=dict)
     extra: tuple[str, ...] = ()
 
+    def fixed_seeds(self) -> int | None:
+        """The seeds an extra measurement reads whatever the probe's count (the exact checks), if any."""
+        from normlab.diagnostics.measurements import FIXED_SEEDS
+
+        return min((FIXED_SEEDS[e] for e in self.extra if e in FIXED_SEEDS), default=None)
+
     def cells(self, depths: list[int], ref: int) -> list[tuple[str, int]]:
         pick = {"all": list(depths), "ref": [ref], "max": [max(depths)]}
         return [(p, L) for p, sel in self.probe.items() for L in pick[sel]]
