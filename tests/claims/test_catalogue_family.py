@@ -67,23 +67,27 @@ def test_one_family_over_synthetic_runs(tmp_path: Path) -> None:
 
 def test_each_part_ends_at_its_latest_registration(tmp_path: Path) -> None:
     # "z" (written first) registers x, y, w decisive; "a" (written later, though it sorts first by
-    # name) registers x again (decided now), y again as descriptive, and a new part v.
+    # name) registers x again (decided now), y again as descriptive, and a new part v; w, which "a"
+    # does not have, was retired from the claim.
     _write(tmp_path / "z", "confirmatory", [("c", [_part("x", 0.5, "inconclusive"), _part("y", 1e-6, "supported"),
                                                    _part("w", 0.4, "inconclusive")])], written="2026-01-01T00:00:00")
     _write(tmp_path / "a", "confirmatory", [("c", [_part("x", 1e-6, "supported"), _part("y", None, "descriptive"),
                                                    _part("v", 1e-6, "contradicted")])], written="2026-02-01T00:00:00")
     fam = catalogue_family(tmp_path)
     last = {(fp.claim, fp.part): fp.run for fp in fam.latest()}
-    assert last == {("c", "x"): "a", ("c", "y"): "a", ("c", "w"): "z", ("c", "v"): "a"}
-    # x and v decided, w not; y ends descriptive, out of the decisive count
-    assert fam.ended() == ("each of the catalogue's 4 parts at its latest registration: 2 of the 3 registered as "
-                           "decisive there end decided (67%); descriptive there: 1")
-    # written the other way round, the first readings are the latest: x undecided, y decided
+    assert last == {("c", "x"): "a", ("c", "y"): "a", ("c", "v"): "a"}
+    # x and v decided; y ends descriptive, out of the decisive count
+    assert fam.ended() == ("each of the catalogue's 3 parts at its latest registration: 2 of the 2 registered as "
+                           "decisive there end decided (100%); descriptive there: 1")
+    # a claim only the earlier run measured keeps its parts there
+    _write(tmp_path / "y", "confirmatory", [("d", [_part("u", 0.5, "inconclusive")])], written="2026-01-15T00:00:00")
+    assert ("d", "u") in {(fp.claim, fp.part) for fp in catalogue_family(tmp_path).latest()}
+    # a still later run b reads c again, without v: x undecided, y decided, v retired
     _write(tmp_path / "b", "confirmatory", [("c", [_part("x", 0.5, "inconclusive"), _part("y", 1e-6, "supported")])],
            written="2026-03-01T00:00:00")
     fam = catalogue_family(tmp_path)
-    assert {(fp.claim, fp.part): fp.run for fp in fam.latest()}[("c", "y")] == "b"
-    assert "2 of the 4 registered as decisive there end decided (50%); descriptive there: 0" in fam.ended()
+    assert {(fp.claim, fp.part): fp.run for fp in fam.latest()} == {("c", "x"): "b", ("c", "y"): "b", ("d", "u"): "y"}
+    assert "3 parts at its latest registration: 1 of the 3 registered as decisive there end decided (33%)" in fam.ended()
 
 
 def test_the_published_files_are_left_as_they_are(tmp_path: Path) -> None:

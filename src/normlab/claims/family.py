@@ -81,14 +81,16 @@ class Family:
         return [p for p in self.survived_run() if p.ok is False]
 
     def latest(self) -> list[FamilyPart]:
-        """Each part of the catalogue (claim/part) at its latest confirmatory registration: in the run
-        written last that measured it (``meta.written_at``). A part registered again on fresh seeds
-        (campaign 2 after campaign 1) ends at its new reading, decisive or descriptive; the earlier
-        readings stay in the family and in the table."""
-        at: dict[tuple[str, str], FamilyPart] = {}
-        for fp in sorted(self.parts, key=lambda fp: (self.written.get(fp.run, ""), fp.run)):  # stable: parts keep order
-            at[(fp.claim, fp.part)] = fp
-        return list(at.values())
+        """Each part of the catalogue (claim/part) at its latest confirmatory registration: the parts
+        of each claim in the run written last that measured it (``meta.written_at``; a run lists
+        every part of a claim it measures). A part registered again on fresh seeds (campaign 2 after
+        campaign 1) ends at its new reading, decisive or descriptive, and a part the claim's newest
+        reading no longer has was retired from the claim (renamed or replaced: frontier-placement's
+        L18-w50). The earlier readings stay in the family and in the table."""
+        newest: dict[str, str] = {}
+        for fp in sorted(self.parts, key=lambda fp: (self.written.get(fp.run, ""), fp.run)):
+            newest[fp.claim] = fp.run
+        return [fp for fp in self.parts if fp.run == newest[fp.claim]]
 
     def ended(self) -> str:
         """One line: how many of the catalogue's parts end decided at their latest registration."""
