@@ -58,6 +58,7 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
     every training part required to have one), the studies' stages, the tolerances of those
     claims and the plan's first seed."""
     from normlab.claims.registration import build
+    from normlab.claims.registration_doc import QUICK_SEEDS
 
     stages = [s for s in plan.stages if s.registration == file]
     scales = {plan.scale_of(s) for s in stages}
@@ -93,7 +94,7 @@ def registration_doc(plan: Plan, file: str) -> dict[str, Any]:
                  seeds=None if sp is None else sp.looks[-1],
                  sequential=None if sp is None else sequential_stage.spec(sp), design_level=level,
                  descriptive=sorted({x for s in stages for x in s.descriptive}),
-                 **({} if qs is None else {"quick_seeds": qs, "plan_quick": True}))
+                 quick_seeds=QUICK_SEEDS if qs is None else qs, plan_quick=qs is not None)
 
 
 def records(plan: Plan) -> list[dict[str, Any]]:

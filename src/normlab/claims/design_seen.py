@@ -160,7 +160,7 @@ def extract(evidence_dir: str | Path) -> dict[str, Any]:
             for p in c.get("parts") or []:
                 if not isinstance(p.get("effect"), dict) or not _usable(p["effect"]):
                     continue
-                at = seen.setdefault(PROBE if c.get("quick") else scale, {})
+                at = seen.setdefault(PROBE if c.get("quick") else str(scale), {})
                 at.setdefault(f"{c['id']}/{p['id']}", []).append(_prior(run, meta, c, p))
     best: dict[str, dict[str, dict[str, Any]]] = {}
     for scale, parts in seen.items():

@@ -139,6 +139,10 @@ def require_designs(chosen: list[Any], scale: str, every: bool = False,
                             "--require-designs")
 
 
+# the quick measurements' seed count when no plan names one (the presets' probe)
+QUICK_SEEDS = 5
+
+
 def document_hash(doc: dict[str, Any]) -> str:
     return _sha(json.dumps({k: v for k, v in doc.items() if k != "document_hash"}, sort_keys=True))
 
@@ -158,7 +162,7 @@ def choose(scale: str, only: list[str] | None = None, quick: bool = False) -> li
 
 
 def build(scale: str, only: list[str] | None = None, quick: bool = False, first_seed: int | None = None,
-          quick_seeds: int = 5, every_design: bool = False, stages: dict[str, list[int]] | None = None,
+          quick_seeds: int = QUICK_SEEDS, every_design: bool = False, stages: dict[str, list[int]] | None = None,
           tolerances: dict[str, float] | None = None, seeds: int | None = None,
           sequential: dict[str, Any] | None = None, design_level: float | None = None,
           descriptive: list[str] | None = None, plan_quick: bool = False) -> dict[str, Any]:
@@ -173,7 +177,7 @@ def build(scale: str, only: list[str] | None = None, quick: bool = False, first_
                     seeds, sequential, design_level, descriptive, plan_quick)
 
 
-def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = 5,
+def document(chosen: list[Any], scale: str, first_seed: int | None = None, quick_seeds: int = QUICK_SEEDS,
              every_design: bool = False, stages: dict[str, list[int]] | None = None,
              tolerances: dict[str, float] | None = None, seeds: int | None = None,
              sequential: dict[str, Any] | None = None, design_level: float | None = None,
