@@ -1,4 +1,4 @@
-"""Designs from the lab's seen data (``claims/design_seen.py``): which published run gives a part's
+"""Designs from the lab's seen data (``claims/design_seen.py``, priors from ``claims/seen_priors.py``): which published run gives a part's
 prior, how each effect method maps to a design, the planned n, the floor for a degenerate spread,
 the committed priors file against the evidence, and the wiring into registration (a seen design
 that cannot decide is refused by --require-designs, which also lists a training part with no
@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from normlab.claims import design_seen, registration
+from normlab.claims import design_seen, registration, seen_priors
 from normlab.claims.claim import CLAIMS, Part
 from normlab.claims.design import mean_design, rate_design
-from normlab.claims.design_seen import SD_FLOOR, design_from, extract, seen_design
+from normlab.claims.design_seen import SD_FLOOR, design_from, seen_design
 from normlab.claims.rules import Direction, Within
+from normlab.claims.seen_priors import extract
 from normlab.core.errors import ConfigError, UserError
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
@@ -206,8 +207,8 @@ def test_planned_n_scales_the_seen_n_by_the_planned_over_the_seen_seeds() -> Non
 def test_the_committed_priors_are_what_the_evidence_gives() -> None:
     if not (EVIDENCE / "claims.json").is_file():
         pytest.skip("no docs/evidence beside the tests (an installed package)")
-    assert design_seen.dumps(extract(EVIDENCE)) == design_seen.PRIORS.read_text(encoding="utf-8"), \
-        "run `python -m normlab.claims.design_seen docs/evidence` and commit the file"
+    assert seen_priors.dumps(extract(EVIDENCE)) == seen_priors.PRIORS.read_text(encoding="utf-8"), \
+        "run `python -m normlab.claims.seen_priors docs/evidence` and commit the file"
 
 
 def _unseen(cid: str) -> Any:
@@ -229,7 +230,7 @@ def test_require_designs_lists_a_training_part_with_no_design() -> None:
 def test_a_seen_design_that_cannot_decide_is_recorded_and_refused_by_require_designs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     c = _unseen("zloss-logz")
-    doc = {"format": design_seen.FORMAT, "priors": {"cpu": {
+    doc = {"format": seen_priors.FORMAT, "priors": {"cpu": {
         f"test-unseen/{p.id}": {"method": "one-sample t", "estimate": 1.0, "values_a": [0.0, 2.0], "n_a": 2,
                                 "run": "r", "seeds": {}, "quantity": p.quantity} for p in c.parts}}}
     monkeypatch.setattr(design_seen, "load", lambda *a: doc)

@@ -74,10 +74,12 @@ DESIGNS: dict[str, Callable[[], Design]] = {
 
 
 def _probe() -> int:
-    """The probe seeds a quick design plans: a stage's ``quick_seeds`` (design_seen.at_quick_seeds), else 5."""
+    """The probe seeds a quick design plans: a stage's ``quick_seeds`` (design_seen.at_quick_seeds), else
+    the default of a registration (registration_doc.QUICK_SEEDS)."""
     from normlab.claims.design_seen import planned_quick_seeds
+    from normlab.claims.registration_doc import QUICK_SEEDS
 
-    return planned_quick_seeds() or 5
+    return planned_quick_seeds() or QUICK_SEEDS
 
 
 PLANNED = "cpu"  # the scale whose seeds the training designs above plan (the studies' cpu presets)
