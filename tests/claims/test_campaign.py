@@ -12,6 +12,7 @@ import pytest
 
 from normlab.claims import campaign, campaign_plan
 from normlab.claims.campaign_page import page, write_page
+from normlab.claims.registration_doc import QUICK_SEEDS
 from normlab.core.errors import ConfigError, UserError
 
 PLAN = """
@@ -160,7 +161,7 @@ def test_a_stage_of_quick_claims_registers_its_probe_seeds(tmp_path: Path, monke
     campaign.registration_doc(plan, "registration/b.json")
     assert got["only"] == ["xiong-thm1", "forward-norms"] and got["quick_seeds"] == 48 and got["plan_quick"] is True
     campaign.registration_doc(plan, "registration/a.json")
-    assert "quick_seeds" not in got and "plan_quick" not in got  # a training stage: the registration's defaults
+    assert got["quick_seeds"] == QUICK_SEEDS and got["plan_quick"] is False  # a training stage: the defaults
     with pytest.raises(UserError, match="registration/a.json differ in their quick_seeds"):
         campaign.registration_doc(_plan(tmp_path, QUICK), "registration/a.json")  # one file, two stages
 

@@ -45,7 +45,7 @@ import statistics
 from typing import Any, Iterator
 
 from normlab.claims.design import Design, level, mean_design, planned_seeds, rate_design
-from normlab.claims.ledger import PROBE
+from normlab.claims.folder import PROBE
 from normlab.claims.seen_priors import MEAN, load
 from normlab.core.errors import ConfigError, UserError
 from normlab.study.presets import study_preset

@@ -12,5 +12,8 @@ HISTORY = "history.jsonl"     # every launch, its end and its verdicts (``histor
 CLAIMS_MD = "claims.md"       # the table, as claims.json gives it (``output``)
 INDEX = "index.html"          # the page (``output``)
 FIGURES = "figures"           # the claims' figures (``figures``, ``output``)
+# claims.json's meta.seeds key of the quick measurements' seeds (the probe cells and the extra
+# measurements share them), beside one key per study (``publish``; read by the ledger and the priors)
+PROBE = "probe"
 
-__all__ = ["CLAIMS_JSON", "CLAIMS_MD", "FIGURES", "HISTORY", "INDEX"]
+__all__ = ["CLAIMS_JSON", "CLAIMS_MD", "FIGURES", "HISTORY", "INDEX", "PROBE"]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.claims.folder import CLAIMS_JSON, HISTORY
+from normlab.claims.folder import CLAIMS_JSON, HISTORY, PROBE
 from normlab.claims.history import is_verdict
 from normlab.claims.registration import study_spec
 from normlab.core.errors import UserError
@@ -47,7 +47,6 @@ from normlab.core.fsutil import read_jsonl
 from normlab.study.presets import study_preset
 from normlab.study.store import SPEC, Store, peek
 
-PROBE = "probe"  # the quick measurements' seeds (probe cells and extra measurements share them)
 _QUICK_SEED = re.compile(r"(?:^|/)seed(\d+)$")
 
 

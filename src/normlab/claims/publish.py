@@ -11,7 +11,7 @@ from typing import Any
 
 from normlab.claims import registered
 from normlab.claims.decision import decision_code_hash
-from normlab.claims.ledger import PROBE
+from normlab.claims.folder import PROBE
 from normlab.claims.measuring_code import measuring_hash
 from normlab.claims.output import write_outputs
 from normlab.claims.plan import ClaimsPlan

@@ -29,8 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from normlab.claims.folder import CLAIMS_JSON
-from normlab.claims.ledger import PROBE
+from normlab.claims.folder import CLAIMS_JSON, PROBE
 from normlab.core.errors import UserError
 
 FORMAT, VERSION = "normlab-seen-priors", 1
