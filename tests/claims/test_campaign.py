@@ -202,17 +202,22 @@ def test_a_stage_not_yet_registered_stops_the_campaign_naming_the_fix(tmp_path: 
 
 def test_a_launch_killed_without_a_record_is_listed_with_its_wall_bound(tmp_path: Path) -> None:
     """A launch whose process died with the machine's session wrote its start and nothing after:
-    the page says so, bounds its wall time by the next launch, and leaves it out of the CPU sums."""
+    the page says so, bounds its wall time by its stage's next launch, and leaves it out of the CPU
+    sums. Another stage's launch in between (stages run side by side) is no sign of a kill."""
     from normlab.core.fsutil import append_jsonl
 
     p = _plan(tmp_path)
     log = p.folder / campaign.RECORD
     append_jsonl(log, {"event": "start", "stage": "a", "at": 1000.0, "out": "o"})
+    append_jsonl(log, {"event": "start", "stage": "b", "at": 1000.0 + 600, "out": "o"})  # beside it
     append_jsonl(log, {"event": "start", "stage": "a", "at": 1000.0 + 1800, "out": "o"})  # 0.5 h later
+    append_jsonl(log, {"event": "end", "stage": "b", "at": 1000.0 + 1900, "wall_s": 1300.0, "cpu_s": 0.0})
     append_jsonl(log, {"event": "end", "stage": "a", "at": 1000.0 + 2000, "wall_s": 200.0, "cpu_s": 360.0})
     text = page(p)
     assert "Launches whose CPU time was not recorded:" in text
-    assert "at most 0.50 h of wall time (to the next launch), at most 0.50 core-hours on 1 workers" in text
+    assert text.count("killed without a record; at most") == 1  # a's first launch; b's ended
+    assert "`a`, launched 1970-01-01 00:16 UTC: killed without a record; at most 0.50 h of wall time (to its next " \
+           "launch), at most 0.50 core-hours on 1 workers" in text
     assert campaign.used_core_hours(p) == pytest.approx(0.1)  # only the recorded launch
     append_jsonl(log, {"event": "start", "stage": "b", "at": 5000.0, "out": "o"})  # running now: not listed
     assert page(p).count("killed without a record; at most") == 1

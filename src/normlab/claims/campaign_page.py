@@ -33,18 +33,19 @@ def _wall_h(plan: Plan, s: Stage) -> float:
 
 def _unrecorded(plan: Plan) -> list[str]:
     """Launches whose process was killed before it wrote its end (the machine's session ended):
-    their CPU time is lost; their wall time is bounded by the next launch's start."""
+    their CPU time is lost; their wall time is bounded by the next launch of the same stage. Stages
+    may run side by side, so a launch is paired with its own stage's next record, not the file's."""
     rows, out = records(plan), []
     for i, r in enumerate(rows):
         if r["event"] != START:
             continue
-        after = rows[i + 1] if i + 1 < len(rows) else None
+        after = next((x for x in rows[i + 1:] if x["stage"] == r["stage"]), None)
         if after is None or after["event"] != START:
-            continue  # ended, stopped, or (the last line) still running
+            continue  # ended, stopped, or (its stage's last line) still running
         wall = (float(after["at"]) - float(r["at"])) / 3600.0
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(r["at"])))
         out.append(f"- `{r['stage']}`, launched {when}: killed without a record; at most {wall:.2f} h of wall "
-                   f"time (to the next launch), at most {wall * plan.workers:.2f} core-hours on {plan.workers} "
+                   f"time (to its next launch), at most {wall * plan.workers:.2f} core-hours on {plan.workers} "
                    "workers, not counted in the CPU column")
     return out
 
