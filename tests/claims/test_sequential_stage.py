@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from normlab.claims import campaign, campaign_plan
+from normlab.claims import campaign, campaign_plan, sequential_stage
 from normlab.claims.sequential_stage import LOOKS, parse, registered, run_looks, spec
 from normlab.core.errors import ConfigError, UserError
 from normlab.stats.sequential import SeedPlan
@@ -237,3 +237,17 @@ def test_the_campaign_page_says_where_each_part_stopped(tmp_path: Path, monkeypa
     campaign.run_campaign(p, tmp_path / "out", quiet=True)
     assert "| `hybridnorm-depth` | a | supported | +1 [+0.5, +1.5], n 4/4 | read at its study's fixed horizon (not " \
            "staged); decided at 4 seeds: supported (p 1e-06 < 0.00305, the look's level) |" in page(p)
+
+
+def test_a_part_with_no_p_value_is_not_said_to_be_limited_by_seeds() -> None:
+    """seed002-deep-output-norm/sandwich-96 in campaign 2: every run of both arms failed, so the
+    rule gave no p-value at either look; the look wrote "limited by seeds", which the page corrects
+    (its limit is the horizon); a part with a p-value keeps the look's sentence."""
+    said = "undecided at the registered maximum of 8 seeds (no p-value, level 0.000167): inconclusive, limited by seeds"
+    part = {"sequential": {"stopped_at": 8, "p_by_look": {"4": None, "8": None}, "text": said}}
+    got = sequential_stage.text(part)
+    assert got is not None and "limited by seeds" not in got
+    assert got.startswith("undecided at the registered maximum of 8 seeds (no p-value") and "no p-value that more seeds" in got
+    with_p = {"sequential": {"stopped_at": 8, "p_by_look": {"4": 0.2, "8": 0.09}, "text": said.replace("no p-value", "p 0.09")}}
+    assert sequential_stage.text(with_p) == said.replace("no p-value", "p 0.09")
+    assert sequential_stage.text({"descriptive": True, **part}) == sequential_stage.descriptive_text(8)

@@ -132,13 +132,25 @@ def descriptive_text(at: int) -> str:
     return f"registered as descriptive: read at the first look ({at} seeds), no verdict"
 
 
+SEEDS_LIMIT = "inconclusive, limited by seeds"  # the tail stats.sequential.Look writes at the maximum
+
+
 def text(part: dict[str, Any]) -> str | None:
     """A composed part's sequential sentence (None: not sequential). A descriptive part's is
-    derived from its mark: stages composed before the mark existed wrote the undecided one."""
+    derived from its mark: stages composed before the mark existed wrote the undecided one. A part
+    with no p-value at its last look was not stopped by its seeds, whatever the look wrote: its
+    rule gave none (no run of either arm trained, say), and more seeds fail alike."""
     seq = part.get("sequential") or {}
     if not seq:
         return None
-    return descriptive_text(int(seq["stopped_at"])) if part.get("descriptive") else seq.get("text")
+    if part.get("descriptive"):
+        return descriptive_text(int(seq["stopped_at"]))
+    said = str(seq.get("text") or "")
+    last = (seq.get("p_by_look") or {}).get(str(seq.get("stopped_at")), 0.0)
+    if last is None and said.endswith(SEEDS_LIMIT):
+        return said[:-len(SEEDS_LIMIT)] + ("inconclusive, with no p-value that more seeds could lower (its limit: the table of the "
+                                               "parts not decided)")
+    return said
 
 
 def compose(sp: SeedPlan, looks: dict[int, dict[str, Any]], stopped: dict[tuple[str, str], int],
