@@ -39,6 +39,7 @@ RUNS = {"evidence": "", "confirm-2a": "confirm-2a", "confirm-2b": "confirm-2b",
         "campaign-2-new-methods": "campaign-2/new-methods", "campaign-2-map": "campaign-2/map",
         "campaign-2-seed-dropout": "campaign-2/seed-dropout", "campaign-2-init-claims": "campaign-2/init-claims",
         "campaign-2-rest-a": "campaign-2/rest-a", "campaign-2-seed-claims": "campaign-2/seed-claims",
+        "campaign-2-rest-b": "campaign-2/rest-b",
         "exploratory-pilot-ln-amplifies": "exploratory/pilot-ln-amplifies"}  # the campaigns' stages, as each ends
 EVIDENCE = [ROOT / "docs" / "evidence" / d for d in RUNS.values()]
 SMALL = {"seeds": 3, "depths": [2, 4, 8], "d_model": 32}
