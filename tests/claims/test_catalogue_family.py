@@ -184,3 +184,23 @@ def test_the_headline_says_when_a_verdict_rests_on_some_parts_only(tmp_path: Pat
     assert rows["mixed"].startswith("| `mixed` | a | supported (on 1 of its 3 parts; 2 descriptive) | supported |")
     assert rows["shown"].startswith("| `shown` | a | descriptive | descriptive |")
     assert rows["plain"].startswith("| `plain` | a | supported | supported |")
+
+
+def test_the_campaign_page_names_the_limit_of_every_part_open_at_its_latest_registration() -> None:
+    """The per-part reading's rest, on the published evidence: each decisive part not decided at
+    its latest registration is listed once, with a limit (horizon, seeds or cost) and its reason,
+    and their count is the one ``Family.ended`` gives."""
+    import re
+
+    from normlab.claims.campaign_page import latest_open
+
+    fam = catalogue_family(ROOT / "docs" / "evidence")
+    got = re.search(r"(\d+) of the (\d+) registered as decisive", fam.ended())
+    assert got is not None
+    done, decisive = int(got.group(1)), int(got.group(2))
+    rows = [ln for ln in latest_open(fam) if ln.startswith("| ") and not ln.startswith("| run |")]
+    assert len(rows) == decisive - done
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        assert cells[3] in ("horizon", "seeds", "cost") and cells[4], ln
+    assert len({tuple(ln.split("|")[1:4]) for ln in rows}) == len(rows)  # each part once

@@ -97,7 +97,23 @@ def _decided(plan: Plan) -> list[str]:
         return []
     fam = catalogue_family(root)
     rows = readout(fam, runs)
-    return _table(plan, fam, rows) + _changed(plan, fam)
+    return _table(plan, fam, rows) + latest_open(fam) + _changed(plan, fam)
+
+
+def latest_open(fam: Any) -> list[str]:
+    """The decisive parts not decided at their latest registration, whichever run holds it, each
+    with the limit that stopped it: the per-part reading's rest (``Family.latest``)."""
+    from normlab.claims.decided import readout
+
+    latest = {(fp.run, fp.claim, fp.part) for fp in fam.latest()}
+    rest = [r for r in readout(fam, fam.runs) if (r.run, r.claim, r.part) in latest and not r.decided]
+    if not rest:
+        return []
+    lines = [f"Not decided at their latest registration ({len(rest)} parts, whichever run registered them last), "
+             "and what stopped each:", "", "| run | claim | part | limit | why |", "|---|---|---|---|---|"]
+    lines += [f"| {'run 1' if r.run == '.' else r.run} | `{r.claim}` | {r.part} | {r.limit} | {r.text} |"
+              for r in sorted(rest, key=lambda r: (r.run, r.claim, r.part))]
+    return lines + [""]
 
 
 def _changed(plan: Plan, fam: Any) -> list[str]:
@@ -227,4 +243,4 @@ def write_page(plan: Plan) -> None:
     atomic_write_text(plan.folder / PAGE, page(plan))
 
 
-__all__ = ["page", "write_page"]
+__all__ = ["latest_open", "page", "write_page"]
